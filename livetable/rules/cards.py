@@ -8,14 +8,14 @@ A card is a rank and a suit. The wire writes it as rank then suit: ``"10D"``, ``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
 class CardError(ValueError):
     """A token that is not a card. The message names the token."""
 
 
-class Suit(str, Enum):
+class Suit(StrEnum):
     SPADES = "S"
     HEARTS = "H"
     DIAMONDS = "D"
@@ -31,7 +31,7 @@ _SUIT_INPUT: dict[str, Suit] = {
     "D": Suit.DIAMONDS, "♦": Suit.DIAMONDS, "♢": Suit.DIAMONDS,
     "C": Suit.CLUBS, "♣": Suit.CLUBS, "♧": Suit.CLUBS,
 }
-_RANK_INPUT: dict[str, int] = {r: i + 1 for i, r in enumerate(RANKS)} | {"T": 10, "1": 1}
+_RANK_INPUT: dict[str, int] = {r: i + 1 for i, r in enumerate(RANKS)} | {"T": 10}
 _SUIT_SYMBOL: dict[Suit, str] = {
     Suit.SPADES: "♠", Suit.HEARTS: "♥", Suit.DIAMONDS: "♦", Suit.CLUBS: "♣",
 }

@@ -76,7 +76,7 @@ class Hand:
 
     @property
     def label(self) -> str:
-        """English label: ``"7.4 Special Pair"``, ``"9 Points"``, ``"0 Points"``."""
+        """English label: ``"Special Pair"``, ``"9 Points"``, ``"1 Point"`` (no value)."""
         if self.combination is not None:
             return self.combination.label
         return "1 Point" if self.points == 1 else f"{self.points} Points"

@@ -20,7 +20,7 @@ Notes 1–6 of the seed, as DESIGN §1 reads them:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 from livetable.rules.hands import Hand
@@ -28,7 +28,7 @@ from livetable.rules.hands import Hand
 Outcome = Literal["win", "lose", "tie"]
 
 
-class Position(str, Enum):
+class Position(StrEnum):
     """The six hands on the table, in reveal order."""
 
     P1 = "P1"
@@ -46,7 +46,7 @@ PLAYER_POSITIONS: tuple[Position, ...] = (
 DEAL_ORDER: tuple[Position, ...] = (*PLAYER_POSITIONS, Position.BANKER)
 
 
-class BetSpot(str, Enum):
+class BetSpot(StrEnum):
     """The ten betting choices."""
 
     P1 = "P1"

@@ -1,0 +1,336 @@
+"""Protocol v1: every frame on the wire, as msgspec Structs.
+
+The names and meanings here are a public contract (DESIGN §3, docs/protocol.md): other
+clients rely on them, so within v1 fields may be added, never renamed. The schema is the
+validator: each endpoint decodes with one reused ``Decoder`` over a tagged union
+(``tag_field="type"``), and a bad frame yields msgspec's precise message
+("Expected `int`, got `float` - at `$.amount`") turned into ``error {code, message}``.
+
+Table events are numbered per table (``epoch``, ``seq``) by the table's engine, the one
+writer, and encoded once for all their receivers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+from msgspec import Struct, field
+
+PROTOCOL_VERSION = 1
+
+Phase = Literal["idle", "betting", "dealing", "revealing", "settled", "paused", "cancelled"]
+BetState = Literal["accepted", "settled", "refunded"]
+
+
+# --- values ---------------------------------------------------------------------------
+
+
+class ResumePoint(Struct, kw_only=True):
+    epoch: int
+    seq: int
+
+
+class Limits(Struct, kw_only=True):
+    min: int = 10
+    max: int = 5_000
+    pair_min: int = 10
+    pair_max: int = 1_000
+    round_max: int = 20_000  # a player's total deducted per round
+
+
+class HandView(Struct, kw_only=True):
+    hand: str
+    cards: list[str]
+    value: str
+    points: int
+    label: str
+    flush: bool
+    pair: bool
+
+
+class PositionResult(Struct, kw_only=True):
+    hand: str
+    outcome: str  # the Player position's: win lose tie
+    odds: int
+    pair: bool
+    flush: bool
+
+
+class RoadmapEntry(Struct, kw_only=True):
+    round_id: str
+    round_no: int
+    results: list[PositionResult]
+
+
+class PlayerView(Struct, kw_only=True):
+    id: str
+    name: str
+    balance: int
+
+
+class TableSnapshot(Struct, kw_only=True):
+    id: str
+    name: str
+    phase: Phase
+    mode: Literal["auto", "manual"]
+    round_id: str | None = None
+    round_no: int = 0
+    shoe_id: str | None = None
+    closes_at: int | None = None
+    limits: Limits = field(default_factory=Limits)
+    hands: list[HandView] = field(default_factory=list)
+    dealt: dict[str, int] = field(default_factory=dict)
+    results: list[PositionResult] = field(default_factory=list)
+    roadmap: list[RoadmapEntry] = field(default_factory=list)
+    last_round: bool = False
+    cut_card_out: bool = False
+    cards_left: int = 0
+    paused_reason: str | None = None
+    resume_phase: Phase | None = None
+    epoch: int = 0
+    seq: int = 0
+
+
+class BetRecordEntry(Struct, kw_only=True):
+    bet_id: str
+    table: str
+    shoe_id: str
+    round_id: str
+    round_no: int
+    spot: str
+    amount: int
+    deducted: int
+    placed_at: int
+    state: BetState
+    outcome: str | None = None
+    odds: int | None = None
+    returned: int | None = None
+    net: int | None = None
+    settled_at: int | None = None
+    cards: list[str] | None = None
+    banker_cards: list[str] | None = None
+    balance_after: int | None = None
+
+
+# --- client → server on /ws -----------------------------------------------------------
+
+
+class Hello(Struct, tag="hello", tag_field="type", kw_only=True):
+    v: int
+    table: str
+    token: str | None = None
+    resume: ResumePoint | None = None
+
+
+class PlaceBet(Struct, tag="place_bet", tag_field="type", kw_only=True):
+    bet_id: str
+    round_id: str
+    spot: str
+    amount: int
+
+
+class GetBets(Struct, tag="get_bets", tag_field="type", kw_only=True):
+    limit: int | None = None
+    before: str | None = None
+
+
+class Ping(Struct, tag="ping", tag_field="type", kw_only=True):
+    t: int | float | None = None
+
+
+PlayerCommand = Hello | PlaceBet | GetBets | Ping
+
+
+# --- dealer console → server on /ws/dealer ----------------------------------------------
+
+
+class StartShoe(Struct, tag="start_shoe", tag_field="type", kw_only=True):
+    pass
+
+
+class OpenBetting(Struct, tag="open_betting", tag_field="type", kw_only=True):
+    betting_ms: int | None = None
+
+
+class CloseBetting(Struct, tag="close_betting", tag_field="type", kw_only=True):
+    pass
+
+
+class CardIn(Struct, tag="card", tag_field="type", kw_only=True):
+    card: str
+
+
+class Reveal(Struct, tag="reveal", tag_field="type", kw_only=True):
+    pass
+
+
+class Pause(Struct, tag="pause", tag_field="type", kw_only=True):
+    reason: str = ""
+
+
+class ResumeTable(Struct, tag="resume", tag_field="type", kw_only=True):
+    pass
+
+
+class CancelRound(Struct, tag="cancel_round", tag_field="type", kw_only=True):
+    reason: str = ""
+
+
+class SetMode(Struct, tag="set_mode", tag_field="type", kw_only=True):
+    auto: bool
+
+
+DealerCommand = (
+    Hello | StartShoe | OpenBetting | CloseBetting | CardIn | Reveal | Pause | ResumeTable
+    | CancelRound | SetMode | Ping
+)
+
+
+# --- server → client: table events --------------------------------------------------------
+
+
+class TableEvent(Struct, tag_field="type", kw_only=True):
+    """Every table event: numbered per table by its engine (``epoch``, ``seq`` +1 each)."""
+
+    table: str = ""
+    epoch: int = 0
+    seq: int = 0
+
+
+class ShoeStarted(TableEvent, tag="shoe_started"):
+    shoe_id: str
+    burn_card: str | None
+    burned: int
+
+
+class RoundOpened(TableEvent, tag="round_opened"):
+    round_id: str
+    shoe_id: str
+    round_no: int
+    closes_at: int
+
+
+class BettingClosed(TableEvent, tag="betting_closed"):
+    round_id: str
+
+
+class CardDealt(TableEvent, tag="card_dealt"):
+    round_id: str
+    to: str
+    n: int
+
+
+class HandRevealed(TableEvent, tag="hand_revealed"):
+    round_id: str
+    hand: str
+    cards: list[str]
+    value: str
+    points: int
+    label: str
+    flush: bool
+    pair: bool
+
+
+class RoundSettled(TableEvent, tag="round_settled"):
+    round_id: str
+    results: list[PositionResult]
+    last_round: bool
+
+
+class RoundCancelled(TableEvent, tag="round_cancelled"):
+    round_id: str
+    reason: str
+
+
+class TablePaused(TableEvent, tag="table_paused"):
+    reason: str
+
+
+class TableResumed(TableEvent, tag="table_resumed"):
+    closes_at: int | None = None  # betting resumes with a fresh deadline
+
+
+AnyTableEvent = (
+    ShoeStarted | RoundOpened | BettingClosed | CardDealt | HandRevealed | RoundSettled
+    | RoundCancelled | TablePaused | TableResumed
+)
+
+
+# --- server → client: private ----------------------------------------------------------------
+
+
+class Welcome(Struct, tag="welcome", tag_field="type", kw_only=True):
+    v: int
+    player: PlayerView | None
+    table: TableSnapshot
+    epoch: int
+    seq: int
+    server_time: int
+    resumed: bool
+
+
+class BetAccepted(Struct, tag="bet_accepted", tag_field="type", kw_only=True):
+    bet_id: str
+    round_id: str
+    spot: str
+    amount: int
+    deducted: int
+    balance: int
+
+
+class BetRejected(Struct, tag="bet_rejected", tag_field="type", kw_only=True):
+    bet_id: str
+    code: str
+    message: str
+
+
+class BetSettled(Struct, tag="bet_settled", tag_field="type", kw_only=True):
+    bet_id: str
+    round_id: str
+    spot: str
+    amount: int
+    outcome: str  # win lose tie refund
+    odds: int
+    returned: int
+    balance: int
+
+
+class Bets(Struct, tag="bets", tag_field="type", kw_only=True):
+    bets: list[BetRecordEntry]
+    next: str | None = None
+
+
+class Pong(Struct, tag="pong", tag_field="type", kw_only=True):
+    t: int | float | None
+    server_time: int
+
+
+class Error(Struct, tag="error", tag_field="type", kw_only=True):
+    code: str
+    message: str
+
+
+class Ack(Struct, tag="ack", tag_field="type", kw_only=True):
+    cmd: str
+    detail: dict[str, Any] | None = None
+
+
+ServerMessage = (
+    Welcome | BetAccepted | BetRejected | BetSettled | Bets | Pong | Error | Ack
+    | ShoeStarted | RoundOpened | BettingClosed | CardDealt | HandRevealed | RoundSettled
+    | RoundCancelled | TablePaused | TableResumed
+)
+
+
+# --- the one encoder and the decoders ---------------------------------------------------------
+
+ENCODER = msgspec.json.Encoder()
+PLAYER_DECODER = msgspec.json.Decoder(PlayerCommand)
+DEALER_DECODER = msgspec.json.Decoder(DealerCommand)
+EVENT_DECODER = msgspec.json.Decoder(AnyTableEvent)
+SERVER_DECODER = msgspec.json.Decoder(ServerMessage)
+
+
+def encode(message: Struct) -> bytes:
+    return ENCODER.encode(message)

@@ -1,0 +1,23 @@
+"""Stores: the ledger, bets, rounds and event logs (SQLite embedded, Redis scale-out)."""
+
+from livetable.store.base import (
+    REJECTIONS,
+    AuditReport,
+    BetRequest,
+    Settled,
+    Store,
+    precheck,
+    rejected,
+)
+from livetable.store.sqlite import SQLiteStore
+
+__all__ = [
+    "REJECTIONS",
+    "AuditReport",
+    "BetRequest",
+    "SQLiteStore",
+    "Settled",
+    "Store",
+    "precheck",
+    "rejected",
+]

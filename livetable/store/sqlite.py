@@ -1,0 +1,502 @@
+"""The SQLite store: the embedded default (stdlib ``sqlite3``, WAL mode).
+
+One connection, used from the event loop's thread: every operation is a short transaction
+that never waits on the network, so running it inline is faster than a thread hop and
+keeps each bet atomic with respect to every other coroutine (nothing awaits inside a
+transaction). ``synchronous=NORMAL`` in WAL mode survives a process crash (what the
+recovery tests do); an OS crash may lose the last transactions, which ``FULL`` would not —
+set ``LIVETABLE_SQLITE_SYNC=FULL`` for that trade.
+
+Schema changes are migrations in :data:`MIGRATIONS`, applied in order and recorded in
+``PRAGMA user_version``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+
+from livetable import protocol as p
+from livetable.engine.table import CancelRound, Effect, OpenRound, SetBetting, SettleRound
+from livetable.rules import BetSpot
+from livetable.store.base import (
+    AuditReport,
+    BetRequest,
+    Settled,
+    precheck,
+    rejected,
+    spot_limits,
+)
+
+MIGRATIONS: list[str] = [
+    # 1: the first schema
+    """
+    CREATE TABLE accounts (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,            -- player, house, hold, external
+        name TEXT NOT NULL DEFAULT '',
+        balance INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE transfers (
+        id TEXT PRIMARY KEY,
+        debit TEXT NOT NULL,
+        credit TEXT NOT NULL,
+        amount INTEGER NOT NULL CHECK (amount > 0),
+        kind TEXT NOT NULL,            -- deposit, bet, settle, payout, refund
+        ref TEXT NOT NULL,
+        at INTEGER NOT NULL
+    );
+    CREATE TABLE rounds (
+        round_id TEXT PRIMARY KEY,
+        table_id TEXT NOT NULL,
+        shoe_id TEXT NOT NULL,
+        round_no INTEGER NOT NULL,
+        state TEXT NOT NULL,           -- betting paused closed settled cancelled
+        closes_at INTEGER,
+        limits TEXT NOT NULL,
+        cards TEXT,
+        spots TEXT,
+        reason TEXT,
+        opened_at INTEGER NOT NULL,
+        ended_at INTEGER
+    );
+    CREATE TABLE bets (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        player_id TEXT NOT NULL,
+        bet_id TEXT NOT NULL,
+        table_id TEXT NOT NULL,
+        round_id TEXT NOT NULL,
+        spot TEXT NOT NULL,
+        amount INTEGER NOT NULL,
+        deducted INTEGER NOT NULL,
+        placed_at INTEGER NOT NULL,
+        balance_at_accept INTEGER NOT NULL,
+        state TEXT NOT NULL,           -- accepted settled refunded
+        outcome TEXT,
+        odds INTEGER,
+        returned INTEGER,
+        settled_at INTEGER,
+        balance_after INTEGER,
+        UNIQUE (player_id, bet_id)
+    );
+    CREATE INDEX bets_by_round ON bets (round_id);
+    CREATE INDEX bets_by_player ON bets (player_id, seq);
+    CREATE TABLE tables (
+        table_id TEXT PRIMARY KEY,
+        state BLOB NOT NULL,
+        epoch INTEGER NOT NULL,
+        seq INTEGER NOT NULL
+    );
+    CREATE TABLE events (
+        table_id TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        frame BLOB NOT NULL,
+        PRIMARY KEY (table_id, epoch, seq)
+    ) WITHOUT ROWID;
+    INSERT INTO accounts (id, kind, name) VALUES ('house', 'house', 'House');
+    INSERT INTO accounts (id, kind, name) VALUES ('external', 'external', 'Deposits');
+    """,
+]
+
+#: How many events per table the log keeps for resume (older ones are trimmed).
+DEFAULT_EVENT_RETENTION = 20_000
+
+
+class SQLiteStore:
+    """The :class:`~livetable.store.base.Store` contract on SQLite."""
+
+    def __init__(self, path: str | Path, event_retention: int = DEFAULT_EVENT_RETENTION) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute(f"PRAGMA synchronous={os.environ.get('LIVETABLE_SQLITE_SYNC', 'NORMAL')}")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self.event_retention = event_retention
+        self._migrate()
+
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in script.split(";"):
+                    if statement.strip():
+                        self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version={number}")
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    # --- helpers (inside a transaction) -------------------------------------------------
+
+    def _transfer(self, tid: str, debit: str, credit: str, amount: int, kind: str,
+                  ref: str, now: int) -> bool:
+        """Move ``amount`` from ``debit`` to ``credit`` once; False if already applied."""
+        if amount <= 0:
+            return False
+        cur = self.db.execute(
+            "INSERT OR IGNORE INTO transfers (id, debit, credit, amount, kind, ref, at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)", (tid, debit, credit, amount, kind, ref, now))
+        if cur.rowcount == 0:
+            return False
+        self.db.execute("UPDATE accounts SET balance = balance - ? WHERE id = ?", (amount, debit))
+        self.db.execute("UPDATE accounts SET balance = balance + ? WHERE id = ?", (amount, credit))
+        return True
+
+    def _balance(self, account: str) -> int | None:
+        row = self.db.execute("SELECT balance FROM accounts WHERE id = ?", (account,)).fetchone()
+        return None if row is None else int(row[0])
+
+    # --- accounts --------------------------------------------------------------------
+
+    async def ensure_player(self, player_id: str, name: str, initial_balance: int,
+                            now: int) -> p.PlayerView:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            cur = self.db.execute(
+                "INSERT OR IGNORE INTO accounts (id, kind, name, balance, created_at) "
+                "VALUES (?, 'player', ?, 0, ?)", (player_id, name, now))
+            if cur.rowcount:
+                self._transfer(f"open:{player_id}", "external", player_id, initial_balance,
+                               "deposit", player_id, now)
+            elif name:
+                self.db.execute("UPDATE accounts SET name = ? WHERE id = ?", (name, player_id))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        view = await self.player(player_id)
+        assert view is not None
+        return view
+
+    async def player(self, player_id: str) -> p.PlayerView | None:
+        row = self.db.execute(
+            "SELECT id, name, balance FROM accounts WHERE id = ? AND kind = 'player'",
+            (player_id,)).fetchone()
+        return None if row is None else p.PlayerView(id=row[0], name=row[1], balance=row[2])
+
+    async def deposit(self, transfer_id: str, player_id: str, amount: int, now: int) -> int:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            if self._balance(player_id) is None:
+                raise KeyError(f"no player {player_id!r}")
+            self._transfer(f"deposit:{transfer_id}", "external", player_id, amount, "deposit",
+                           player_id, now)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        balance = self._balance(player_id)
+        assert balance is not None
+        return balance
+
+    # --- bets ------------------------------------------------------------------------
+
+    async def place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected:
+        bad = precheck(bet)
+        if bad is not None:
+            return bad
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            answer = self._place_bet(bet, now)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return answer
+
+    def _place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected:
+        db = self.db
+        prior = db.execute(
+            "SELECT round_id, spot, amount, deducted, balance_at_accept FROM bets "
+            "WHERE player_id = ? AND bet_id = ?", (bet.player_id, bet.bet_id)).fetchone()
+        if prior is not None:
+            if (prior[0], prior[1], prior[2]) == (bet.round_id, bet.spot, bet.amount):
+                return p.BetAccepted(bet_id=bet.bet_id, round_id=prior[0], spot=prior[1],
+                                     amount=prior[2], deducted=prior[3], balance=prior[4])
+            return rejected(bet.bet_id, "duplicate_bet_id")
+        row = db.execute("SELECT table_id, state, closes_at, limits FROM rounds "
+                         "WHERE round_id = ?", (bet.round_id,)).fetchone()
+        if row is None or row[0] != bet.table:
+            return rejected(bet.bet_id, "unknown_round")
+        state, closes_at = row[1], row[2]
+        if state == "paused":
+            return rejected(bet.bet_id, "paused")
+        if state != "betting" or closes_at is None or now >= closes_at:
+            return rejected(bet.bet_id, "betting_closed")
+        limits = p.Limits(**json.loads(row[3]))
+        low, high = spot_limits(limits, bet.spot)
+        if bet.amount < low:
+            return rejected(bet.bet_id, "below_min", f"(minimum {low})")
+        on_spot, on_round = db.execute(
+            "SELECT COALESCE(SUM(CASE WHEN spot = ? THEN amount END), 0), "
+            "COALESCE(SUM(deducted), 0) FROM bets WHERE round_id = ? AND player_id = ?",
+            (bet.spot, bet.round_id, bet.player_id)).fetchone()
+        if on_spot + bet.amount > high:
+            return rejected(bet.bet_id, "above_max", f"(maximum {high} per spot)")
+        deducted = bet.amount * BetSpot(bet.spot).deducted_multiple
+        if on_round + deducted > limits.round_max:
+            return rejected(bet.bet_id, "round_limit", f"(at most {limits.round_max})")
+        balance = self._balance(bet.player_id)
+        if balance is None:
+            return rejected(bet.bet_id, "not_a_player")
+        if balance < deducted:
+            return rejected(bet.bet_id, "insufficient_funds",
+                            f"(needs {deducted}, balance {balance})")
+        hold = f"hold:{bet.round_id}"
+        db.execute("INSERT OR IGNORE INTO accounts (id, kind, created_at) VALUES (?, 'hold', ?)",
+                   (hold, now))
+        self._transfer(f"bet:{bet.player_id}:{bet.bet_id}", bet.player_id, hold, deducted, "bet",
+                       bet.round_id, now)
+        balance -= deducted
+        db.execute(
+            "INSERT INTO bets (player_id, bet_id, table_id, round_id, spot, amount, deducted, "
+            "placed_at, balance_at_accept, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'accepted')",
+            (bet.player_id, bet.bet_id, bet.table, bet.round_id, bet.spot, bet.amount, deducted,
+             now, balance))
+        return p.BetAccepted(bet_id=bet.bet_id, round_id=bet.round_id, spot=bet.spot,
+                             amount=bet.amount, deducted=deducted, balance=balance)
+
+    # --- engine steps ------------------------------------------------------------------
+
+    async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
+                          effects: list[Effect], now: int) -> list[Settled]:
+        settled: list[Settled] = []
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            for effect in effects:
+                settled.extend(self._apply(effect, now))
+            if events:
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO events (table_id, epoch, seq, frame) "
+                    "VALUES (?, ?, ?, ?)", [(table, e, s, f) for e, s, f in events])
+                epoch, last = events[-1][0], events[-1][1]
+                if any(seq % 1000 == 0 for _, seq, _ in events):  # trim now and then
+                    self.db.execute("DELETE FROM events WHERE table_id = ? AND (epoch < ? OR "
+                                    "seq <= ?)", (table, epoch, last - self.event_retention))
+            epoch_seq = (events[-1][0], events[-1][1]) if events else (0, 0)
+            self.db.execute(
+                "INSERT INTO tables (table_id, state, epoch, seq) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (table_id) DO UPDATE SET state = excluded.state, "
+                "epoch = CASE WHEN excluded.seq > 0 THEN excluded.epoch ELSE epoch END, "
+                "seq = CASE WHEN excluded.seq > 0 THEN excluded.seq ELSE seq END",
+                (table, state, *epoch_seq))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return settled
+
+    def _apply(self, effect: Effect, now: int) -> list[Settled]:
+        db = self.db
+        if isinstance(effect, OpenRound):
+            db.execute(
+                "INSERT OR IGNORE INTO rounds (round_id, table_id, shoe_id, round_no, state, "
+                "closes_at, limits, opened_at) VALUES (?, ?, ?, ?, 'betting', ?, ?, ?)",
+                (effect.round_id, effect.table, effect.shoe_id, effect.round_no,
+                 effect.closes_at, json.dumps(_limits_dict(effect.limits)), now))
+            return []
+        if isinstance(effect, SetBetting):
+            db.execute("UPDATE rounds SET state = ?, closes_at = ? WHERE round_id = ? AND "
+                       "state IN ('betting', 'paused', 'closed')",
+                       (effect.status, effect.closes_at, effect.round_id))
+            return []
+        if isinstance(effect, SettleRound):
+            return self._settle(effect, now)
+        if isinstance(effect, CancelRound):
+            return self._refund(effect, now)
+        raise TypeError(f"unknown effect {effect!r}")
+
+    def _settle(self, effect: SettleRound, now: int) -> list[Settled]:
+        db = self.db
+        cur = db.execute(
+            "UPDATE rounds SET state = 'settled', cards = ?, spots = ?, ended_at = ? "
+            "WHERE round_id = ? AND state NOT IN ('settled', 'cancelled')",
+            (json.dumps(effect.cards), json.dumps(effect.spots), now, effect.round_id))
+        if cur.rowcount == 0:
+            return []  # settled before (idempotent by round id), or never opened
+        bets = db.execute(
+            "SELECT seq, player_id, bet_id, spot, amount, deducted FROM bets "
+            "WHERE round_id = ? AND state = 'accepted' ORDER BY seq", (effect.round_id,)
+        ).fetchall()
+        if not bets:
+            return []
+        hold = f"hold:{effect.round_id}"
+        total_held = sum(b[5] for b in bets)
+        self._transfer(f"settle:{effect.round_id}", hold, "house", total_held, "settle",
+                       effect.round_id, now)
+        players = {b[1] for b in bets}
+        balances = {pid: self._balance(pid) or 0 for pid in players}
+        payouts: list[tuple[str, str, str, int, str, str, int]] = []
+        updates: list[tuple[str, int, int, int, int, int]] = []
+        out: list[Settled] = []
+        paid: dict[str, int] = defaultdict(int)
+        for seq, pid, bet_id, spot, amount, _deducted in bets:
+            outcome, odds, multiple = effect.spots[spot]
+            returned = amount * multiple
+            balances[pid] += returned
+            paid[pid] += returned
+            if returned:
+                payouts.append((f"payout:{pid}:{bet_id}", "house", pid, returned, "payout",
+                                effect.round_id, now))
+            updates.append((outcome, odds, returned, now, balances[pid], seq))
+            out.append(Settled(pid, p.BetSettled(
+                bet_id=bet_id, round_id=effect.round_id, spot=spot, amount=amount,
+                outcome=outcome, odds=odds, returned=returned, balance=balances[pid])))
+        db.executemany("INSERT INTO transfers (id, debit, credit, amount, kind, ref, at) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)", payouts)
+        db.executemany("UPDATE accounts SET balance = balance + ? WHERE id = ?",
+                       [(amount, pid) for pid, amount in paid.items() if amount])
+        total_paid = sum(paid.values())
+        if total_paid:
+            db.execute("UPDATE accounts SET balance = balance - ? WHERE id = 'house'",
+                       (total_paid,))
+        db.executemany("UPDATE bets SET state = 'settled', outcome = ?, odds = ?, returned = ?, "
+                       "settled_at = ?, balance_after = ? WHERE seq = ?", updates)
+        return out
+
+    def _refund(self, effect: CancelRound, now: int) -> list[Settled]:
+        db = self.db
+        cur = db.execute(
+            "UPDATE rounds SET state = 'cancelled', reason = ?, closes_at = NULL, ended_at = ? "
+            "WHERE round_id = ? AND state NOT IN ('settled', 'cancelled')",
+            (effect.reason, now, effect.round_id))
+        if cur.rowcount == 0:
+            return []
+        bets = db.execute(
+            "SELECT seq, player_id, bet_id, spot, amount, deducted FROM bets "
+            "WHERE round_id = ? AND state = 'accepted' ORDER BY seq", (effect.round_id,)
+        ).fetchall()
+        hold = f"hold:{effect.round_id}"
+        out: list[Settled] = []
+        for seq, pid, bet_id, spot, amount, deducted in bets:
+            self._transfer(f"refund:{pid}:{bet_id}", hold, pid, deducted, "refund",
+                           effect.round_id, now)
+            balance = self._balance(pid) or 0
+            db.execute("UPDATE bets SET state = 'refunded', outcome = 'refund', odds = 0, "
+                       "returned = ?, settled_at = ?, balance_after = ? WHERE seq = ?",
+                       (deducted, now, balance, seq))
+            out.append(Settled(pid, p.BetSettled(
+                bet_id=bet_id, round_id=effect.round_id, spot=spot, amount=amount,
+                outcome="refund", odds=0, returned=deducted, balance=balance)))
+        return out
+
+    # --- reading -----------------------------------------------------------------------
+
+    async def load_table(self, table: str) -> bytes | None:
+        row = self.db.execute("SELECT state FROM tables WHERE table_id = ?", (table,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    async def events_after(self, table: str, epoch: int, seq: int,
+                           limit: int) -> list[bytes] | None:
+        head = self.db.execute("SELECT epoch, seq FROM tables WHERE table_id = ?",
+                               (table,)).fetchone()
+        if head is None or head[0] != epoch or seq > head[1]:
+            return None
+        if seq == head[1]:
+            return []
+        if head[1] - seq > limit:
+            return None
+        rows = self.db.execute(
+            "SELECT seq, frame FROM events WHERE table_id = ? AND epoch = ? AND seq > ? "
+            "ORDER BY seq", (table, epoch, seq)).fetchall()
+        if not rows or rows[0][0] != seq + 1 or len(rows) != head[1] - seq:
+            return None  # trimmed: the log no longer holds every later event
+        return [bytes(r[1]) for r in rows]
+
+    async def settlements_for_rounds(self, player_id: str,
+                                     round_ids: list[str]) -> list[p.BetSettled]:
+        if not round_ids:
+            return []
+        marks = ",".join("?" * len(round_ids))
+        rows = self.db.execute(
+            f"SELECT bet_id, round_id, spot, amount, outcome, odds, returned, balance_after "
+            f"FROM bets WHERE player_id = ? AND round_id IN ({marks}) AND state != 'accepted' "
+            f"ORDER BY seq", (player_id, *round_ids)).fetchall()
+        return [p.BetSettled(bet_id=r[0], round_id=r[1], spot=r[2], amount=r[3], outcome=r[4],
+                             odds=r[5], returned=r[6], balance=r[7]) for r in rows]
+
+    async def bet_record(self, player_id: str, limit: int,
+                         before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
+        limit = max(1, min(limit, 200))
+        cursor = int(before) if before and before.isdigit() else None
+        rows = self.db.execute(
+            "SELECT b.seq, b.bet_id, b.table_id, r.shoe_id, b.round_id, r.round_no, b.spot, "
+            "b.amount, b.deducted, b.placed_at, b.state, b.outcome, b.odds, b.returned, "
+            "b.settled_at, r.cards, b.balance_after FROM bets b JOIN rounds r USING (round_id) "
+            "WHERE b.player_id = ? AND (? IS NULL OR b.seq < ?) ORDER BY b.seq DESC LIMIT ?",
+            (player_id, cursor, cursor, limit + 1)).fetchall()
+        entries = []
+        for row in rows[:limit]:
+            cards = json.loads(row[15]) if row[15] else None
+            position = BetSpot(row[6]).position.value
+            returned = row[13]
+            entries.append(p.BetRecordEntry(
+                bet_id=row[1], table=row[2], shoe_id=row[3], round_id=row[4], round_no=row[5],
+                spot=row[6], amount=row[7], deducted=row[8], placed_at=row[9], state=row[10],
+                outcome=row[11], odds=row[12], returned=returned,
+                net=None if returned is None else returned - row[8], settled_at=row[14],
+                cards=cards[position] if cards else None,
+                banker_cards=cards["BANKER"] if cards else None, balance_after=row[16]))
+        next_cursor = str(rows[limit - 1][0]) if len(rows) > limit else None
+        return entries, next_cursor
+
+    async def round_view(self, round_id: str) -> dict[str, object] | None:
+        row = self.db.execute(
+            "SELECT round_id, table_id, shoe_id, round_no, state, cards, spots, reason, "
+            "opened_at, ended_at FROM rounds WHERE round_id = ?", (round_id,)).fetchone()
+        if row is None:
+            return None
+        return {"round_id": row[0], "table": row[1], "shoe_id": row[2], "round_no": row[3],
+                "state": row[4], "cards": json.loads(row[5]) if row[5] else None,
+                "spots": json.loads(row[6]) if row[6] else None, "reason": row[7],
+                "opened_at": row[8], "ended_at": row[9]}
+
+    async def audit(self) -> AuditReport:
+        db = self.db
+        problems: list[str] = []
+        total = db.execute("SELECT COALESCE(SUM(balance), 0) FROM accounts").fetchone()[0]
+        if total != 0:
+            problems.append(f"accounts sum to {total}, not 0")
+        drift = db.execute(
+            "SELECT a.id, a.balance, COALESCE(c.s, 0) - COALESCE(d.s, 0) FROM accounts a "
+            "LEFT JOIN (SELECT credit id, SUM(amount) s FROM transfers GROUP BY credit) c "
+            "USING (id) LEFT JOIN (SELECT debit id, SUM(amount) s FROM transfers GROUP BY debit)"
+            " d USING (id) WHERE a.balance != COALESCE(c.s, 0) - COALESCE(d.s, 0)").fetchall()
+        problems += [f"account {r[0]} holds {r[1]} but its transfers say {r[2]}" for r in drift]
+        negative = db.execute("SELECT id, balance FROM accounts WHERE balance < 0 AND "
+                              "kind IN ('player', 'hold')").fetchall()
+        problems += [f"account {r[0]} is negative: {r[1]}" for r in negative]
+        open_holds = db.execute(
+            "SELECT a.id, a.balance FROM accounts a JOIN rounds r ON a.id = 'hold:' || r.round_id"
+            " WHERE r.state IN ('settled', 'cancelled') AND a.balance != 0").fetchall()
+        problems += [f"{r[0]} of an ended round still holds {r[1]}" for r in open_holds]
+        stuck = db.execute(
+            "SELECT COUNT(*) FROM bets b JOIN rounds r USING (round_id) "
+            "WHERE r.state IN ('settled', 'cancelled') AND b.state = 'accepted'").fetchone()[0]
+        if stuck:
+            problems.append(f"{stuck} bets of ended rounds are neither settled nor refunded")
+        deposits = -(self._balance("external") or 0)
+        house = self._balance("house") or 0
+        return AuditReport(ok=not problems, total=total, deposits=deposits, house=house,
+                           problems=problems)
+
+    async def close(self) -> None:
+        self.db.close()
+
+
+def _limits_dict(limits: p.Limits) -> dict[str, int]:
+    return {"min": limits.min, "max": limits.max, "pair_min": limits.pair_min,
+            "pair_max": limits.pair_max, "round_max": limits.round_max}
