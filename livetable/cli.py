@@ -19,9 +19,13 @@ import json
 import sys
 from collections.abc import Callable
 from fractions import Fraction
-from typing import NoReturn, TextIO, TypeAlias
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn, TextIO, TypeAlias
 
 from livetable.rules.cards import CardError, parse_cards
+
+if TYPE_CHECKING:
+    from livetable.config import Settings
 from livetable.rules.hands import Hand, hand_of
 from livetable.rules.settlement import BetSettlement, BetSpot, settle_bet
 
@@ -207,6 +211,105 @@ def _add_simulate(commands: Commands) -> None:
     p.set_defaults(handler=cmd_simulate)
 
 
+# --- serve, token ---------------------------------------------------------------------------
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    from livetable.config import Settings
+
+    settings = Settings()
+    for name in ("host", "port", "db", "data_dir", "tables", "betting_seconds",
+                 "reveal_interval", "demo", "mode", "redis_url"):
+        value = getattr(args, name, None)
+        if value is not None:
+            setattr(settings, name, value)
+    if getattr(args, "allowed_origins", None):
+        settings.allowed_origins = args.allowed_origins.split(",")
+    return settings
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    import uvicorn
+
+    from livetable.server.app import create_app
+
+    settings = _settings(args)
+    if settings.tables < 1:
+        raise UsageError("--tables must be at least 1")
+    if settings.betting_seconds < 1 or settings.reveal_interval < 0:
+        raise UsageError("--betting-seconds must be >= 1 and --reveal-interval >= 0")
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(settings)
+    shown = "localhost" if settings.host in ("0.0.0.0", "127.0.0.1", "::") else settings.host
+    print(f"livetable: {len(settings.table_names)} table(s), "
+          f"{'Redis ' + settings.redis_url if settings.redis_url else 'embedded'} mode, "
+          f"database {settings.db_path if not settings.redis_url else '-'}", flush=True)
+    print(f"livetable: open http://{shown}:{settings.port}/ in a browser "
+          f"(dealer console: http://{shown}:{settings.port}/dealer)", flush=True)
+    uvicorn.run(app, host=settings.host, port=settings.port, ws="websockets-sansio",
+                ws_max_size=64 * 1024, log_level=args.log_level, lifespan="on",
+                timeout_graceful_shutdown=5)
+    return 0
+
+
+def _add_server_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8000; env LIVETABLE_PORT)")
+    p.add_argument("--db", type=Path, help="SQLite file (default DATA_DIR/livetable.sqlite3)")
+    p.add_argument("--data-dir", dest="data_dir", type=Path,
+                   help="data directory: database and signing secret (default ./data)")
+    p.add_argument("--redis", dest="redis_url", help="Redis URL: scale-out mode")
+    p.add_argument("--log-level", default="info",
+                   choices=["debug", "info", "warning", "error"])
+
+
+def _add_serve(commands: Commands) -> None:
+    p = commands.add_parser("serve", help="run the service (embedded default: no flags)")
+    _add_server_flags(p)
+    p.add_argument("--tables", type=int, help="number of tables (default 1)")
+    p.add_argument("--betting-seconds", dest="betting_seconds", type=float,
+                   help="betting countdown (default 15)")
+    p.add_argument("--reveal-interval", dest="reveal_interval", type=float,
+                   help="seconds between reveals in auto mode (default 1.5)")
+    p.add_argument("--demo", dest="demo", action=argparse.BooleanOptionalAction, default=None,
+                   help="guest players with a demo balance (default on)")
+    p.add_argument("--mode", choices=["auto", "manual"],
+                   help="tables start in auto (server deals) or manual (dealer console) mode")
+    p.add_argument("--allowed-origins", dest="allowed_origins",
+                   help="comma-separated websocket origins (default: same origin)")
+    p.set_defaults(handler=cmd_serve)
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from livetable.auth import mint
+
+    settings = _settings(args)
+    secret = settings.load_secret()
+    if args.dealer:
+        token = mint(secret, "dealer", args.player or "dealer", args.name or "Dealer", args.ttl)
+    else:
+        if not args.player:
+            raise UsageError("give --player ID (and --name NAME), or --dealer")
+        token = mint(secret, "player", args.player, args.name or args.player, args.ttl)
+    print(token)
+    return 0
+
+
+def _add_token(commands: Commands) -> None:
+    p = commands.add_parser("token", help="mint a signed player or dealer token")
+    p.add_argument("--player", help="player id")
+    p.add_argument("--name", help="display name")
+    p.add_argument("--dealer", action="store_true", help="a dealer token (for /ws/dealer)")
+    p.add_argument("--ttl", type=int, default=30 * 24 * 3600, help="seconds (default 30 days)")
+    p.add_argument("--data-dir", dest="data_dir", type=Path,
+                   help="data directory holding the secret (default ./data; or env "
+                        "LIVETABLE_SECRET)")
+    p.set_defaults(handler=cmd_token)
+
+
 # --- main ---------------------------------------------------------------------------------
 
 
@@ -218,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settle(commands)
     _add_rtp(commands)
     _add_simulate(commands)
+    _add_serve(commands)
+    _add_token(commands)
     return parser
 
 

@@ -1,0 +1,79 @@
+"""Signed tokens: players (minted by an operator), demo guests, and dealers.
+
+A token is ``base64url(payload).base64url(HMAC-SHA256(secret, payload))`` with a JSON payload
+``{"k": kind, "sub": id, "name": name, "exp": epoch seconds}``. It is small, needs no store
+to check, and cannot be forged without the server's secret; a dealer token is accepted only
+on ``/ws/dealer`` and a player or guest token never is.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["player", "guest", "dealer"]
+
+
+class TokenError(ValueError):
+    """A token that is malformed, forged (bad signature) or expired. The message says which."""
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    kind: Kind
+    id: str
+    name: str
+    expires: int
+
+    @property
+    def is_player(self) -> bool:
+        return self.kind in ("player", "guest")
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def mint(secret: bytes, kind: Kind, subject: str, name: str, ttl_seconds: int) -> str:
+    payload = json.dumps(
+        {"k": kind, "sub": subject, "name": name, "exp": int(time.time()) + ttl_seconds},
+        separators=(",", ":"),
+    ).encode()
+    signature = hmac.new(secret, payload, hashlib.sha256).digest()
+    return f"{_b64(payload)}.{_b64(signature)}"
+
+
+def verify(secret: bytes, token: str, now: float | None = None) -> Identity:
+    try:
+        payload_text, signature_text = token.split(".")
+        payload, signature = _unb64(payload_text), _unb64(signature_text)
+    except (ValueError, TypeError):
+        raise TokenError("malformed token") from None
+    expected = hmac.new(secret, payload, hashlib.sha256).digest()
+    if not hmac.compare_digest(signature, expected):
+        raise TokenError("bad token signature")
+    try:
+        data = json.loads(payload)
+        identity = Identity(kind=data["k"], id=str(data["sub"]), name=str(data["name"]),
+                            expires=int(data["exp"]))
+    except (ValueError, KeyError, TypeError):
+        raise TokenError("malformed token payload") from None
+    if identity.kind not in ("player", "guest", "dealer"):
+        raise TokenError("unknown token kind")
+    if identity.expires < (time.time() if now is None else now):
+        raise TokenError("token expired")
+    return identity
+
+
+def new_guest_id() -> str:
+    return "g_" + secrets.token_urlsafe(9)

@@ -1,0 +1,66 @@
+"""The bus: carries each table step, already encoded, from the table's engine to gateways.
+
+A :class:`TableBatch` is what one engine step announces: the step's table events (encoded
+once, as the frames every client receives), the table's snapshot after the step, and the
+private ``bet_settled`` frames addressed to players. A gateway keeps the latest snapshot and
+a ring of recent frames per table (for resume) and fans the frames out to its connections.
+
+Embedded mode uses :class:`MemoryBus` (a direct call); scale-out uses the Redis bus
+(``livetable.bus.redis``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import msgspec
+
+
+class TableBatch(msgspec.Struct, kw_only=True, array_like=True):
+    table: str
+    epoch: int
+    seq: int  # the seq of the snapshot (the last event's, or the table's head if none)
+    frames: list[tuple[int, bytes]]  # (seq, encoded table event)
+    snapshot: bytes  # encoded TableSnapshot
+    private: list[tuple[str, bytes]] = []  # (player id, encoded private frame)
+
+
+BATCH_ENCODER = msgspec.msgpack.Encoder()
+BATCH_DECODER = msgspec.msgpack.Decoder(TableBatch)
+
+Deliver = Callable[[TableBatch], Awaitable[None] | None]
+
+
+class Bus(Protocol):
+    async def publish(self, batch: TableBatch) -> None: ...
+
+    def subscribe(self, deliver: Callable[[TableBatch], None]) -> None: ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class MemoryBus:
+    """In-process bus: publish calls every subscriber directly."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[Callable[[TableBatch], None]] = []
+
+    def subscribe(self, deliver: Callable[[TableBatch], None]) -> None:
+        self._subscribers.append(deliver)
+
+    async def publish(self, batch: TableBatch) -> None:
+        for deliver in self._subscribers:
+            deliver(batch)
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        self._subscribers.clear()
+
+    @property
+    def healthy(self) -> bool:
+        return True

@@ -1,0 +1,77 @@
+"""Settings of a livetable process, from flags and ``LIVETABLE_*`` environment variables.
+
+Every setting has a default that makes ``livetable serve`` (no flags) a working embedded
+table; docs/operations.md lists them all. Flags win over the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(f"LIVETABLE_{name}", default)
+
+
+@dataclass
+class Settings:
+    host: str = field(default_factory=lambda: _env("HOST", "127.0.0.1"))
+    port: int = field(default_factory=lambda: int(_env("PORT", "8000")))
+    data_dir: Path = field(default_factory=lambda: Path(_env("DATA_DIR", "data")))
+    db: Path | None = field(default_factory=lambda: Path(v) if (v := _env("DB", "")) else None)
+    redis_url: str | None = field(default_factory=lambda: _env("REDIS_URL", "") or None)
+    tables: int = field(default_factory=lambda: int(_env("TABLES", "1")))
+    table_ids: list[str] | None = None
+    betting_seconds: float = field(default_factory=lambda: float(_env("BETTING_SECONDS", "15")))
+    reveal_interval: float = field(default_factory=lambda: float(_env("REVEAL_INTERVAL", "1.5")))
+    deal_interval: float = field(default_factory=lambda: float(_env("DEAL_INTERVAL", "0.15")))
+    between_rounds: float = field(default_factory=lambda: float(_env("BETWEEN_ROUNDS", "4")))
+    mode: str = field(default_factory=lambda: _env("MODE", "auto"))
+    demo: bool = field(default_factory=lambda: _env("DEMO", "1") not in ("0", "false", "no"))
+    guest_balance: int = field(default_factory=lambda: int(_env("GUEST_BALANCE", "10000")))
+    player_balance: int = field(default_factory=lambda: int(_env("PLAYER_BALANCE", "0")))
+    secret: bytes | None = field(
+        default_factory=lambda: v.encode() if (v := _env("SECRET", "")) else None)
+    allowed_origins: list[str] = field(
+        default_factory=lambda: [o for o in _env("ALLOWED_ORIGINS", "").split(",") if o])
+    event_log_size: int = field(default_factory=lambda: int(_env("EVENT_LOG_SIZE", "5000")))
+    send_queue: int = field(default_factory=lambda: int(_env("SEND_QUEUE", "256")))
+    hello_timeout: float = field(default_factory=lambda: float(_env("HELLO_TIMEOUT", "5")))
+    max_frame: int = field(default_factory=lambda: int(_env("MAX_FRAME", "4096")))
+    frames_per_second: float = field(default_factory=lambda: float(_env("FRAMES_PER_SECOND", "20")))
+    player_frames_per_second: float = field(
+        default_factory=lambda: float(_env("PLAYER_FRAMES_PER_SECOND", "40")))
+    limit_min: int = field(default_factory=lambda: int(_env("LIMIT_MIN", "10")))
+    limit_max: int = field(default_factory=lambda: int(_env("LIMIT_MAX", "5000")))
+    pair_min: int = field(default_factory=lambda: int(_env("PAIR_MIN", "10")))
+    pair_max: int = field(default_factory=lambda: int(_env("PAIR_MAX", "1000")))
+    round_max: int = field(default_factory=lambda: int(_env("ROUND_MAX", "20000")))
+    token_ttl: int = field(default_factory=lambda: int(_env("TOKEN_TTL", str(30 * 24 * 3600))))
+
+    @property
+    def db_path(self) -> Path:
+        return self.db if self.db is not None else self.data_dir / "livetable.sqlite3"
+
+    @property
+    def table_names(self) -> list[str]:
+        return self.table_ids or [f"t{i}" for i in range(1, self.tables + 1)]
+
+    def load_secret(self) -> bytes:
+        """The signing secret: from the settings, else kept in the data directory so that
+        tokens survive a restart (and every process sharing the directory agrees)."""
+        if self.secret:
+            return self.secret
+        path = self.data_dir / "secret"
+        if path.exists():
+            self.secret = path.read_bytes().strip()
+            return self.secret
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        value = secrets.token_urlsafe(32).encode()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(value)
+        self.secret = value
+        return value

@@ -1,0 +1,499 @@
+"""The gateway: websocket connections, fan-out, resume, and bet intake.
+
+A gateway holds no table state of its own making. It keeps, per table, what the bus told
+it last (:class:`TableFeed`: the snapshot, the head ``(epoch, seq)`` and a ring of recent
+frames) and fans each table event — encoded once, by the engine — out to the connections
+watching that table.
+
+Each connection (:class:`Client`) has a bounded send queue drained by its own writer task,
+so a slow client never delays the others; a client whose queue overflows is closed with
+:data:`CLOSE_TOO_SLOW` and can resume.
+
+Ordering guarantee for a client: ``welcome`` (snapshot at ``seq`` = head), then, when
+resuming, the missed events ``(resume.seq, head]`` and the player's private results of the
+rounds among them, then every live event ``> head`` — with no gap and no duplicate. The
+client is registered for live frames in the same synchronous block that takes the head, so
+no event can fall between the two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from livetable import protocol as p
+from livetable.auth import Identity, TokenError, verify
+from livetable.bus import TableBatch
+from livetable.clock import now_ms
+from livetable.config import Settings
+from livetable.server.metrics import Metrics
+from livetable.store.base import BetRequest, Store, rejected
+
+log = logging.getLogger("livetable.gateway")
+
+CLOSE_GOING_AWAY = 1001
+CLOSE_SERVICE_RESTART = 1012  # graceful stop: reconnect (elsewhere) and resume
+CLOSE_PROTOCOL = 4000  # the first frame was not a valid hello
+CLOSE_UNAUTHORIZED = 4001  # a bad, forged or expired token; or the wrong kind of token
+CLOSE_HELLO_TIMEOUT = 4002  # no hello within the time allowed
+CLOSE_UNKNOWN_TABLE = 4004
+CLOSE_TOO_SLOW = 4008  # the send queue overflowed: resume to catch up
+CLOSE_RATE_LIMITED = 4029  # kept sending far over the frame rate
+
+Execute = Callable[[str, p.StartShoe | p.OpenBetting | p.CloseBetting | p.CardIn | p.Reveal
+                    | p.Pause | p.ResumeTable | p.CancelRound | p.SetMode],
+                   Awaitable[p.Ack | p.Error]]
+
+_SETTLING = msgspec.json.Decoder(p.RoundSettled | p.RoundCancelled | p.TableEvent)
+
+
+@dataclass
+class TableFeed:
+    table: str
+    epoch: int
+    seq: int
+    snapshot: bytes
+    ring: deque[tuple[int, str]]
+    clients: set[Client] = field(default_factory=set)
+
+    def frames_after(self, seq: int) -> list[tuple[int, str]] | None:
+        """Every frame after ``seq`` up to the head, or None if the ring no longer has them."""
+        if seq == self.seq:
+            return []
+        if seq > self.seq or not self.ring or self.ring[0][0] > seq + 1:
+            return None
+        return [(s, f) for s, f in self.ring if s > seq]
+
+
+class TokenBucket:
+    __slots__ = ("capacity", "rate", "stamp", "tokens")
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate = rate
+        self.capacity = burst
+        self.tokens = burst
+        self.stamp = time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+
+class Client:
+    """One websocket: a bounded send queue and the writer task that drains it."""
+
+    def __init__(self, ws: WebSocket, gateway: Gateway, kind: str) -> None:
+        self.ws = ws
+        self.gateway = gateway
+        self.kind = kind
+        self.table: str | None = None
+        self.identity: Identity | None = None
+        self.queue: deque[str] = deque()
+        self.limit = gateway.settings.send_queue
+        self.ready = asyncio.Event()
+        self.closed = False
+        self.close_code: int | None = None
+        self.writer = asyncio.create_task(self._write())
+        self.bucket = TokenBucket(gateway.settings.frames_per_second,
+                                  gateway.settings.frames_per_second * 2)
+
+    def send(self, frame: str) -> None:
+        if self.closed:
+            return
+        if len(self.queue) >= self.limit:
+            self.gateway.metrics.inc("livetable_slow_client_closes_total")
+            self.close(CLOSE_TOO_SLOW, "too slow: resume to catch up")
+            return
+        self.queue.append(frame)
+        self.ready.set()
+
+    def send_message(self, message: msgspec.Struct) -> None:
+        self.send(p.encode(message).decode())
+
+    async def _write(self) -> None:
+        ws = self.ws
+        metrics = self.gateway.metrics
+        try:
+            while True:
+                await self.ready.wait()
+                self.ready.clear()
+                while self.queue:
+                    frame = self.queue.popleft()
+                    await ws.send_text(frame)
+                    metrics.frames_out += 1
+                if self.closed:
+                    break
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            self.closed = True
+        except asyncio.CancelledError:
+            pass
+        if self.close_code is not None:
+            with contextlib.suppress(Exception):
+                await ws.close(self.close_code)
+
+    def close(self, code: int, reason: str = "") -> None:
+        """Close after what is queued (or at once if the queue is what overflowed)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.close_code = code
+        if code == CLOSE_TOO_SLOW:
+            self.queue.clear()
+            self.writer.cancel()
+            asyncio.get_running_loop().create_task(self._close_now(code, reason))
+        else:
+            self.ready.set()
+
+    async def _close_now(self, code: int, reason: str) -> None:
+        with contextlib.suppress(Exception):
+            await self.ws.close(code, reason)
+
+
+class Gateway:
+    def __init__(self, settings: Settings, store: Store, execute: Execute, metrics: Metrics,
+                 secret: bytes) -> None:
+        self.settings = settings
+        self.store = store
+        self.execute = execute
+        self.metrics = metrics
+        self.secret = secret
+        self.feeds: dict[str, TableFeed] = {}
+        self.players: dict[str, set[Client]] = {}
+        self.player_buckets: dict[str, TokenBucket] = {}
+        self.clients: set[Client] = set()
+        self.accepting = True
+
+    # --- the bus side ------------------------------------------------------------------
+
+    def deliver(self, batch: TableBatch) -> None:
+        """A table step from the bus: remember it, then fan it out. Synchronous on purpose."""
+        feed = self.feeds.get(batch.table)
+        if feed is None or feed.epoch != batch.epoch:
+            old_clients = feed.clients if feed is not None else set()
+            feed = TableFeed(batch.table, batch.epoch, 0, batch.snapshot,
+                             deque(maxlen=self.settings.event_log_size), old_clients)
+            self.feeds[batch.table] = feed
+        fresh = [(seq, frame.decode()) for seq, frame in batch.frames if seq > feed.seq]
+        if fresh and feed.ring and fresh[0][0] != feed.seq + 1:
+            self.metrics.inc("livetable_feed_gaps_total")
+            feed.ring.clear()  # a gap: resumers fall back to the store's log
+        if batch.seq >= feed.seq:
+            feed.snapshot = batch.snapshot
+            feed.seq = batch.seq
+        if fresh:
+            sent_at = time.monotonic()
+            feed.ring.extend(fresh)
+            for client in list(feed.clients):
+                for _, frame in fresh:
+                    client.send(frame)
+            self.metrics.fanout(len(fresh) * len(feed.clients), time.monotonic() - sent_at)
+        for player_id, private in batch.private:
+            for client in self.players.get(player_id, ()):
+                if client.table == batch.table:
+                    client.send(private.decode())
+
+    def tables_json(self) -> bytes:
+        return b'{"tables":[' + b",".join(f.snapshot for f in self.feeds.values()) + b"]}"
+
+    # --- connections -----------------------------------------------------------------
+
+    def _origin_allowed(self, ws: WebSocket) -> bool:
+        origin = ws.headers.get("origin")
+        if origin is None:
+            return True  # not a browser: tokens, not origins, protect those
+        allowed = self.settings.allowed_origins
+        if allowed:
+            return "*" in allowed or origin in allowed
+        host = ws.headers.get("host", "")
+        return origin.split("://", 1)[-1] == host
+
+    async def serve(self, ws: WebSocket, kind: str) -> None:
+        if not self._origin_allowed(ws) or not self.accepting:
+            self.metrics.inc("livetable_rejected_upgrades_total")
+            await ws.close(code=1008 if self.accepting else CLOSE_SERVICE_RESTART)
+            return
+        await ws.accept()
+        client = Client(ws, self, kind)
+        self.clients.add(client)
+        self.metrics.connections += 1
+        try:
+            await self._session(client)
+        except WebSocketDisconnect:
+            pass
+        finally:
+            self._forget(client)
+            self.metrics.connections -= 1
+            if not client.closed:
+                client.closed = True
+                client.ready.set()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(client.writer, 1.0)
+
+    def _forget(self, client: Client) -> None:
+        self.clients.discard(client)
+        if client.table and client.table in self.feeds:
+            self.feeds[client.table].clients.discard(client)
+        if client.identity is not None:
+            others = self.players.get(client.identity.id)
+            if others is not None:
+                others.discard(client)
+                if not others:
+                    del self.players[client.identity.id]
+
+    async def _receive(self, client: Client) -> str | None:
+        """The next text frame; None (after an error frame) for a frame we refuse."""
+        message = await client.ws.receive()
+        if message["type"] == "websocket.disconnect":
+            raise WebSocketDisconnect(message.get("code", 1000))
+        self.metrics.frames_in += 1
+        text = message.get("text")
+        if text is None:
+            client.send_message(p.Error(code="bad_frame", message="frames are JSON text"))
+            return None
+        if len(text) > self.settings.max_frame:
+            client.send_message(p.Error(
+                code="frame_too_large",
+                message=f"frames are at most {self.settings.max_frame} bytes"))
+            return None
+        if not client.bucket.take():
+            self.metrics.inc("livetable_rate_limited_total")
+            client.send_message(p.Error(code="rate_limited", message="too many frames"))
+            return None
+        return str(text)
+
+    async def _session(self, client: Client) -> None:
+        decoder = p.DEALER_DECODER if client.kind == "dealer" else p.PLAYER_DECODER
+        try:
+            hello = await asyncio.wait_for(self._hello(client, decoder),
+                                           self.settings.hello_timeout)
+        except TimeoutError:
+            client.send_message(p.Error(code="hello_timeout",
+                                        message="the first frame must be hello, within "
+                                                f"{self.settings.hello_timeout:g} s"))
+            client.close(CLOSE_HELLO_TIMEOUT)
+            return
+        if hello is None:
+            return
+        await self._welcome(client, hello)
+        if client.closed:
+            return
+        while not client.closed:
+            text = await self._receive(client)
+            if text is None:
+                continue
+            try:
+                command = decoder.decode(text)
+            except msgspec.DecodeError as exc:
+                client.send_message(p.Error(code="bad_frame", message=str(exc)))
+                continue
+            await self._handle(client, command)
+
+    async def _hello(self, client: Client, decoder: msgspec.json.Decoder[Any]) -> p.Hello | None:
+        while True:
+            text = await self._receive(client)
+            if text is None:
+                continue
+            try:
+                hello = decoder.decode(text)
+            except msgspec.DecodeError as exc:
+                client.send_message(p.Error(code="bad_frame", message=str(exc)))
+                continue
+            if not isinstance(hello, p.Hello):
+                client.send_message(p.Error(code="hello_required",
+                                            message="the first frame must be hello"))
+                continue
+            if hello.v != p.PROTOCOL_VERSION:
+                client.send_message(p.Error(code="bad_version",
+                                            message=f"this server speaks protocol v1, not "
+                                                    f"v{hello.v}"))
+                client.close(CLOSE_PROTOCOL)
+                return None
+            if hello.table not in self.feeds:
+                client.send_message(p.Error(code="unknown_table",
+                                            message=f"no table {hello.table!r}"))
+                client.close(CLOSE_UNKNOWN_TABLE)
+                return None
+            identity: Identity | None = None
+            if hello.token:
+                try:
+                    identity = verify(self.secret, hello.token)
+                except TokenError as exc:
+                    client.send_message(p.Error(code="bad_token", message=str(exc)))
+                    client.close(CLOSE_UNAUTHORIZED)
+                    return None
+            if client.kind == "dealer" and (identity is None or identity.kind != "dealer"):
+                client.send_message(p.Error(code="not_a_dealer",
+                                            message="the dealer console needs a dealer token"))
+                client.close(CLOSE_UNAUTHORIZED)
+                return None
+            if client.kind == "player" and identity is not None and not identity.is_player:
+                client.send_message(p.Error(code="bad_token",
+                                            message="a dealer token is for /ws/dealer only"))
+                client.close(CLOSE_UNAUTHORIZED)
+                return None
+            if identity is not None and identity.kind == "guest" and not self.settings.demo:
+                client.send_message(p.Error(code="bad_token",
+                                            message="guest play is off on this server"))
+                client.close(CLOSE_UNAUTHORIZED)
+                return None
+            client.identity = identity
+            return hello
+
+    async def _welcome(self, client: Client, hello: p.Hello) -> None:
+        table = hello.table
+        identity = client.identity
+        player: p.PlayerView | None = None
+        if identity is not None and identity.is_player:
+            initial = (self.settings.guest_balance if identity.kind == "guest"
+                       else self.settings.player_balance)
+            player = await self.store.ensure_player(identity.id, identity.name, initial, now_ms())
+        resume = hello.resume
+        replay: list[tuple[int, str]] | None = None
+        settled: list[p.BetSettled] = []
+        feed = self.feeds[table]
+        if resume is not None and resume.epoch == feed.epoch:
+            replay, settled = await self._plan_replay(feed, resume.seq, player)
+        elif resume is not None and player is not None:
+            settled = await self._recent_results(player.id, table)
+        if player is not None:
+            player = await self.store.player(player.id) or player
+        # Take the head and register in one synchronous block (after the last await), so
+        # that no event falls between the replay and the live frames.
+        for _ in range(8):
+            feed = self.feeds[table]
+            if replay is None or resume is None:
+                break
+            if feed.epoch != resume.epoch:
+                replay = None
+                break
+            more = feed.frames_after(replay[-1][0] if replay else resume.seq)
+            if more is None:
+                replay = None
+                break
+            replay.extend(more)
+            rounds = _settled_rounds(more)
+            if not rounds or player is None:
+                break
+            settled += await self.store.settlements_for_rounds(player.id, rounds)
+        welcome = p.Welcome(v=p.PROTOCOL_VERSION, player=player, table=_raw_snapshot(feed),
+                            epoch=feed.epoch, seq=feed.seq, server_time=now_ms(),
+                            resumed=replay is not None)
+        client.table = table
+        client.send(p.encode(welcome).decode())
+        for _, frame in replay or ():
+            client.send(frame)
+        for message in settled:
+            client.send_message(message)
+        feed.clients.add(client)
+        if identity is not None:
+            self.players.setdefault(identity.id, set()).add(client)
+        self.metrics.inc("livetable_resumes_total" if replay is not None else
+                         "livetable_welcomes_total")
+
+    async def _plan_replay(self, feed: TableFeed, seq: int, player: p.PlayerView | None
+                           ) -> tuple[list[tuple[int, str]] | None, list[p.BetSettled]]:
+        frames = feed.frames_after(seq)
+        if frames is None:
+            stored = await self.store.events_after(feed.table, feed.epoch, seq,
+                                                   self.settings.event_log_size * 4)
+            if stored is None:
+                return None, ([] if player is None else
+                              await self._recent_results(player.id, feed.table))
+            frames = [(seq + 1 + i, f.decode()) for i, f in enumerate(stored)]
+            if frames:
+                more = self.feeds[feed.table].frames_after(frames[-1][0])
+                frames.extend(more or [])
+        settled: list[p.BetSettled] = []
+        if player is not None:
+            settled = await self.store.settlements_for_rounds(player.id, _settled_rounds(frames))
+        return frames, settled
+
+    async def _recent_results(self, player_id: str, table: str) -> list[p.BetSettled]:
+        """When a resume cannot replay: the player's latest results at this table, so the
+        client still sees what was paid while it was away (it de-duplicates by bet_id)."""
+        entries, _ = await self.store.bet_record(player_id, 20, None)
+        return [
+            p.BetSettled(bet_id=e.bet_id, round_id=e.round_id, spot=e.spot, amount=e.amount,
+                         outcome=e.outcome or "", odds=e.odds or 0, returned=e.returned or 0,
+                         balance=e.balance_after or 0)
+            for e in reversed(entries) if e.table == table and e.state != "accepted"
+        ]
+
+    # --- commands ----------------------------------------------------------------------
+
+    async def _handle(self, client: Client, command: object) -> None:
+        if isinstance(command, p.Ping):
+            client.send_message(p.Pong(t=command.t, server_time=now_ms()))
+        elif isinstance(command, p.Hello):
+            client.send_message(p.Error(code="already_hello", message="hello was already sent"))
+        elif isinstance(command, p.PlaceBet):
+            await self._place_bet(client, command)
+        elif isinstance(command, p.GetBets):
+            if client.identity is None or not client.identity.is_player:
+                client.send_message(p.Error(code="not_a_player",
+                                            message="sign in as a player to see your bets"))
+                return
+            entries, cursor = await self.store.bet_record(client.identity.id,
+                                                          command.limit or 20, command.before)
+            client.send_message(p.Bets(bets=entries, next=cursor))
+        elif client.kind == "dealer":
+            assert client.table is not None
+            answer = await self.execute(client.table, command)  # type: ignore[arg-type]  # the dealer decoder yields only dealer commands here
+            client.send_message(answer)
+
+    async def _place_bet(self, client: Client, bet: p.PlaceBet) -> None:
+        identity = client.identity
+        if identity is None or not identity.is_player:
+            client.send_message(rejected(bet.bet_id, "not_a_player"))
+            self.metrics.bet("not_a_player")
+            return
+        bucket = self.player_buckets.get(identity.id)
+        if bucket is None:
+            rate = self.settings.player_frames_per_second
+            bucket = self.player_buckets[identity.id] = TokenBucket(rate, rate * 2)
+        if not bucket.take():
+            client.send_message(rejected(bet.bet_id, "rate_limited"))
+            self.metrics.bet("rate_limited")
+            return
+        assert client.table is not None
+        request = BetRequest(player_id=identity.id, table=client.table, bet_id=bet.bet_id,
+                             round_id=bet.round_id, spot=bet.spot, amount=bet.amount)
+        answer = await self.store.place_bet(request, now_ms())
+        self.metrics.bet(answer.code if isinstance(answer, p.BetRejected) else "accepted")
+        client.send_message(answer)
+
+    async def shutdown(self, code: int = CLOSE_SERVICE_RESTART) -> None:
+        """Graceful stop: close every websocket with 1012 so clients resume elsewhere."""
+        self.accepting = False
+        for client in list(self.clients):
+            client.close(code, "server restarting")
+        await asyncio.sleep(0)
+
+
+def _settled_rounds(frames: list[tuple[int, str]]) -> list[str]:
+    """Round ids of the round_settled / round_cancelled events among ``frames``."""
+    rounds = []
+    for _, frame in frames:
+        if '"round_settled"' in frame or '"round_cancelled"' in frame:
+            event = _SETTLING.decode(frame)
+            if isinstance(event, p.RoundSettled | p.RoundCancelled):
+                rounds.append(event.round_id)
+    return rounds
+
+
+def _raw_snapshot(feed: TableFeed) -> p.TableSnapshot:
+    return msgspec.json.decode(feed.snapshot, type=p.TableSnapshot)

@@ -1,0 +1,187 @@
+"""The runner: the asyncio shell around one table's engine.
+
+It is the table's one writer. It wakes at the engine's next deadline (or when a dealer
+command arrives), feeds the engine, and for every step: stores it (effects, events, the
+engine's state — one transaction), *then* publishes it on the bus. A crash between the two
+loses nothing: the step is in the store's event log, where a resuming client finds it.
+
+On start it rebuilds the engine from the store and lets the engine's recovery rule decide
+the fate of an unfinished round (resume it if all its cards are recorded, else cancel and
+refund).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+
+from livetable import protocol as p
+from livetable.bus import Bus, TableBatch
+from livetable.clock import now_ms
+from livetable.engine import EngineError, Step, TableEngine, Timing
+from livetable.engine.table import Mode
+from livetable.rules.cards import CardError
+from livetable.store.base import Store
+
+DealerAction = (
+    p.StartShoe | p.OpenBetting | p.CloseBetting | p.CardIn | p.Reveal | p.Pause
+    | p.ResumeTable | p.CancelRound | p.SetMode
+)
+
+log = logging.getLogger("livetable.runner")
+
+
+class TableRunner:
+    def __init__(
+        self,
+        table: str,
+        store: Store,
+        bus: Bus,
+        *,
+        name: str | None = None,
+        mode: Mode = "auto",
+        limits: p.Limits | None = None,
+        timing: Timing | None = None,
+        rng: random.Random | None = None,
+        clock: Callable[[], int] = now_ms,
+        on_settled: Callable[[int, float], None] | None = None,
+    ) -> None:
+        self.table = table
+        self.store = store
+        self.bus = bus
+        self.clock = clock
+        self._defaults = (name, mode, limits, timing)
+        self._rng = rng
+        self.engine: TableEngine | None = None
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.on_settled = on_settled
+        self.alive = False
+
+    async def start(self) -> None:
+        saved = await self.store.load_table(self.table)
+        now = self.clock()
+        if saved is None:
+            name, mode, limits, timing = self._defaults
+            self.engine = TableEngine.new(self.table, name, mode=mode, limits=limits,
+                                          timing=timing, rng=self._rng, epoch=now)
+        else:
+            self.engine = TableEngine.from_bytes(saved, self._rng)
+            _, _, limits, timing = self._defaults
+            # operators may change limits and timing between runs
+            if limits is not None:
+                self.engine.state.limits = limits
+            if timing is not None:
+                self.engine.state.timing = timing
+        async with self._lock:
+            await self._commit(self.engine.recover(now), force=True)
+        self.alive = True
+        self._task = asyncio.create_task(self._run(), name=f"table-{self.table}")
+
+    async def stop(self) -> None:
+        self.alive = False
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def snapshot(self) -> p.TableSnapshot:
+        assert self.engine is not None
+        return self.engine.snapshot()
+
+    async def _run(self) -> None:
+        assert self.engine is not None
+        while True:
+            deadline = self.engine.next_deadline()
+            if deadline is not None:
+                delay = (deadline - self.clock()) / 1000
+                if delay > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), delay)
+            else:
+                await self._wake.wait()
+            self._wake.clear()
+            try:
+                async with self._lock:
+                    await self._commit(self.engine.tick(self.clock()))
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a store outage must not kill the table: retry shortly
+                log.exception("table %s: tick failed; retrying", self.table)
+                await asyncio.sleep(0.5)
+
+    async def _commit(self, step: Step, force: bool = False) -> None:
+        """Store the step with the engine's new state, then publish it (if it shows)."""
+        engine = self.engine
+        assert engine is not None
+        frames = [(ev.epoch, ev.seq, p.encode(ev)) for ev in step.events]
+        started = self.clock()
+        settled = await self.store.commit_step(self.table, engine.to_bytes(), frames,
+                                               step.effects, started)
+        if not (frames or settled or force):
+            return
+        snapshot = engine.snapshot()
+        batch = TableBatch(
+            table=self.table,
+            epoch=engine.state.epoch,
+            seq=engine.state.seq,
+            frames=[(seq, frame) for _, seq, frame in frames],
+            snapshot=p.encode(snapshot),
+            private=[(s.player_id, p.encode(s.message)) for s in settled],
+        )
+        await self.bus.publish(batch)
+        if settled and self.on_settled is not None:
+            self.on_settled(len(settled), (self.clock() - started) / 1000)
+
+    async def execute(self, command: DealerAction) -> p.Ack | p.Error:
+        """A dealer command: run it on the engine, store and publish the step."""
+        assert self.engine is not None
+        engine = self.engine
+        name = _command_name(command)
+        async with self._lock:
+            now = self.clock()
+            try:
+                step = _dispatch(engine, command, now)
+            except EngineError as exc:
+                if exc.step is not None:
+                    await self._commit(exc.step, force=True)
+                return p.Error(code=exc.code, message=exc.message)
+            except CardError as exc:
+                return p.Error(code="bad_card", message=str(exc))
+            await self._commit(step, force=True)
+        self._wake.set()
+        return p.Ack(cmd=name, detail=step.detail)
+
+
+
+
+def _command_name(command: DealerAction) -> str:
+    return type(command).__struct_config__.tag  # type: ignore[return-value]  # tags are str
+
+
+def _dispatch(engine: TableEngine, command: DealerAction, now: int) -> Step:
+    match command:
+        case p.StartShoe():
+            return engine.start_shoe(now)
+        case p.OpenBetting(betting_ms=ms):
+            return engine.open_betting(now, ms)
+        case p.CloseBetting():
+            return engine.close_betting(now)
+        case p.CardIn(card=card):
+            return engine.card(card, now)
+        case p.Reveal():
+            return engine.reveal(now)
+        case p.Pause(reason=reason):
+            return engine.pause(reason, now)
+        case p.ResumeTable():
+            return engine.resume(now)
+        case p.CancelRound(reason=reason):
+            return engine.cancel_round(reason, now)
+        case p.SetMode(auto=auto):
+            return engine.set_mode("auto" if auto else "manual", now)
+    raise EngineError("bad_command", f"unknown command {command!r}")
