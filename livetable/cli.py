@@ -310,6 +310,28 @@ def _add_token(commands: Commands) -> None:
     p.set_defaults(handler=cmd_token)
 
 
+def cmd_dealer(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from livetable.dealer import run
+
+    url = args.url.rstrip("/")
+    if url.startswith("http"):
+        url = "ws" + url[4:]
+    if not url.endswith("/ws/dealer"):
+        url += "/ws/dealer"
+    return asyncio.run(run(url, args.token, args.table))
+
+
+def _add_dealer(commands: Commands) -> None:
+    p = commands.add_parser(
+        "dealer", help="the dealer console in a terminal: card codes and commands on stdin")
+    p.add_argument("--url", required=True, help="server, e.g. http://localhost:8000")
+    p.add_argument("--token", required=True, help="a dealer token (livetable token --dealer)")
+    p.add_argument("--table", default="t1", help="table id (default t1)")
+    p.set_defaults(handler=cmd_dealer)
+
+
 # --- main ---------------------------------------------------------------------------------
 
 
@@ -323,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_simulate(commands)
     _add_serve(commands)
     _add_token(commands)
+    _add_dealer(commands)
     return parser
 
 

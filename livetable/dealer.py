@@ -1,0 +1,102 @@
+"""``livetable dealer``: the dealer console in a terminal.
+
+Reads one line at a time from stdin, so a card scanner can be piped into it: a card code
+(``KH``, ``10D``, ``T♠``) is fed to the table as the next card out of the shoe; a word is a
+command::
+
+    shoe                 start a new shoe (then scan its opening card)
+    open [SECONDS]       open betting
+    close                close betting
+    reveal               reveal the next hand
+    pause [REASON]       pause the round      resume     resume it
+    cancel [REASON]      cancel the round (every bet refunded)
+    cut                  the cut card came out
+    auto | manual        switch the table's mode (between rounds)
+
+Every answer (``ack`` or ``error``) and every table event is printed, one line each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+from livetable.rules.cards import CardError, parse_card
+
+
+def command_of(line: str) -> dict[str, Any] | None:
+    """The dealer frame a console line stands for (None for a blank line)."""
+    words = line.strip().split(maxsplit=1)
+    if not words:
+        return None
+    word, rest = words[0].lower(), (words[1] if len(words) > 1 else "")
+    match word:
+        case "shoe" | "start_shoe":
+            return {"type": "start_shoe"}
+        case "open" | "open_betting":
+            return {"type": "open_betting"} | (
+                {"betting_ms": int(float(rest) * 1000)} if rest else {})
+        case "close" | "close_betting":
+            return {"type": "close_betting"}
+        case "reveal":
+            return {"type": "reveal"}
+        case "pause":
+            return {"type": "pause", "reason": rest}
+        case "resume":
+            return {"type": "resume"}
+        case "cancel" | "cancel_round":
+            return {"type": "cancel_round", "reason": rest}
+        case "cut":
+            return {"type": "card", "card": "CUT"}
+        case "auto" | "manual":
+            return {"type": "set_mode", "auto": word == "auto"}
+    try:
+        return {"type": "card", "card": str(parse_card(line.strip()))}
+    except CardError as exc:
+        raise ValueError(f"{exc}; or one of: shoe open close reveal pause resume cancel cut "
+                         f"auto manual") from None
+
+
+def _describe(frame: dict[str, Any]) -> str:
+    kind = frame.get("type")
+    if kind == "ack":
+        detail = frame.get("detail") or {}
+        return f"ok {frame['cmd']}" + (f" {json.dumps(detail)}" if detail else "")
+    if kind == "error":
+        return f"ERROR {frame['code']}: {frame['message']}"
+    if kind == "welcome":
+        t = frame["table"]
+        return (f"connected to {t['id']} ({t['mode']}): phase {t['phase']}, "
+                f"cards left {t['cards_left']}, cut card out {t['cut_card_out']}")
+    fields = {k: v for k, v in frame.items() if k not in ("type", "table", "epoch")}
+    return f"{kind} {json.dumps(fields, ensure_ascii=False)}"
+
+
+async def run(url: str, token: str, table: str) -> int:
+    from websockets.asyncio.client import connect
+
+    async with connect(url) as ws:
+        await ws.send(json.dumps({"type": "hello", "v": 1, "table": table, "token": token}))
+
+        async def show() -> None:
+            async for message in ws:
+                print(_describe(json.loads(message)), flush=True)
+
+        printer = asyncio.create_task(show())
+        loop = asyncio.get_running_loop()
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            if not line:
+                break
+            try:
+                frame = command_of(line)
+            except ValueError as exc:
+                print(f"ERROR {exc}", flush=True)
+                continue
+            if frame is not None:
+                await ws.send(json.dumps(frame))
+        await asyncio.sleep(0.5)  # let the last answers arrive
+        printer.cancel()
+    return 0
