@@ -422,6 +422,8 @@ class TableEngine:
         if s.shoe is None:
             raise EngineError("no_shoe", "start a new shoe first")
         if token.strip().upper() in CUT_CARD_TOKENS:
+            # The live shoe too: the next card's _took copies its cut_out into the state.
+            self._shoe().mark_cut_card()
             s.shoe.cut_out = True
             if s.phase in ("betting", "dealing"):
                 s.last_round = True
@@ -547,7 +549,8 @@ class TableEngine:
         s.paused_reason = None
         if s.phase == "betting":
             assert s.round_id is not None
-            left = s.betting_left_ms if s.betting_left_ms else s.timing.betting_ms
+            left = (s.betting_left_ms if s.betting_left_ms is not None
+                    else s.timing.betting_ms)
             s.closes_at = now + max(left, 5_000)  # players get at least 5 s back
             s.betting_left_ms = None
             step.effects.append(SetBetting(table=s.table, round_id=s.round_id,
