@@ -219,7 +219,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
     settings = Settings()
     for name in ("host", "port", "db", "data_dir", "tables", "betting_seconds",
-                 "reveal_interval", "demo", "mode", "redis_url"):
+                 "reveal_interval", "demo", "mode", "redis_url", "redis_cluster"):
         value = getattr(args, name, None)
         if value is not None:
             setattr(settings, name, value)
@@ -229,6 +229,22 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    return _run_server(args, ("gateway", "engine"))
+
+
+def cmd_gateway(args: argparse.Namespace) -> int:
+    if not _settings(args).redis_url:
+        raise UsageError("a gateway needs --redis URL (or LIVETABLE_REDIS_URL)")
+    return _run_server(args, ("gateway",))
+
+
+def cmd_engine(args: argparse.Namespace) -> int:
+    if not _settings(args).redis_url:
+        raise UsageError("an engine needs --redis URL (or LIVETABLE_REDIS_URL)")
+    return _run_server(args, ("engine",))
+
+
+def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
     import logging
 
     import uvicorn
@@ -236,19 +252,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from livetable.server.app import create_app
 
     settings = _settings(args)
+    if getattr(args, "table_list", None):
+        settings.table_ids = [t for t in args.table_list.split(",") if t]
     if settings.tables < 1:
         raise UsageError("--tables must be at least 1")
     if settings.betting_seconds < 1 or settings.reveal_interval < 0:
         raise UsageError("--betting-seconds must be >= 1 and --reveal-interval >= 0")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(settings)
+    app = create_app(settings, roles=roles)
     shown = "localhost" if settings.host in ("0.0.0.0", "127.0.0.1", "::") else settings.host
-    print(f"livetable: {len(settings.table_names)} table(s), "
-          f"{'Redis ' + settings.redis_url if settings.redis_url else 'embedded'} mode, "
-          f"database {settings.db_path if not settings.redis_url else '-'}", flush=True)
-    print(f"livetable: open http://{shown}:{settings.port}/ in a browser "
-          f"(dealer console: http://{shown}:{settings.port}/dealer)", flush=True)
+    store = (f"Redis {settings.redis_url}" if settings.redis_url
+             else f"embedded, database {settings.db_path}")
+    print(f"livetable {'+'.join(roles)}: tables {','.join(settings.table_names)}; {store}",
+          flush=True)
+    if "gateway" in roles:
+        print(f"livetable: open http://{shown}:{settings.port}/ in a browser "
+              f"(dealer console: http://{shown}:{settings.port}/dealer)", flush=True)
+    else:
+        print(f"livetable: health and metrics at http://{shown}:{settings.port}/readyz, "
+              f"/metrics", flush=True)
     uvicorn.run(app, host=settings.host, port=settings.port, ws="websockets-sansio",
                 ws_max_size=64 * 1024, log_level=args.log_level, lifespan="on",
                 timeout_graceful_shutdown=5)
@@ -262,6 +285,10 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", dest="data_dir", type=Path,
                    help="data directory: database and signing secret (default ./data)")
     p.add_argument("--redis", dest="redis_url", help="Redis URL: scale-out mode")
+    p.add_argument("--redis-cluster", dest="redis_cluster", action="store_true", default=None,
+                   help="the Redis URL is a cluster node (sharded pub/sub)")
+    p.add_argument("--table-ids", dest="table_list",
+                   help="comma-separated table ids (instead of --tables N: t1..tN)")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
 
@@ -281,6 +308,23 @@ def _add_serve(commands: Commands) -> None:
     p.add_argument("--allowed-origins", dest="allowed_origins",
                    help="comma-separated websocket origins (default: same origin)")
     p.set_defaults(handler=cmd_serve)
+
+
+def _add_roles(commands: Commands) -> None:
+    for name, handler, text in (
+        ("gateway", cmd_gateway, "scale-out: a stateless websocket/HTTP gateway (needs --redis)"),
+        ("engine", cmd_engine, "scale-out: runs the tables it holds a lease on (needs --redis)"),
+    ):
+        p = commands.add_parser(name, help=text)
+        _add_server_flags(p)
+        p.add_argument("--tables", type=int, help="number of tables t1..tN (default 1)")
+        p.add_argument("--betting-seconds", dest="betting_seconds", type=float)
+        p.add_argument("--reveal-interval", dest="reveal_interval", type=float)
+        p.add_argument("--mode", choices=["auto", "manual"])
+        p.add_argument("--demo", dest="demo", action=argparse.BooleanOptionalAction,
+                       default=None)
+        p.add_argument("--allowed-origins", dest="allowed_origins")
+        p.set_defaults(handler=handler)
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -346,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(commands)
     _add_token(commands)
     _add_dealer(commands)
+    _add_roles(commands)
     return parser
 
 

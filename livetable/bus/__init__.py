@@ -24,6 +24,9 @@ class TableBatch(msgspec.Struct, kw_only=True, array_like=True):
     frames: list[tuple[int, bytes]]  # (seq, encoded table event)
     snapshot: bytes  # encoded TableSnapshot
     private: list[tuple[str, bytes]] = []  # (player id, encoded private frame)
+    #: Rebuilt from the store after a loss on the bus: it carries no private frames, so the
+    #: gateway fetches the results of the rounds it settles for the players connected.
+    repair: bool = False
 
 
 BATCH_ENCODER = msgspec.msgpack.Encoder()

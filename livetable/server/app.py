@@ -13,7 +13,7 @@ import os
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from starlette.applications import Starlette
@@ -35,6 +35,9 @@ from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import Store
 from livetable.store.sqlite import SQLiteStore
 
+if TYPE_CHECKING:
+    from livetable.server.scaleout import LeasedTables
+
 log = logging.getLogger("livetable.app")
 
 STATIC_DIR = Path(os.environ.get("LIVETABLE_STATIC", Path(__file__).resolve().parents[2] /
@@ -55,57 +58,123 @@ def timing_of(settings: Settings) -> Timing:
     )
 
 
-class Services:
-    """Everything one embedded process runs, started and stopped together."""
+Role = str  # "gateway" (websockets, HTTP API) and/or "engine" (runs the tables)
 
-    def __init__(self, settings: Settings, *, store: Store | None = None,
-                 bus: Bus | None = None, rng: random.Random | None = None) -> None:
+
+class Services:
+    """What one process runs, started and stopped together.
+
+    Embedded (no Redis URL): the SQLite store, the in-process bus, a runner per table and
+    the gateway. With a Redis URL: the Redis store and bus; the ``engine`` role holds table
+    leases and runs the tables it holds, the ``gateway`` role serves clients; ``serve``
+    runs both in one process.
+    """
+
+    def __init__(self, settings: Settings, *, roles: tuple[Role, ...] = ("gateway", "engine"),
+                 store: Store | None = None, bus: Bus | None = None,
+                 rng: random.Random | None = None) -> None:
         self.settings = settings
+        self.roles = roles
         self.secret = settings.load_secret()
         self.metrics = Metrics()
-        self.store: Store = store or SQLiteStore(settings.db_path, settings.event_log_size * 4)
-        self.bus: Bus = bus or MemoryBus()
-        self.runners: dict[str, TableRunner] = {}
         self.rng = rng
-        self.gateway = Gateway(settings, self.store, self.execute, self.metrics, self.secret)
+        self.runners: dict[str, TableRunner] = {}
+        self.leases: LeasedTables | None = None
+        self.redis: Any = None
+        execute = self.execute
+        if settings.redis_url and store is None:
+            from livetable.bus.redis import RedisBus
+            from livetable.server.scaleout import LeasedTables, RedisControl
+            from livetable.store.redis import FencedOut, RedisStore
+
+            self.redis = _redis_client(settings.redis_url, settings.redis_cluster)
+            redis_store = RedisStore(self.redis, event_retention=settings.event_log_size * 4)
+            self.store: Store = redis_store
+            self.bus: Bus = RedisBus(self.redis, settings.table_names, redis_store,
+                                     on_reconnect=lambda: self.metrics.inc(
+                                         "livetable_redis_reconnects_total"))
+            if "engine" in roles:
+                self.leases = LeasedTables(self.redis, redis_store, settings.table_names,
+                                           lambda t: self._runner(t, (FencedOut,)))
+            if "engine" not in roles:
+                execute = RedisControl(self.redis).execute
+        else:
+            self.store = store or SQLiteStore(settings.db_path, settings.event_log_size * 4)
+            self.bus = bus or MemoryBus()
+        self.gateway = Gateway(settings, self.store, execute, self.metrics, self.secret)
+
+    def _runner(self, table: str, fatal: tuple[type[BaseException], ...] = ()) -> TableRunner:
+        runner = TableRunner(
+            table, self.store, self.bus, name=f"Pok Deng {table.upper()}",
+            mode="manual" if self.settings.mode == "manual" else "auto",
+            limits=limits_of(self.settings), timing=timing_of(self.settings),
+            rng=self.rng, on_settled=self.metrics.settled, fatal=fatal)
+        self.runners[table] = runner
+        return runner
 
     async def execute(self, table: str, command: DealerAction) -> p.Ack | p.Error:
         runner = self.runners.get(table)
-        if runner is None:
+        if runner is None or not runner.alive:
+            if self.redis is not None:  # the table may be held by another engine
+                from livetable.server.scaleout import RedisControl
+
+                return await RedisControl(self.redis).execute(table, command)
             return p.Error(code="unknown_table", message=f"no table {table!r} here")
         return await runner.execute(command)
 
     async def start(self) -> None:
-        self.bus.subscribe(self.gateway.deliver)
+        if "gateway" in self.roles:
+            self.bus.subscribe(self.gateway.deliver)
         await self.bus.start()
+        if "engine" not in self.roles:
+            return
+        if self.leases is not None:
+            await self.leases.start()
+            return
         for table in self.settings.table_names:
-            runner = TableRunner(
-                table, self.store, self.bus, name=f"Pok Deng {table.upper()}",
-                mode="manual" if self.settings.mode == "manual" else "auto",
-                limits=limits_of(self.settings), timing=timing_of(self.settings),
-                rng=self.rng, on_settled=self.metrics.settled)
-            self.runners[table] = runner
-            await runner.start()
+            await self._runner(table).start()
 
     async def stop(self) -> None:
         await self.gateway.shutdown()
+        if self.leases is not None:
+            await self.leases.stop()
         for runner in self.runners.values():
             await runner.stop()
         await self.bus.close()
         await self.store.close()
+        if self.redis is not None:
+            await self.redis.aclose()
 
     async def ready(self) -> tuple[bool, dict[str, Any]]:
-        checks: dict[str, Any] = {
-            "tables": {t: r.alive for t, r in self.runners.items()},
-            "bus": bool(getattr(self.bus, "healthy", True)),
-        }
+        checks: dict[str, Any] = {"roles": list(self.roles)}
+        if "gateway" in self.roles:
+            checks["bus"] = bool(getattr(self.bus, "healthy", True))
+            checks["tables_known"] = sorted(self.gateway.feeds)
+        if self.leases is not None:
+            checks["leases_held"] = self.leases.held
+            for table in self.settings.table_names:
+                held = 1.0 if table in self.leases.runners else 0.0
+                self.metrics.gauges[f'livetable_lease_held{{table="{table}"}}'] = held
+        elif "engine" in self.roles:
+            checks["tables"] = {t: r.alive for t, r in self.runners.items()}
         try:
             await self.store.player("house")
             checks["store"] = True
         except Exception as exc:  # any store failure means not ready
             checks["store"] = f"{type(exc).__name__}: {exc}"
-        ok = checks["store"] is True and checks["bus"] and all(checks["tables"].values())
+        ok = (checks["store"] is True and checks.get("bus", True) is True
+              and all(checks.get("tables", {}).values()))
         return ok, checks
+
+
+def _redis_client(url: str, cluster: bool) -> Any:
+    if cluster:
+        from redis.asyncio.cluster import RedisCluster
+
+        return RedisCluster.from_url(url)
+    from redis.asyncio import Redis
+
+    return Redis.from_url(url, max_connections=256, health_check_interval=5)
 
 
 def _json(data: bytes, status: int = 200) -> Response:
@@ -116,8 +185,9 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
-def create_app(settings: Settings, services: Services | None = None) -> Starlette:
-    svc = services or Services(settings)
+def create_app(settings: Settings, services: Services | None = None,
+               roles: tuple[Role, ...] = ("gateway", "engine")) -> Starlette:
+    svc = services or Services(settings, roles=roles)
     gateway = svc.gateway
 
     @contextlib.asynccontextmanager
@@ -198,13 +268,24 @@ def create_app(settings: Settings, services: Services | None = None) -> Starlett
         return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503)
 
     async def metrics(request: Request) -> Response:
+        await svc.ready()  # refreshes the lease gauges
         return PlainTextResponse(svc.metrics.render(),
                                  media_type="text/plain; version=0.0.4")
 
     async def dealer_page(request: Request) -> Response:
         return RedirectResponse("/dealer.html")
 
+    health: list[Any] = [
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        Route("/metrics", metrics),
+    ]
+    if "gateway" not in svc.roles:  # an engine process serves health and metrics only
+        app = Starlette(routes=health, lifespan=lifespan)
+        app.state.services = svc
+        return app
     routes: list[Any] = [
+        *health,
         WebSocketRoute("/ws", ws_player),
         WebSocketRoute("/ws/dealer", ws_dealer),
         Route("/api/tables", tables),
@@ -213,9 +294,6 @@ def create_app(settings: Settings, services: Services | None = None) -> Starlett
         Route("/api/rounds/{round_id}", round_),
         Route("/api/bets", bets),
         Route("/api/guest", guest, methods=["POST"]),
-        Route("/healthz", healthz),
-        Route("/readyz", readyz),
-        Route("/metrics", metrics),
         Route("/dealer", dealer_page),
     ]
     if STATIC_DIR.is_dir():

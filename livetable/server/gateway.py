@@ -47,6 +47,7 @@ CLOSE_UNAUTHORIZED = 4001  # a bad, forged or expired token; or the wrong kind o
 CLOSE_HELLO_TIMEOUT = 4002  # no hello within the time allowed
 CLOSE_UNKNOWN_TABLE = 4004
 CLOSE_TOO_SLOW = 4008  # the send queue overflowed: resume to catch up
+CLOSE_RESYNC = 4011  # this gateway lost events of the table: resume to catch up
 CLOSE_RATE_LIMITED = 4029  # kept sending far over the frame rate
 
 Execute = Callable[[str, p.StartShoe | p.OpenBetting | p.CloseBetting | p.CardIn | p.Reveal
@@ -176,21 +177,31 @@ class Gateway:
         self.player_buckets: dict[str, TokenBucket] = {}
         self.clients: set[Client] = set()
         self.accepting = True
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # --- the bus side ------------------------------------------------------------------
 
     def deliver(self, batch: TableBatch) -> None:
-        """A table step from the bus: remember it, then fan it out. Synchronous on purpose."""
+        """A table step from the bus: remember it, then fan it out. Synchronous on purpose.
+
+        If the step does not follow what this gateway delivered last (a new epoch, or a gap
+        the bus could not fill), the clients of the table are told to resume
+        (:data:`CLOSE_RESYNC`): their resume, served from the store's log or a snapshot,
+        brings them back in step. Nothing is skipped silently.
+        """
         feed = self.feeds.get(batch.table)
         if feed is None or feed.epoch != batch.epoch:
-            old_clients = feed.clients if feed is not None else set()
+            if feed is not None:
+                self._resync(feed, "the table's event numbering changed")
             feed = TableFeed(batch.table, batch.epoch, 0, batch.snapshot,
-                             deque(maxlen=self.settings.event_log_size), old_clients)
+                             deque(maxlen=self.settings.event_log_size))
             self.feeds[batch.table] = feed
         fresh = [(seq, frame.decode()) for seq, frame in batch.frames if seq > feed.seq]
-        if fresh and feed.ring and fresh[0][0] != feed.seq + 1:
+        if feed.seq and ((fresh and fresh[0][0] != feed.seq + 1)
+                         or (not fresh and batch.seq > feed.seq)):
             self.metrics.inc("livetable_feed_gaps_total")
-            feed.ring.clear()  # a gap: resumers fall back to the store's log
+            feed.ring.clear()  # resumers fall back to the store's log
+            self._resync(feed, "events were lost on the way to this gateway")
         if batch.seq >= feed.seq:
             feed.snapshot = batch.snapshot
             feed.seq = batch.seq
@@ -205,6 +216,28 @@ class Gateway:
             for client in self.players.get(player_id, ()):
                 if client.table == batch.table:
                     client.send(private.decode())
+        if batch.repair and fresh:
+            rounds = _settled_rounds(fresh)
+            if rounds:
+                task = asyncio.get_running_loop().create_task(
+                    self._repair_private(batch.table, rounds))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    def _resync(self, feed: TableFeed, why: str) -> None:
+        for client in list(feed.clients):
+            client.close(CLOSE_RESYNC, why)
+        feed.clients.clear()
+
+    async def _repair_private(self, table: str, rounds: list[str]) -> None:
+        """The private results of rounds whose step reached us by repair, not by the bus."""
+        for player_id, clients in list(self.players.items()):
+            watching = [c for c in clients if c.table == table]
+            if not watching:
+                continue
+            for message in await self.store.settlements_for_rounds(player_id, rounds):
+                for client in watching:
+                    client.send_message(message)
 
     def tables_json(self) -> bytes:
         return b'{"tables":[' + b",".join(f.snapshot for f in self.feeds.values()) + b"]}"

@@ -43,8 +43,8 @@ class Metrics:
         self.bets: dict[str, int] = defaultdict(int)
         self.fanout_latency = Histogram()
         self.settlement = Histogram()
+        #: series (a name, with labels if any: 'x{table="t1"}') -> value
         self.gauges: dict[str, float] = {}
-        self.labels: dict[str, dict[str, str]] = {}
 
     def inc(self, name: str, by: int = 1) -> None:
         self.counters[name] += by
@@ -74,11 +74,13 @@ class Metrics:
                   sorted(self.bets.items())]
         for name, value in sorted(self.counters.items()):
             lines += [f"# TYPE {name} counter", f"{name} {value}"]
-        for name, gauge in sorted(self.gauges.items()):
-            labels = self.labels.get(name)
-            label_text = ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
-                          if labels else "")
-            lines += [f"# TYPE {name} gauge", f"{name}{label_text} {gauge}"]
+        typed = set()
+        for series, gauge in sorted(self.gauges.items()):
+            name = series.split("{", 1)[0]
+            if name not in typed:
+                typed.add(name)
+                lines.append(f"# TYPE {name} gauge")
+            lines.append(f"{series} {gauge}")
         lines.append("# TYPE livetable_fanout_seconds histogram")
         lines += self.fanout_latency.render("livetable_fanout_seconds")
         lines.append("# TYPE livetable_settlement_seconds histogram")

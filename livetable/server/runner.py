@@ -48,6 +48,7 @@ class TableRunner:
         rng: random.Random | None = None,
         clock: Callable[[], int] = now_ms,
         on_settled: Callable[[int, float], None] | None = None,
+        fatal: tuple[type[BaseException], ...] = (),
     ) -> None:
         self.table = table
         self.store = store
@@ -60,6 +61,8 @@ class TableRunner:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.on_settled = on_settled
+        #: Errors after which this runner must stop driving the table (fenced out).
+        self.fatal = fatal
         self.alive = False
 
     async def start(self) -> None:
@@ -111,6 +114,10 @@ class TableRunner:
                     await self._commit(self.engine.tick(self.clock()))
             except asyncio.CancelledError:
                 raise
+            except self.fatal as exc:
+                log.warning("table %s: %s; this runner stops", self.table, exc)
+                self.alive = False
+                return
             except Exception:  # a store outage must not kill the table: retry shortly
                 log.exception("table %s: tick failed; retrying", self.table)
                 await asyncio.sleep(0.5)
@@ -153,7 +160,11 @@ class TableRunner:
                 return p.Error(code=exc.code, message=exc.message)
             except CardError as exc:
                 return p.Error(code="bad_card", message=str(exc))
-            await self._commit(step, force=True)
+            try:
+                await self._commit(step, force=True)
+            except self.fatal as exc:
+                self.alive = False
+                return p.Error(code="table_unavailable", message=str(exc))
         self._wake.set()
         return p.Ack(cmd=name, detail=step.detail)
 

@@ -147,12 +147,19 @@ local function balance(account)
 end
 
 local function int(n) return string.format('%d', n) end
+
+-- The two accounts that exist from the start (so that no player can take their ids).
+local function open_ledger()
+  redis.call('HSETNX', ACCOUNTS, 'house', 'house')
+  redis.call('HSETNX', ACCOUNTS, 'external', 'external')
+end
 """
 
 # KEYS: ledger(5), names, created.  ARGV: player, name, initial balance, now.
 _ENSURE_PLAYER_LUA = _LEDGER_LUA + """
 local NAMES, CREATED = KEYS[6], KEYS[7]
 local pid, name, initial, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+open_ledger()
 if redis.call('HSETNX', ACCOUNTS, pid, 'player') == 1 then
   redis.call('HSET', NAMES, pid, name)
   redis.call('HSET', CREATED, pid, now)
@@ -172,6 +179,7 @@ return {'ok', redis.call('HGET', NAMES, pid) or '', balance(pid)}
 _DEPOSIT_LUA = _LEDGER_LUA + """
 local DEPOSIT_IDS = KEYS[6]
 local tid, account, amount, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+open_ledger()
 if not redis.call('HGET', ACCOUNTS, account) then return {'no_account'} end
 if amount > 0 and not redis.call('HGET', DEPOSIT_IDS, tid) then
   if balance(account) + amount > MAX_EXACT or amount - balance('external') > MAX_EXACT then
@@ -294,6 +302,7 @@ for _, e in ipairs(effects) do
 end
 
 -- 2. apply, in order.
+open_ledger()
 local settled = {}
 local function close_bet(b, state, outcome, odds, returned, bal)
   local r = b.rec
@@ -527,6 +536,14 @@ class RedisStore:
         """A store with its own connection pool (closed by :meth:`close`)."""
         client = Redis.from_url(url, max_connections=max_connections)
         return cls(client, prefix=prefix, event_retention=event_retention, owns_client=True)
+
+    async def load_scripts(self) -> None:
+        """Load every script now (a gateway does it at start: a broken script fails early,
+        and the first bets do not each pay for a NOSCRIPT round trip). Calls load them
+        lazily anyway, and again after a Redis restart or SCRIPT FLUSH."""
+        for script in (self._ensure_player_script, self._deposit_script,
+                       self._place_bet_script, self._step_script, self._events_after_script):
+            script.sha = _s(await self.redis.script_load(script.script))
 
     # --- accounts --------------------------------------------------------------------
 

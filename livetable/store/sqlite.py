@@ -280,14 +280,16 @@ class SQLiteStore:
         if balance < deducted:
             return rejected(bet.bet_id, "insufficient_funds",
                             f"(needs {deducted}, balance {balance})")
-        self._transfer(f"bet:{bet.player_id}:{bet.bet_id}", bet.player_id,
-                       f"hold:{bet.round_id}", deducted, "bet", bet.round_id, now)
         balance -= deducted
-        db.execute(
+        cur = db.execute(
             "INSERT INTO bets (player_id, bet_id, table_id, round_id, spot, amount, deducted, "
             "placed_at, balance_at_accept, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'accepted')",
             (bet.player_id, bet.bet_id, bet.table, bet.round_id, bet.spot, bet.amount, deducted,
              now, balance))
+        # The transfer id is the bet's row, not "player:bet_id": both are free text, and
+        # "a" betting "b:c" must not be taken for "a:b" betting "c" (a bet without money).
+        self._transfer(f"bet:{cur.lastrowid}", bet.player_id, f"hold:{bet.round_id}", deducted,
+                       "bet", bet.round_id, now)
         return p.BetAccepted(bet_id=bet.bet_id, round_id=bet.round_id, spot=bet.spot,
                              amount=bet.amount, deducted=deducted, balance=balance)
 
@@ -412,8 +414,8 @@ class SQLiteStore:
         hold = f"hold:{effect.round_id}"
         out: list[Settled] = []
         for seq, pid, bet_id, spot, amount, deducted in bets:
-            self._transfer(f"refund:{pid}:{bet_id}", hold, pid, deducted, "refund",
-                           effect.round_id, now)
+            self._transfer(f"refund:{seq}", hold, pid, deducted, "refund", effect.round_id,
+                           now)
             balance = self._balance(pid) or 0
             db.execute("UPDATE bets SET state = 'refunded', outcome = 'refund', odds = 0, "
                        "returned = ?, settled_at = ?, balance_after = ? WHERE seq = ?",

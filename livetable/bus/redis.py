@@ -1,0 +1,178 @@
+"""The Redis bus: table steps over Redis pub/sub, with a watchdog and gap repair.
+
+Engines publish each stored step (a :class:`~livetable.bus.TableBatch`) on the table's
+channel; every gateway holds ONE subscription (one connection) to the channels of its
+tables and fans out in-process. Pub/sub is at-most-once: a message published while a
+gateway's subscription is down is gone. Two things make that harmless:
+
+* the step was stored before it was published: the table's event log (a Redis Stream) has
+  it, so the bus can fetch what it missed;
+* the bus watches for loss. It knows the last ``seq`` it delivered per table; a batch that
+  skips ahead triggers a catch-up from the log first. And it PINGs through the subscription
+  every second: a subscription that stays silent past ``silence_timeout`` (a half-open TCP
+  connection, a Redis restart) is torn down, re-established, and every table is caught up
+  from the log before live batches flow again.
+
+With a Redis Cluster URL the bus uses sharded pub/sub (SPUBLISH/SSUBSCRIBE): a table's
+channel lives in the table's slot, so the cluster spreads pub/sub traffic by table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import RedisError
+
+from livetable.bus import BATCH_DECODER, BATCH_ENCODER, TableBatch
+from livetable.engine import TableEngine
+from livetable.protocol import encode
+from livetable.store.base import Store
+
+log = logging.getLogger("livetable.bus")
+
+
+def channel(table: str) -> str:
+    return f"lt:table:{{{table}}}:steps"
+
+
+class RedisBus:
+    def __init__(self, client: Redis | RedisCluster, tables: list[str], store: Store, *,
+                 on_reconnect: Callable[[], None] | None = None,
+                 silence_timeout: float = 3.0, ping_interval: float = 1.0) -> None:
+        self.redis = client
+        self.sharded = isinstance(client, RedisCluster)
+        self.tables = list(tables)
+        self.store = store
+        self.on_reconnect = on_reconnect
+        self.silence_timeout = silence_timeout
+        self.ping_interval = ping_interval
+        self._subscribers: list[Callable[[TableBatch], None]] = []
+        self._heads: dict[str, tuple[int, int]] = {}  # table -> (epoch, seq) delivered
+        self._task: asyncio.Task[None] | None = None
+        self.healthy = False
+        self.reconnects = 0
+
+    def subscribe(self, deliver: Callable[[TableBatch], None]) -> None:
+        self._subscribers.append(deliver)
+
+    async def publish(self, batch: TableBatch) -> None:
+        data = BATCH_ENCODER.encode(batch)
+        if self.sharded:
+            await self.redis.spublish(channel(batch.table), data)
+        else:
+            await self.redis.publish(channel(batch.table), data)
+
+    async def start(self) -> None:
+        if self._subscribers and self._task is None:
+            self._task = asyncio.create_task(self._listen(), name="redis-bus")
+            for _ in range(100):  # ready when subscribed (or give up waiting after 5 s)
+                if self.healthy:
+                    break
+                await asyncio.sleep(0.05)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self.healthy = False
+
+    # --- the subscription --------------------------------------------------------------
+
+    async def _listen(self) -> None:
+        backoff = 0.1
+        first = True
+        while True:
+            pubsub: Any = None
+            try:
+                pubsub = self.redis.pubsub()
+                channels = [channel(t) for t in self.tables]
+                if self.sharded:
+                    await pubsub.ssubscribe(*channels)
+                else:
+                    await pubsub.subscribe(*channels)
+                await self._catch_up_all()
+                self.healthy = True
+                if not first:
+                    self.reconnects += 1
+                    if self.on_reconnect is not None:
+                        self.on_reconnect()
+                first = False
+                backoff = 0.1
+                await self._pump(pubsub)
+            except asyncio.CancelledError:
+                raise
+            except (RedisError, OSError, TimeoutError) as exc:
+                log.warning("redis bus: subscription lost (%s); reconnecting", exc)
+            finally:
+                self.healthy = False
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        await pubsub.aclose()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+
+    async def _pump(self, pubsub: Any) -> None:
+        last_heard = time.monotonic()
+        last_ping = 0.0
+        get = pubsub.get_sharded_message if self.sharded else pubsub.get_message
+        while True:
+            now = time.monotonic()
+            if now - last_ping >= self.ping_interval:
+                await pubsub.ping()
+                last_ping = now
+            if now - last_heard > self.silence_timeout:
+                raise TimeoutError(f"no word from Redis for {self.silence_timeout:g} s")
+            message = await get(ignore_subscribe_messages=False, timeout=0.25)
+            if message is None:
+                continue
+            last_heard = time.monotonic()
+            if message.get("type") in ("message", "smessage"):
+                await self._receive(BATCH_DECODER.decode(message["data"]))
+
+    # --- delivery and repair -----------------------------------------------------------
+
+    async def _receive(self, batch: TableBatch) -> None:
+        head = self._heads.get(batch.table)
+        if (head is not None and head[0] == batch.epoch and batch.frames
+                and batch.frames[0][0] > head[1] + 1):
+            await self._catch_up(batch.table)
+        self._deliver(batch)
+
+    def _deliver(self, batch: TableBatch) -> None:
+        head = self._heads.get(batch.table)
+        if head is None or head[0] != batch.epoch or batch.seq >= head[1]:
+            self._heads[batch.table] = (batch.epoch, batch.seq)
+        for deliver in self._subscribers:
+            deliver(batch)
+
+    async def _catch_up_all(self) -> None:
+        for table in self.tables:
+            await self._catch_up(table)
+
+    async def _catch_up(self, table: str) -> None:
+        """Deliver what the table's log holds beyond what we delivered (or its snapshot)."""
+        state = await self.store.load_table(table)
+        if state is None:
+            return
+        engine = TableEngine.from_bytes(state)
+        epoch, seq = engine.state.epoch, engine.state.seq
+        head = self._heads.get(table)
+        frames: list[tuple[int, bytes]] = []
+        if head is not None and head[0] == epoch and head[1] < seq:
+            stored = await self.store.events_after(table, epoch, head[1], 100_000)
+            if stored is not None:
+                frames = [(head[1] + 1 + i, frame) for i, frame in enumerate(stored)]
+        elif head is not None and head[0] == epoch:
+            return  # nothing missed
+        snapshot = encode(engine.snapshot())
+        self._deliver(TableBatch(table=table, epoch=epoch, seq=seq, frames=frames,
+                                 snapshot=snapshot, private=[], repair=True))

@@ -1,0 +1,219 @@
+"""Scale-out on Redis: dealer commands across processes, and one engine per table.
+
+**Commands.** A dealer console talks to whichever gateway it reached; the table's engine
+runs in some engine process. The gateway pushes the command on the table's command list
+(with a deadline and a reply key) and waits for the reply; the engine holding the table
+pops it, runs it, and pushes the answer. A command nobody takes before its deadline is
+answered ``table_unavailable`` and dropped, so it can never run late.
+
+**Leases.** At most one engine drives a table: it holds the table's lease (a key set with
+``NX PX``, renewed well within its time to live) and a fencing token (a counter taken when
+the lease is acquired) that the store checks on every write (see
+:class:`~livetable.store.redis.FencedOut`). An engine that cannot renew stops driving at
+once; a standby that finds the lease lapsed takes it, rebuilds the engine from the store and
+applies the engine's recovery rule: the round goes on (all its cards recorded) or is
+cancelled and refunded — within ``ttl + poll`` of the lapse (2 s + 0.5 s by default).
+On a graceful stop an engine releases its leases, so a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Callable
+
+import msgspec
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import RedisError
+
+from livetable import protocol as p
+from livetable.clock import now_ms
+from livetable.server.runner import DealerAction, TableRunner
+from livetable.store.redis import FencedOut, RedisStore, lease_token_key
+
+log = logging.getLogger("livetable.scaleout")
+
+COMMAND_TIMEOUT = 5.0
+
+
+def commands_key(table: str) -> str:
+    return f"lt:table:{{{table}}}:commands"
+
+
+def lease_key(table: str) -> str:
+    return f"lease:{{{table}}}:owner"
+
+
+def lease_counter_key(table: str) -> str:
+    return f"lease:{{{table}}}:counter"
+
+
+class CommandEnvelope(msgspec.Struct, kw_only=True):
+    reply_to: str
+    expires_at: int
+    command: bytes  # the dealer frame as the gateway decoded it, re-encoded
+
+
+_ACQUIRE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local token = redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[3], token)
+  return token
+end
+return 0
+"""
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+_ENVELOPES = msgspec.json.Decoder(CommandEnvelope)
+_ANSWERS = msgspec.json.Decoder(p.Ack | p.Error)
+
+
+class RedisControl:
+    """The gateway side of dealer commands."""
+
+    def __init__(self, client: Redis | RedisCluster) -> None:
+        self.redis = client
+
+    async def execute(self, table: str, command: DealerAction) -> p.Ack | p.Error:
+        reply_to = f"lt:table:{{{table}}}:reply:{secrets.token_hex(8)}"
+        envelope = CommandEnvelope(reply_to=reply_to,
+                                   expires_at=now_ms() + int(COMMAND_TIMEOUT * 1000),
+                                   command=p.encode(command))
+        try:
+            await self.redis.rpush(commands_key(table), p.encode(envelope))
+            answer = await self.redis.blpop([reply_to], timeout=COMMAND_TIMEOUT)
+        except RedisError as exc:
+            return p.Error(code="table_unavailable", message=f"Redis: {exc}")
+        if answer is None:
+            return p.Error(code="table_unavailable",
+                           message="no engine answered for this table; try again")
+        return _ANSWERS.decode(answer[1])
+
+
+class LeasedTables:
+    """The engine side: holds table leases, runs their runners, serves their commands."""
+
+    def __init__(self, client: Redis | RedisCluster, store: RedisStore, tables: list[str],
+                 make_runner: Callable[[str], TableRunner], *, ttl_ms: int = 2000,
+                 poll: float = 0.5, owner: str | None = None) -> None:
+        self.redis = client
+        self.store = store
+        self.tables = tables
+        self.make_runner = make_runner
+        self.ttl_ms = ttl_ms
+        self.poll = poll
+        self.owner = owner or f"engine-{secrets.token_hex(6)}"
+        self.runners: dict[str, TableRunner] = {}
+        self._consumers: dict[str, asyncio.Task[None]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._acquire = client.register_script(_ACQUIRE)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+
+    async def start(self) -> None:
+        await self._tick()
+        self._task = asyncio.create_task(self._loop(), name="leases")
+
+    async def stop(self) -> None:
+        """Graceful: stop each runner (its last step is stored), then release its lease."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for table in list(self.runners):
+            await self._drop(table)
+            with contextlib.suppress(RedisError, OSError):
+                await self._release(keys=[lease_key(table)], args=[self.owner])
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll)
+            try:
+                await self._tick()
+            except (RedisError, OSError) as exc:
+                log.warning("leases: Redis unreachable (%s)", exc)
+
+    async def _tick(self) -> None:
+        for table in self.tables:
+            runner = self.runners.get(table)
+            if runner is not None:
+                renewed = 0
+                with contextlib.suppress(RedisError, OSError):
+                    renewed = await self._renew(keys=[lease_key(table)],
+                                                args=[self.owner, self.ttl_ms])
+                if not renewed or not runner.alive:
+                    log.warning("table %s: lease lost; this engine stops driving it", table)
+                    await self._drop(table)
+                continue
+            token = int(await self._acquire(
+                keys=[lease_key(table), lease_counter_key(table), lease_token_key(table)],
+                args=[self.owner, self.ttl_ms]))
+            if token:
+                await self._take(table, token)
+
+    async def _take(self, table: str, token: int) -> None:
+        log.info("table %s: lease taken by %s (fencing token %d)", table, self.owner, token)
+        self.store.fence_tokens[table] = token
+        runner = self.make_runner(table)
+        try:
+            await runner.start()
+        except FencedOut:
+            log.warning("table %s: fenced out while starting", table)
+            return
+        self.runners[table] = runner
+        self._consumers[table] = asyncio.create_task(self._serve_commands(table, runner))
+
+    async def _drop(self, table: str) -> None:
+        consumer = self._consumers.pop(table, None)
+        if consumer is not None:
+            consumer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await consumer
+        runner = self.runners.pop(table, None)
+        if runner is not None:
+            await runner.stop()
+        self.store.fence_tokens.pop(table, None)
+
+    async def _serve_commands(self, table: str, runner: TableRunner) -> None:
+        while True:
+            try:
+                item = await self.redis.blpop([commands_key(table)], timeout=1)
+                if item is None:
+                    continue
+                envelope = _ENVELOPES.decode(item[1])
+                if envelope.expires_at < now_ms():
+                    continue  # its gateway has already answered table_unavailable
+                try:
+                    command = p.DEALER_DECODER.decode(envelope.command)
+                except msgspec.DecodeError as exc:
+                    answer: p.Ack | p.Error = p.Error(code="bad_frame", message=str(exc))
+                else:
+                    if isinstance(command, p.Hello | p.Ping):
+                        answer = p.Error(code="bad_command", message="not a table command")
+                    else:
+                        answer = await runner.execute(command)
+                await self.redis.rpush(envelope.reply_to, p.encode(answer))
+                await self.redis.expire(envelope.reply_to, 30)
+            except asyncio.CancelledError:
+                raise
+            except (RedisError, OSError) as exc:
+                log.warning("table %s: command queue unreachable (%s)", table, exc)
+                await asyncio.sleep(0.5)
+
+    @property
+    def held(self) -> list[str]:
+        return sorted(self.runners)
