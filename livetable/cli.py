@@ -219,7 +219,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
     settings = Settings()
     for name in ("host", "port", "db", "data_dir", "tables", "betting_seconds",
-                 "reveal_interval", "demo", "mode", "redis_url", "redis_cluster"):
+                 "reveal_interval", "demo", "mode", "redis_url", "redis_pubsub_cluster"):
         value = getattr(args, name, None)
         if value is not None:
             setattr(settings, name, value)
@@ -285,8 +285,9 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", dest="data_dir", type=Path,
                    help="data directory: database and signing secret (default ./data)")
     p.add_argument("--redis", dest="redis_url", help="Redis URL: scale-out mode")
-    p.add_argument("--redis-cluster", dest="redis_cluster", action="store_true", default=None,
-                   help="the Redis URL is a cluster node (sharded pub/sub)")
+    p.add_argument("--redis-pubsub-cluster", dest="redis_pubsub_cluster",
+                   help="a Redis Cluster node URL for pub/sub only (sharded); the ledger "
+                        "stays on --redis")
     p.add_argument("--table-ids", dest="table_list",
                    help="comma-separated table ids (instead of --tables N: t1..tN)")
     p.add_argument("--log-level", default="info",

@@ -23,8 +23,10 @@ class Settings:
     data_dir: Path = field(default_factory=lambda: Path(_env("DATA_DIR", "data")))
     db: Path | None = field(default_factory=lambda: Path(v) if (v := _env("DB", "")) else None)
     redis_url: str | None = field(default_factory=lambda: _env("REDIS_URL", "") or None)
-    redis_cluster: bool = field(
-        default_factory=lambda: _env("REDIS_CLUSTER", "0") in ("1", "true", "yes"))
+    #: Optional: a Redis Cluster node for pub/sub only (sharded SPUBLISH/SSUBSCRIBE); the
+    #: ledger, leases and commands stay on the primary at redis_url (see store/redis.py).
+    redis_pubsub_cluster: str | None = field(
+        default_factory=lambda: _env("REDIS_PUBSUB_CLUSTER", "") or None)
     tables: int = field(default_factory=lambda: int(_env("TABLES", "1")))
     table_ids: list[str] | None = None
     betting_seconds: float = field(default_factory=lambda: float(_env("BETTING_SECONDS", "15")))

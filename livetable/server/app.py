@@ -81,16 +81,25 @@ class Services:
         self.runners: dict[str, TableRunner] = {}
         self.leases: LeasedTables | None = None
         self.redis: Any = None
+        self.pubsub_redis: Any = None
         execute = self.execute
         if settings.redis_url and store is None:
+            from redis.asyncio import BlockingConnectionPool, Redis
+            from redis.asyncio.cluster import RedisCluster
+
             from livetable.bus.redis import RedisBus
             from livetable.server.scaleout import LeasedTables, RedisControl
             from livetable.store.redis import FencedOut, RedisStore
 
-            self.redis = _redis_client(settings.redis_url, settings.redis_cluster)
+            self.redis = Redis(connection_pool=BlockingConnectionPool.from_url(
+                settings.redis_url, max_connections=512, timeout=10,
+                health_check_interval=5))
+            self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
+                                      if settings.redis_pubsub_cluster else None)
             redis_store = RedisStore(self.redis, event_retention=settings.event_log_size * 4)
             self.store: Store = redis_store
-            self.bus: Bus = RedisBus(self.redis, settings.table_names, redis_store,
+            self.bus: Bus = RedisBus(self.pubsub_redis or self.redis, settings.table_names,
+                                     redis_store,
                                      on_reconnect=lambda: self.metrics.inc(
                                          "livetable_redis_reconnects_total"))
             if "engine" in roles:
@@ -123,6 +132,9 @@ class Services:
         return await runner.execute(command)
 
     async def start(self) -> None:
+        load_scripts = getattr(self.store, "load_scripts", None)
+        if load_scripts is not None:
+            await load_scripts()
         if "gateway" in self.roles:
             self.bus.subscribe(self.gateway.deliver)
         await self.bus.start()
@@ -144,6 +156,8 @@ class Services:
         await self.store.close()
         if self.redis is not None:
             await self.redis.aclose()
+        if self.pubsub_redis is not None:
+            await self.pubsub_redis.aclose()
 
     async def ready(self) -> tuple[bool, dict[str, Any]]:
         checks: dict[str, Any] = {"roles": list(self.roles)}
@@ -165,16 +179,6 @@ class Services:
         ok = (checks["store"] is True and checks.get("bus", True) is True
               and all(checks.get("tables", {}).values()))
         return ok, checks
-
-
-def _redis_client(url: str, cluster: bool) -> Any:
-    if cluster:
-        from redis.asyncio.cluster import RedisCluster
-
-        return RedisCluster.from_url(url)
-    from redis.asyncio import Redis
-
-    return Redis.from_url(url, max_connections=256, health_check_interval=5)
 
 
 def _json(data: bytes, status: int = 200) -> Response:

@@ -297,7 +297,8 @@ class Gateway:
         if text is None:
             client.send_message(p.Error(code="bad_frame", message="frames are JSON text"))
             return None
-        if len(text) > self.settings.max_frame:
+        limit = self.settings.max_frame  # in bytes, and a character may take up to 4
+        if len(text) > limit or (not text.isascii() and len(text.encode()) > limit):
             client.send_message(p.Error(
                 code="frame_too_large",
                 message=f"frames are at most {self.settings.max_frame} bytes"))
@@ -422,6 +423,14 @@ class Gateway:
             if not rounds or player is None:
                 break
             settled += await self.store.settlements_for_rounds(player.id, rounds)
+        # The welcome burst is queued at once: a replay that fills the send queue would close
+        # the client as too slow — again at each retry, so it could never catch up. Past half
+        # the queue, a snapshot instead (resumed: false); the Bet Record holds any result left
+        # out here.
+        budget = max(1, client.limit // 2) - 1
+        if replay is not None and len(replay) + len(settled) > budget:
+            replay = None
+        settled = settled[-budget:] if budget else []
         welcome = p.Welcome(v=p.PROTOCOL_VERSION, player=player, table=_raw_snapshot(feed),
                             epoch=feed.epoch, seq=feed.seq, server_time=now_ms(),
                             resumed=replay is not None)
@@ -432,7 +441,7 @@ class Gateway:
         for message in settled:
             client.send_message(message)
         feed.clients.add(client)
-        if identity is not None:
+        if identity is not None and identity.is_player:  # private frames are players' only
             self.players.setdefault(identity.id, set()).add(client)
         self.metrics.inc("livetable_resumes_total" if replay is not None else
                          "livetable_welcomes_total")
@@ -441,8 +450,9 @@ class Gateway:
                            ) -> tuple[list[tuple[int, str]] | None, list[p.BetSettled]]:
         frames = feed.frames_after(seq)
         if frames is None:
-            stored = await self.store.events_after(feed.table, feed.epoch, seq,
-                                                   self.settings.event_log_size * 4)
+            stored = await self.store.events_after(
+                feed.table, feed.epoch, seq,
+                min(self.settings.event_log_size * 4, self.settings.send_queue // 2))
             if stored is None:
                 return None, ([] if player is None else
                               await self._recent_results(player.id, feed.table))

@@ -10,9 +10,22 @@ between. The stateless checks stay in Python (:func:`~livetable.store.base.prech
 rules never enter Lua: the settle script multiplies each bet by the returned multiple that
 the engine put in :class:`~livetable.engine.table.SettleRound`.
 
+One engine step is one script too (:meth:`RedisStore.commit_step`): its effects (open a
+round, close/pause/reopen betting, settle, refund), its events and the engine's new state
+are written together or not at all, so a step is never stored half, and never announced
+before it is stored. Settling and refunding are idempotent by round id (an ended round is
+left alone); a bet by ``(player, bet_id)``; events already in the log (at or below the head
+of the same epoch) are not appended again, so a runner that retries a step logs it once.
 Redis does not roll back a script that fails half way, so every script reads and validates
 first and writes only once nothing can fail any more (the step script checks that every
 accepted bet of a round it settles has a result before its first write).
+
+Cost. Redis serves nothing else while a script runs. Taking a bet is about twenty commands
+inside one script; settling a round costs about as much per bet (one payout transfer per
+player, one record update per bet), all in one block: a round of N bets holds every other
+client for roughly the time its N bets took to place (tens of microseconds of Redis time
+per bet). Rounds of a few thousand bets settle in well under a second; a round of hundreds
+of thousands would need a chunked settlement (and would trip Redis' busy-script threshold).
 
 Integers. Lua numbers are doubles: integers are exact up to 2^53 (9.0e15). Amounts are at
 most ``MAX_AMOUNT`` = 1e12 and a return at most 12 times that, so every amount and sum the
@@ -54,10 +67,11 @@ rounds and its lease live in one slot. Money cannot be split that way: a player'
 is one number that a bet at any table must check and debit atomically, together with that
 table's round. So all money — balances, holds, journal, bet records — lives under one tag,
 ``{ledger}``, and the bet and step scripts touch ``{ledger}`` and ``{<t>}`` keys together.
-That is fine on one Redis primary (with replicas and Sentinel for failover, AOF for
-durability): the scripts declare their keys, and a primary runs tens of thousands of bet
-scripts a second, far beyond what live tables take. It is *not* valid on Redis Cluster (the
-scripts would fail with CROSSSLOT). The ways past one primary are (a) put everything under
+That is fine on one Redis primary (AOF with ``appendfsync always`` for durability; replicas
+and Sentinel for failover, which being asynchronous can lose the last acknowledged writes):
+the scripts declare every key they touch, and one primary takes far more bets a second than
+live tables send. It is *not* valid on Redis Cluster (the scripts would fail with
+CROSSSLOT). The ways past one primary are (a) put everything under
 one tag — it runs on a cluster, but one shard carries every bet, so the cluster only
 spreads pub/sub; or (b) per-table player wallets (chips at a table: the bet scripts use
 ``{<t>}`` wallets only, and money moves between the ``{ledger}`` wallet and a table wallet
@@ -78,7 +92,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from livetable import protocol as p
@@ -234,9 +249,11 @@ local bal = balance(pid)
 if bal < deducted then return {'rejected', 'insufficient_funds', deducted, bal} end
 
 local hold = 'hold:' .. rid
-redis.call('HSETNX', ACCOUNTS, hold, 'hold')
+redis.call('HSETNX', ACCOUNTS, hold, 'hold')  -- opened with the round; kept for old rounds
 local seq = int(redis.call('INCR', BET_SEQ))
-local after = transfer('bet:' .. pid .. ':' .. bet_id, pid, hold, deducted, 'bet', rid, ARGV[9])
+-- Transfer ids name the bet by its seq: player and bet ids are free text, so
+-- "bet:<player>:<bet_id>" could read the same for two bets.
+local after = transfer('bet:' .. seq, pid, hold, deducted, 'bet', rid, ARGV[9])
 redis.call('HSET', BETS, seq, cmsgpack.pack({pid, bet_id, tbl, rid, spot, amount, deducted,
                                              now, after, 'accepted'}))
 redis.call('RPUSH', ROUND_BETS, seq)
@@ -290,10 +307,18 @@ end
 
 local function ended(state) return state == 'settled' or state == 'cancelled' end
 
+-- Read once per step: a round's open bets change only when a settle or cancel ends the
+-- round, and no later effect of the step reads the bets of an ended round.
+local read = {}
+local function open_bets_once(round_bets)
+  if not read[round_bets] then read[round_bets] = open_bets(round_bets) end
+  return read[round_bets]
+end
+
 -- 1. validate: a failing script keeps what it wrote, so nothing may fail after a write.
 for _, e in ipairs(effects) do
   if e[1] == 'settle' then
-    for _, b in ipairs(open_bets(KEYS[e[3]])) do
+    for _, b in ipairs(open_bets_once(KEYS[e[3]])) do
       if e[7][b.rec[5]] == nil then
         return redis.error_reply('MISSING_SPOT ' .. b.rec[5])
       end
@@ -314,6 +339,7 @@ end
 for _, e in ipairs(effects) do
   local kind, info = e[1], KEYS[e[2]]
   if kind == 'open' then
+    redis.call('HSETNX', ACCOUNTS, 'hold:' .. e[3], 'hold')
     if redis.call('HSETNX', ROUNDS, e[3], e[4]) == 1 then
       redis.call('HSET', info, 'round_id', e[3], 'table', e[4], 'shoe_id', e[5],
                  'round_no', e[6], 'state', 'betting', 'closes_at', e[7], 'min', e[8],
@@ -330,7 +356,7 @@ for _, e in ipairs(effects) do
     if state and not ended(state) then
       redis.call('HSET', info, 'state', 'settled', 'cards', e[5], 'spots', e[6],
                  'ended_at', now)
-      local bets = open_bets(KEYS[e[3]])
+      local bets = open_bets_once(KEYS[e[3]])
       if #bets > 0 then
         local rid, held, paid, players = e[4], 0, {}, {}
         for _, b in ipairs(bets) do
@@ -363,10 +389,10 @@ for _, e in ipairs(effects) do
     if state and not ended(state) then
       redis.call('HSET', info, 'state', 'cancelled', 'reason', e[5], 'closes_at', '',
                  'ended_at', now)
-      for _, b in ipairs(open_bets(KEYS[e[3]])) do
+      for _, b in ipairs(open_bets_once(KEYS[e[3]])) do
         local r = b.rec
-        local _, bal = transfer('refund:' .. r[1] .. ':' .. r[2], 'hold:' .. e[4], r[1], r[7],
-                                'refund', e[4], now)
+        local _, bal = transfer('refund:' .. b.seq, 'hold:' .. e[4], r[1], r[7], 'refund', e[4],
+                                now)
         close_bet(b, 'refunded', 'refund', 0, r[7], bal)
       end
     end
@@ -517,6 +543,10 @@ class RedisStore:
     def __init__(self, client: Redis, *, prefix: str = "lt",
                  event_retention: int = DEFAULT_EVENT_RETENTION,
                  owns_client: bool = False) -> None:
+        if isinstance(client, RedisCluster):
+            raise TypeError("RedisStore needs one Redis primary, not a cluster: its scripts "
+                            "touch the {ledger} slot and a table's slot together (see the "
+                            "module docstring); point the store at a standalone primary")
         self.redis = client
         self.keys = _Keys(prefix)
         self.event_retention = event_retention
@@ -532,10 +562,16 @@ class RedisStore:
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "lt",
                  event_retention: int = DEFAULT_EVENT_RETENTION,
-                 max_connections: int = 64) -> RedisStore:
-        """A store with its own connection pool (closed by :meth:`close`)."""
-        client = Redis.from_url(url, max_connections=max_connections)
-        return cls(client, prefix=prefix, event_retention=event_retention, owns_client=True)
+                 max_connections: int = 64, pool_timeout: float = 10.0) -> RedisStore:
+        """A store with its own connection pool (closed by :meth:`close`).
+
+        The pool blocks when all ``max_connections`` are busy (a burst of bets waits its
+        turn for up to ``pool_timeout`` seconds rather than failing).
+        """
+        pool = BlockingConnectionPool.from_url(url, max_connections=max_connections,
+                                               timeout=pool_timeout)
+        return cls(Redis.from_pool(pool), prefix=prefix, event_retention=event_retention,
+                   owns_client=True)
 
     async def load_scripts(self) -> None:
         """Load every script now (a gateway does it at start: a broken script fails early,

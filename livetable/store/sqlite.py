@@ -158,6 +158,10 @@ class SQLiteStore:
         self.db.execute("UPDATE accounts SET balance = balance + ? WHERE id = ?", (amount, credit))
         return True
 
+    def _kind(self, account: str) -> str | None:
+        row = self.db.execute("SELECT kind FROM accounts WHERE id = ?", (account,)).fetchone()
+        return None if row is None else str(row[0])
+
     def _balance(self, account: str) -> int | None:
         row = self.db.execute("SELECT balance FROM accounts WHERE id = ?", (account,)).fetchone()
         return None if row is None else int(row[0])
@@ -174,6 +178,8 @@ class SQLiteStore:
             if cur.rowcount:
                 self._transfer(f"open:{player_id}", "external", player_id, initial_balance,
                                "deposit", player_id, now)
+            elif self._kind(player_id) != "player":
+                raise ValueError(f"{player_id!r} is not a player account")
             elif name:
                 self.db.execute("UPDATE accounts SET name = ? WHERE id = ?", (name, player_id))
             self.db.execute("COMMIT")
@@ -275,7 +281,7 @@ class SQLiteStore:
         if on_round + deducted > limits.round_max:
             return rejected(bet.bet_id, "round_limit", f"(at most {limits.round_max})")
         balance = self._balance(bet.player_id)
-        if balance is None:
+        if balance is None or self._kind(bet.player_id) != "player":
             return rejected(bet.bet_id, "not_a_player")
         if balance < deducted:
             return rejected(bet.bet_id, "insufficient_funds",
@@ -361,6 +367,12 @@ class SQLiteStore:
             (json.dumps(effect.cards), json.dumps(effect.spots), now, round_id))
         if cur.rowcount == 0:
             return []  # settled before (idempotent by round id), or never opened
+        spots_bet = {row[0] for row in db.execute(
+            "SELECT DISTINCT spot FROM bets WHERE round_id = ? AND state = 'accepted'",
+            (round_id,))}
+        missing = spots_bet - effect.spots.keys()
+        if missing:  # raising rolls the whole step back: nothing is written
+            raise KeyError(f"no result for spot(s) {sorted(missing)} of round {round_id}")
         total_held = db.execute(
             "SELECT COALESCE(SUM(deducted), 0) FROM bets WHERE round_id = ? AND "
             "state = 'accepted'", (round_id,)).fetchone()[0]
@@ -463,7 +475,7 @@ class SQLiteStore:
     async def bet_record(self, player_id: str, limit: int,
                          before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
         limit = max(1, min(limit, 200))
-        cursor = int(before) if before and before.isdigit() else None
+        cursor = int(before) if before and before.isascii() and before.isdigit() else None
         rows = self.db.execute(
             "SELECT b.seq, b.bet_id, b.table_id, r.shoe_id, b.round_id, r.round_no, b.spot, "
             "b.amount, b.deducted, b.placed_at, b.state, b.outcome, b.odds, b.returned, "

@@ -1,0 +1,142 @@
+"""A throwaway ``redis-server`` for tests: our own process on a free port, never 6379.
+
+    with start_redis(tmp_path) as server:      # or: server = start_redis(tmp_path)
+        store = await RedisStore.connect(server.url)
+        ...
+        server.kill()       # SIGKILL: a crash, no shutdown save
+        server.restart()    # the same port and directory: an AOF test reads back what survived
+
+The server keeps no RDB snapshots (``--save ""``); with ``appendonly=True`` it keeps an AOF in
+its directory, fsynced per ``appendfsync`` (``always`` by default, so that whatever Redis
+acknowledged survives a SIGKILL of the server).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+REDIS_SERVER = os.environ.get("LIVETABLE_REDIS_SERVER") or shutil.which("redis-server") \
+    or "/usr/bin/redis-server"
+
+STARTUP_TIMEOUT_S = 10.0
+
+
+def redis_available() -> bool:
+    return Path(REDIS_SERVER).exists()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class RedisServer:
+    """One ``redis-server`` process owned by a test; its data lives in ``directory``."""
+
+    def __init__(self, directory: Path, port: int, *, appendonly: bool = False,
+                 appendfsync: str = "always") -> None:
+        self.directory = Path(directory)
+        self.port = port
+        self.appendonly = appendonly
+        self.appendfsync = appendfsync
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def _command(self) -> list[str]:
+        return [
+            REDIS_SERVER,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", self.appendfsync,
+            "--dir", str(self.directory),
+            "--logfile", str(self.directory / "redis.log"),
+            "--daemonize", "no",
+        ]
+
+    def start(self) -> RedisServer:
+        if self.running:
+            raise RuntimeError(f"redis-server on port {self.port} is already running")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(self._command(), stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.process.returncode}; "
+                                   f"see {self.directory / 'redis.log'}")
+            if _ping(self.port):
+                return self
+            time.sleep(0.01)
+        self.kill()
+        raise RuntimeError(f"redis-server on port {self.port} did not answer PING")
+
+    def kill(self) -> None:
+        """SIGKILL: the server dies as in a crash (nothing flushed on the way out)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        """A clean shutdown (SIGTERM); falls back to SIGKILL if it takes too long."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def restart(self) -> RedisServer:
+        """Start again on the same port and directory (stopping it cleanly if it still runs;
+        call :meth:`kill` first to test a crash)."""
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> RedisServer:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.kill()
+
+
+def start_redis(tmp_path: Path, appendonly: bool = False, *,
+                appendfsync: str = "always") -> RedisServer:
+    """Start a fresh ``redis-server`` in ``tmp_path`` on a free port and wait for PING."""
+    last: Exception | None = None
+    for _ in range(5):  # another process may grab the free port between probe and bind
+        server = RedisServer(tmp_path, _free_port(), appendonly=appendonly,
+                             appendfsync=appendfsync)
+        try:
+            return server.start()
+        except RuntimeError as exc:
+            last = exc
+            with contextlib.suppress(Exception):
+                server.kill()
+    raise RuntimeError(f"could not start redis-server: {last}")
