@@ -343,6 +343,51 @@ def cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_deposit(args: argparse.Namespace) -> int:
+    """Credit a player's account (an operator's cashier, in its simplest form)."""
+    import asyncio
+
+    from livetable.clock import now_ms
+    from livetable.store.base import Store
+
+    if args.amount <= 0:
+        raise UsageError("--amount must be a positive integer")
+    settings = _settings(args)
+
+    async def deposit() -> int:
+        store: Store
+        if settings.redis_url:
+            from livetable.store.redis import RedisStore
+
+            store = RedisStore.from_url(settings.redis_url)
+        else:
+            from livetable.store.sqlite import SQLiteStore
+
+            store = SQLiteStore(settings.db_path)
+        try:
+            await store.ensure_player(args.player, args.name or "", 0, now_ms())
+            return await store.deposit(args.id, args.player, args.amount, now_ms())
+        finally:
+            await store.close()
+
+    balance = asyncio.run(deposit())
+    print(json.dumps({"player": args.player, "deposited": args.amount, "balance": balance}))
+    return 0
+
+
+def _add_deposit(commands: Commands) -> None:
+    p = commands.add_parser("deposit", help="credit a player's account")
+    p.add_argument("--player", required=True, help="player id")
+    p.add_argument("--amount", type=int, required=True, help="a positive integer")
+    p.add_argument("--id", required=True,
+                   help="the deposit's unique id: the same id twice credits once")
+    p.add_argument("--name", help="display name, for a new player")
+    p.add_argument("--db", type=Path, help="SQLite file (default DATA_DIR/livetable.sqlite3)")
+    p.add_argument("--data-dir", dest="data_dir", type=Path, help="data directory")
+    p.add_argument("--redis", dest="redis_url", help="Redis URL (scale-out mode)")
+    p.set_defaults(handler=cmd_deposit)
+
+
 def _add_token(commands: Commands) -> None:
     p = commands.add_parser("token", help="mint a signed player or dealer token")
     p.add_argument("--player", help="player id")
@@ -392,6 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_token(commands)
     _add_dealer(commands)
     _add_roles(commands)
+    _add_deposit(commands)
     return parser
 
 

@@ -200,7 +200,7 @@ class TableEvent(Struct, tag_field="type", kw_only=True):
 
 class ShoeStarted(TableEvent, tag="shoe_started"):
     shoe_id: str
-    burn_card: str | None
+    burn_card: str
     burned: int
 
 

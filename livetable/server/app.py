@@ -229,6 +229,10 @@ def create_app(settings: Settings, services: Services | None = None,
         view = await svc.store.round_view(request.path_params["round_id"])
         if view is None or view["state"] not in ("settled", "cancelled"):
             return _error(404, "unknown_round", "no settled or cancelled round with that id")
+        spots = view.get("spots")
+        if isinstance(spots, dict):  # name the fields, so that v1 can add more
+            view["spots"] = {spot: {"outcome": r[0], "odds": r[1], "returned_per_unit": r[2]}
+                             for spot, r in spots.items()}
         return JSONResponse(view)
 
     def identity_of(request: Request) -> Any:

@@ -40,15 +40,13 @@ from livetable.store.base import BetRequest, Store, rejected
 
 log = logging.getLogger("livetable.gateway")
 
-CLOSE_GOING_AWAY = 1001
 CLOSE_SERVICE_RESTART = 1012  # graceful stop: reconnect (elsewhere) and resume
-CLOSE_PROTOCOL = 4000  # the first frame was not a valid hello
+CLOSE_PROTOCOL = 4000  # hello asked for a protocol version this server does not speak
 CLOSE_UNAUTHORIZED = 4001  # a bad, forged or expired token; or the wrong kind of token
 CLOSE_HELLO_TIMEOUT = 4002  # no hello within the time allowed
 CLOSE_UNKNOWN_TABLE = 4004
 CLOSE_TOO_SLOW = 4008  # the send queue overflowed: resume to catch up
 CLOSE_RESYNC = 4011  # this gateway lost events of the table: resume to catch up
-CLOSE_RATE_LIMITED = 4029  # kept sending far over the frame rate
 
 Execute = Callable[[str, p.StartShoe | p.OpenBetting | p.CloseBetting | p.CardIn | p.Reveal
                     | p.Pause | p.ResumeTable | p.CancelRound | p.SetMode],
@@ -108,9 +106,11 @@ class Client:
         self.ready = asyncio.Event()
         self.closed = False
         self.close_code: int | None = None
+        self.close_reason = ""
         self.writer = asyncio.create_task(self._write())
-        self.bucket = TokenBucket(gateway.settings.frames_per_second,
-                                  gateway.settings.frames_per_second * 2)
+        # a dealer's scanner reads cards in quick bursts: consoles get five times the rate
+        rate = gateway.settings.frames_per_second * (5 if kind == "dealer" else 1)
+        self.bucket = TokenBucket(rate, rate * 2)
 
     def send(self, frame: str) -> None:
         if self.closed:
@@ -144,7 +144,7 @@ class Client:
             pass
         if self.close_code is not None:
             with contextlib.suppress(Exception):
-                await ws.close(self.close_code)
+                await ws.close(self.close_code, self.close_reason)
 
     def close(self, code: int, reason: str = "") -> None:
         """Close after what is queued (or at once if the queue is what overflowed)."""
@@ -152,6 +152,7 @@ class Client:
             return
         self.closed = True
         self.close_code = code
+        self.close_reason = reason
         if code == CLOSE_TOO_SLOW:
             self.queue.clear()
             self.writer.cancel()

@@ -389,11 +389,19 @@ for _, e in ipairs(effects) do
     if state and not ended(state) then
       redis.call('HSET', info, 'state', 'cancelled', 'reason', e[5], 'closes_at', '',
                  'ended_at', now)
-      for _, b in ipairs(open_bets_once(KEYS[e[3]])) do
+      -- every refund first, then each bet records its player's balance after the round's
+      -- refunds (as settlement does): one balance per player per round
+      local refunded = open_bets_once(KEYS[e[3]])
+      local after = {}
+      for _, b in ipairs(refunded) do
         local r = b.rec
-        local _, bal = transfer('refund:' .. b.seq, 'hold:' .. e[4], r[1], r[7], 'refund', e[4],
-                                now)
-        close_bet(b, 'refunded', 'refund', 0, r[7], bal)
+        local _
+        _, after[r[1]] = transfer('refund:' .. b.seq, 'hold:' .. e[4], r[1], r[7], 'refund',
+                                  e[4], now)
+      end
+      for _, b in ipairs(refunded) do
+        local r = b.rec
+        close_bet(b, 'refunded', 'refund', 0, r[7], after[r[1]])
       end
     end
   end

@@ -424,18 +424,18 @@ class SQLiteStore:
             "WHERE round_id = ? AND state = 'accepted' ORDER BY seq", (effect.round_id,)
         ).fetchall()
         hold = f"hold:{effect.round_id}"
-        out: list[Settled] = []
-        for seq, pid, bet_id, spot, amount, deducted in bets:
+        for seq, pid, _bet_id, _spot, _amount, deducted in bets:
             self._transfer(f"refund:{seq}", hold, pid, deducted, "refund", effect.round_id,
                            now)
-            balance = self._balance(pid) or 0
-            db.execute("UPDATE bets SET state = 'refunded', outcome = 'refund', odds = 0, "
-                       "returned = ?, settled_at = ?, balance_after = ? WHERE seq = ?",
-                       (deducted, now, balance, seq))
-            out.append(Settled(pid, p.BetSettled(
-                bet_id=bet_id, round_id=effect.round_id, spot=spot, amount=amount,
-                outcome="refund", odds=0, returned=deducted, balance=balance)))
-        return out
+        # each bet records its player's balance after the round's refunds, as settlement does
+        after = {pid: self._balance(pid) or 0 for pid in {b[1] for b in bets}}
+        db.executemany("UPDATE bets SET state = 'refunded', outcome = 'refund', odds = 0, "
+                       "returned = deducted, settled_at = ?, balance_after = ? WHERE seq = ?",
+                       [(now, after[b[1]], b[0]) for b in bets])
+        return [Settled(pid, p.BetSettled(
+            bet_id=bet_id, round_id=effect.round_id, spot=spot, amount=amount, outcome="refund",
+            odds=0, returned=deducted, balance=after[pid]))
+            for _seq, pid, bet_id, spot, amount, deducted in bets]
 
     # --- reading -----------------------------------------------------------------------
 
