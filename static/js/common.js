@@ -1,0 +1,147 @@
+// What every page shares: the header (brand, navigation, language switch), the
+// connection badge, number formatting and the aria-live announcer.
+
+import { t, lang, setLang, LANGS, applyI18n, onLangChange } from "./i18n.js";
+
+export const $ = (sel, root = document) => root.querySelector(sel);
+export const $$ = (sel, root = document) => Array.from(root.querySelectorAll(sel));
+
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") el.className = v;
+    else if (k === "text") el.textContent = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(el.dataset, v);
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) el.append(c);
+  return el;
+}
+
+export function money(n) {
+  if (n === null || n === undefined || Number.isNaN(n)) return "—";
+  return Number(n).toLocaleString(lang() === "en" ? "en-US" : lang() === "th" ? "th-TH" : "hi-IN");
+}
+
+export function signed(n) { return (n > 0 ? "+" : n < 0 ? "−" : "") + money(Math.abs(n)); }
+
+export function dateTime(ms) {
+  if (!ms) return "—";
+  const loc = lang() === "en" ? "en-GB" : lang() === "th" ? "th-TH" : "hi-IN";
+  return new Date(ms).toLocaleString(loc, { dateStyle: "short", timeStyle: "medium" });
+}
+
+export function timeOfDay(d) {
+  const loc = lang() === "en" ? "en-GB" : lang() === "th" ? "th-TH" : "hi-IN";
+  return d.toLocaleTimeString(loc);
+}
+
+/** A position or spot name in the page's language: P3 → "Player 3", P3_PAIR → "Player 3 Pair". */
+export function spotName(spot) {
+  if (spot === "BANKER") return t("hand.banker");
+  const n = spot.slice(1, 2);
+  return spot.endsWith("_PAIR") ? t("spot.pair", { n }) : t("spot.player", { n });
+}
+
+/** "7.4 Special Pair", "9 Points" — the value then its name, in the page's language. */
+export function handLabel(value) {
+  const v = String(value);
+  if (v.includes(".")) return `${v} ${t(`combo.${v}`)}`;
+  return t(Number(v) === 1 ? "hand.point" : "hand.points", { n: v });
+}
+
+export function oddsText(odds) { return `${odds}:1`; }
+
+/** Page header: brand, nav, language switch and (optionally) the connection badge. */
+export function mountHeader({ active, connection = false, extra = null } = {}) {
+  let header = $("header.site");
+  if (!header) { header = h("header", { class: "site" }); document.body.prepend(header); }
+  header.replaceChildren();
+  const nav = h("nav", { class: "site__nav", "aria-label": t("nav.label"), "data-i18n-aria": "nav.label" },
+    navLink("index.html", "nav.lobby", active === "lobby"),
+    navLink("rules.html", "nav.rules", active === "rules"),
+    navLink("records.html", "nav.records", active === "records"),
+    navLink("dealer.html", "nav.dealer", active === "dealer"),
+  );
+  const select = h("select", {
+    id: "lang-switch", class: "lang", "data-testid": "lang-switch",
+    "aria-label": t("lang.label"), "data-i18n-aria": "lang.label",
+  });
+  for (const [code, name] of LANGS) {
+    const opt = h("option", { value: code, lang: code, text: name });
+    if (code === lang()) opt.selected = true;
+    select.append(opt);
+  }
+  select.addEventListener("change", () => setLang(select.value));
+  const tools = h("div", { class: "site__tools" });
+  if (extra) tools.append(extra);
+  if (connection) tools.append(connectionBadge());
+  tools.append(select);
+  header.append(
+    h("a", { class: "brand", href: "index.html" },
+      h("span", { class: "brand__mark", "aria-hidden": "true" }, "♠♥"),
+      h("span", { class: "brand__name", "data-i18n": "app.name", text: t("app.name") })),
+    nav, tools);
+  onLangChange(() => { select.value = lang(); });
+  return header;
+}
+
+function navLink(href, key, current) {
+  return h("a", { href, "data-i18n": key, "aria-current": current ? "page" : null, text: t(key) });
+}
+
+/** The always-visible connection state. Feed it a Connection's "state" events. */
+export function connectionBadge() {
+  let badge = $("#conn-state");
+  if (badge) return badge;
+  badge = h("span", {
+    id: "conn-state", class: "conn", "data-testid": "conn-state", "data-state": "idle",
+    role: "status",
+  }, h("span", { class: "conn__dot", "aria-hidden": "true" }), h("span", { class: "conn__text" }));
+  renderBadge(badge, { state: "idle" });
+  return badge;
+}
+
+let badgeInfo = { state: "idle" };
+let badgeTimer = null;
+function renderBadge(badge, info) {
+  badge.dataset.state = info.state;
+  let text = t(`conn.${info.state}`);
+  if (info.state === "reconnecting" && info.retryAt) {
+    const s = Math.max(0, Math.ceil((info.retryAt - Date.now()) / 1000));
+    if (s > 0) text = t("conn.retry_in", { s });
+  }
+  badge.querySelector(".conn__text").textContent = text;
+  badge.title = text;
+}
+
+export function bindConnection(conn) {
+  const badge = connectionBadge();
+  const update = (info) => {
+    badgeInfo = info;
+    renderBadge(badge, info);
+    clearInterval(badgeTimer);
+    if (info.state === "reconnecting" && info.retryAt) {
+      badgeTimer = setInterval(() => renderBadge(badge, badgeInfo), 500);
+    }
+  };
+  conn.addEventListener("state", (e) => update(e.detail));
+  onLangChange(() => renderBadge(badge, badgeInfo));
+}
+
+/** Announce through the page's aria-live regions (polite for results, assertive for errors). */
+export function announce(text, { urgent = false } = {}) {
+  const region = $(urgent ? "#live-alert" : "#live-polite");
+  if (!region) return;
+  region.textContent = "";
+  // A fresh text node after a tick, so that screen readers announce a repeated message.
+  setTimeout(() => { region.textContent = text; }, 30);
+}
+
+export function initPage({ active, connection = false } = {}) {
+  applyI18n(document);
+  mountHeader({ active, connection });
+  onLangChange(() => applyI18n(document));
+}

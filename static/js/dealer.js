@@ -1,0 +1,386 @@
+// The dealer console: drives one table over /ws/dealer.
+//
+// Every command is answered by `ack {cmd, detail}` or `error {code, message}`, in order,
+// so the console keeps a queue of what it sent and pairs each answer with its command.
+// Cards are typed the way a scanner types them ("KH", "10D", then Enter) and checked here
+// with the server's own lenient grammar before they are sent; the ack says where the card
+// went (a position and its 1st/2nd card, or the burn).
+
+import { t, onLangChange } from "./i18n.js";
+import { $, h, money, timeOfDay, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
+import { Connection } from "./conn.js";
+import { serverNow } from "./clock.js";
+import { fromSnapshot, applyEvent, HANDS } from "./state.js";
+import { parseCard, cardEl, cardBackEl } from "./cards.js";
+import { getJSON } from "./api.js";
+
+const TOKEN_KEY = "livetable.dealerToken";
+const TABLE_KEY = "livetable.dealerTable";
+const LOG_MAX = 300;
+
+let conn = null;
+let st = null;
+let sent = [];                 // commands awaiting their ack/error, in order
+let typed = {};                // slot → [cards] the dealer typed this round (from acks)
+let lastPlaced = null;
+let refreshTimer = null;
+let cancelArmed = null;
+
+function token() { return sessionStorage.getItem(TOKEN_KEY); }
+
+async function main() {
+  initPage({ active: "dealer", connection: true });
+  onLangChange(render);
+  $("#login").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const v = $("#token").value.trim();
+    if (!v) return;
+    sessionStorage.setItem(TOKEN_KEY, v);
+    $("#token").value = "";
+    start();
+  });
+  $("#logout").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    if (conn) conn.stop();
+    conn = null;
+    showLogin();
+  });
+  $("#table").addEventListener("change", () => {
+    sessionStorage.setItem(TABLE_KEY, $("#table").value);
+    st = null; typed = {}; sent = [];
+    conn.setTable($("#table").value);
+  });
+  $("#mode").addEventListener("change", () => command({ type: "set_mode", auto: $("#mode").checked }));
+  $("#start-shoe").addEventListener("click", () => command({ type: "start_shoe" }));
+  $("#open").addEventListener("click", () => {
+    const s = Math.max(1, Math.round(Number($("#betting-seconds").value) || 15));
+    command({ type: "open_betting", betting_ms: s * 1000 });
+  });
+  $("#close").addEventListener("click", () => command({ type: "close_betting" }));
+  $("#reveal").addEventListener("click", () => command({ type: "reveal" }));
+  $("#pause").addEventListener("click", () => command({ type: "pause", reason: $("#reason").value.trim() }));
+  $("#resume").addEventListener("click", () => command({ type: "resume" }));
+  $("#cancel").addEventListener("click", armCancel);
+  $("#cancel-confirm").addEventListener("click", () => {
+    disarmCancel();
+    command({ type: "cancel_round", reason: $("#reason").value.trim() });
+  });
+  $("#card-form").addEventListener("submit", (e) => { e.preventDefault(); sendCard(); });
+  $("#card").addEventListener("input", () => validateCard(false));
+  setInterval(tick, 250);
+
+  if (token()) start(); else showLogin();
+}
+
+function showLogin(errorText) {
+  $("#login").hidden = false;
+  $("#console").hidden = true;
+  const err = $("#login-error");
+  err.hidden = !errorText;
+  err.textContent = errorText || "";
+  $("#token").focus();
+}
+
+async function start() {
+  $("#login").hidden = true;
+  $("#console").hidden = false;
+  let tables = [];
+  try { tables = (await getJSON("/api/tables")).tables || []; } catch { /* typed id below */ }
+  const select = $("#table");
+  select.replaceChildren(...tables.map((x) => h("option", { value: x.id, text: `${x.name || x.id} (${x.id})` })));
+  const wanted = sessionStorage.getItem(TABLE_KEY);
+  if (wanted && tables.some((x) => x.id === wanted)) select.value = wanted;
+  const table = select.value || "t1";
+  if (conn) conn.stop();
+  conn = new Connection({ path: "/ws/dealer", table, token, resume: false });
+  bindConnection(conn);
+  conn.addEventListener("welcome", (e) => {
+    st = fromSnapshot(e.detail.msg.table);
+    sent = [];
+    log("info", t("dealer.log_welcome", { table: st.name }));
+    render();
+    $("#card").focus();
+  });
+  conn.addEventListener("event", (e) => onEvent(e.detail));
+  conn.addEventListener("message", (e) => onMessage(e.detail));
+  conn.addEventListener("fatal", (e) => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    conn.stop();
+    showLogin(t("dealer.login_failed", { code: e.detail.code, message: e.detail.message || "" }));
+  });
+  conn.addEventListener("closed", (e) => {
+    // A dealer hello with a bad token may simply be closed with a policy code.
+    if ([1008, 4001, 4003].includes(e.detail.code) && !st) {
+      sessionStorage.removeItem(TOKEN_KEY);
+      conn.stop();
+      showLogin(t("dealer.login_failed", { code: e.detail.code, message: e.detail.reason || "" }));
+    }
+  });
+  conn.start();
+}
+
+function command(frame) {
+  if (!conn || !conn.send(frame)) {
+    log("error", t("dealer.not_connected"));
+    announce(t("dealer.not_connected"), { urgent: true });
+    return false;
+  }
+  sent.push(frame);
+  let what = cmdName(frame.type);
+  if (frame.card) what += ` ${frame.card}`;
+  if (frame.betting_ms) what += ` ${t("countdown.seconds", { s: frame.betting_ms / 1000 })}`;
+  if (frame.reason) what += ` “${frame.reason}”`;
+  if (frame.type === "set_mode") what += `: ${t(frame.auto ? "mode.auto" : "mode.manual")}`;
+  log("cmd", `→ ${what}`);
+  return true;
+}
+
+function cmdName(cmd) {
+  const key = `cmd.${cmd}`;
+  const v = t(key);
+  return v === key ? cmd : v;
+}
+
+function armCancel() {
+  $("#cancel").hidden = true;
+  $("#cancel-confirm").hidden = false;
+  $("#cancel-confirm").focus();
+  clearTimeout(cancelArmed);
+  cancelArmed = setTimeout(disarmCancel, 5000);
+}
+
+function disarmCancel() {
+  clearTimeout(cancelArmed);
+  $("#cancel").hidden = false;
+  $("#cancel-confirm").hidden = true;
+}
+
+// ---------------------------------------------------------------- cards
+
+// The cut card, when it comes out of a physical shoe, is reported like a card.
+const CUT_TOKENS = new Set(["CUT", "CUTCARD", "CUT_CARD"]);
+const isCut = (v) => CUT_TOKENS.has(v.trim().toUpperCase());
+
+function validateCard(showEmpty) {
+  const input = $("#card");
+  const v = input.value.trim();
+  if (isCut(v) || /^C(U(T(_?(C(A(RD?)?)?)?)?)?)?$/i.test(v)) {
+    input.removeAttribute("aria-invalid");
+    $("#card-error").hidden = true;
+    return isCut(v) ? { text: "CUT" } : null;
+  }
+  const err = $("#card-error");
+  if (!v) {
+    input.removeAttribute("aria-invalid");
+    err.hidden = !showEmpty;
+    err.textContent = showEmpty ? t("dealer.card_empty") : "";
+    return null;
+  }
+  const card = parseCard(v);
+  // While typing, "1" (of "10") or a bare rank is not yet wrong.
+  const incomplete = /^(10?|[2-9AJQKT])$/i.test(v);
+  if (!card && !incomplete) {
+    input.setAttribute("aria-invalid", "true");
+    err.hidden = false;
+    err.textContent = t("dealer.card_invalid", { card: v });
+  } else {
+    input.removeAttribute("aria-invalid");
+    err.hidden = true;
+  }
+  return card;
+}
+
+function sendCard() {
+  const input = $("#card");
+  const card = validateCard(true);
+  if (!card) {
+    const v = input.value.trim();
+    if (v) {
+      input.setAttribute("aria-invalid", "true");
+      $("#card-error").hidden = false;
+      $("#card-error").textContent = t("dealer.card_invalid", { card: v });
+      announce(t("dealer.card_invalid", { card: v }), { urgent: true });
+    }
+    input.select();
+    return;
+  }
+  if (command({ type: "card", card: card.text })) input.value = "";
+  input.focus();
+}
+
+function slotName(slot) {
+  if (!slot) return "?";
+  const s = String(slot);
+  if (s.toLowerCase() === "burn") return t("dealer.slot_burn");
+  if (/^P[1-5]$/.test(s) || s === "BANKER") return spotName(s);
+  const key = `dealer.slot_${s.toLowerCase()}`;
+  const v = t(key);
+  return v === key ? s : v;
+}
+
+// ---------------------------------------------------------------- frames
+
+function onMessage(msg) {
+  if (msg.type === "ack") {
+    const i = sent.findIndex((c) => c.type === msg.cmd);
+    const cmd = i >= 0 ? sent.splice(i, 1)[0] : null;
+    const d = msg.detail || {};
+    if (msg.cmd === "card") {
+      const card = (cmd && cmd.card) || d.card || "";
+      const slot = d.slot || d.to || "?";
+      if (!["cut", "opening"].includes(slot)) (typed[slot] = typed[slot] || []).push(card);
+      lastPlaced = { card, slot, n: d.n };
+      let where = slotName(slot) + (d.n ? ` · ${t("dealer.card_n", { n: d.n })}` : "");
+      if (slot === "opening" && typeof d.burned === "number") where += ` · ${t("dealer.burned", { n: d.burned })}`;
+      log("ack", `✓ ${card} → ${where}`);
+      announce(`${card} → ${where}`);
+      scheduleRefresh();
+    } else if (d.awaiting) {
+      log("ack", `✓ ${cmdName(msg.cmd)} — ${t("dealer.awaiting_opening")}`);
+      announce(t("dealer.awaiting_opening"));
+      $("#placed").dataset.awaiting = "1";
+    } else {
+      const extra = d.mode ? `: ${t(`mode.${d.mode}`)}` : Object.keys(d).length ? ` ${JSON.stringify(d)}` : "";
+      log("ack", `✓ ${cmdName(msg.cmd)}${extra}`);
+    }
+    if (msg.cmd === "set_mode" && typeof d.auto === "boolean" && st) st.mode = d.auto ? "auto" : "manual";
+    if (msg.cmd === "set_mode" && st && cmd) st.mode = cmd.auto ? "auto" : "manual";
+    render();
+    return;
+  }
+  if (msg.type === "error") {
+    const cmd = sent.shift();
+    const known = t(`dealer.err.${msg.code}`);
+    const text = t("dealer.error", { cmd: cmd ? cmdName(cmd.type) : "?", code: msg.code,
+      message: known === `dealer.err.${msg.code}` ? msg.message || "" : `${known} (${msg.message || ""})` });
+    log("error", `✗ ${text}`);
+    announce(text, { urgent: true });
+    if (cmd && cmd.type === "card") {
+      $("#card-error").hidden = false;
+      $("#card-error").textContent = text;
+    }
+    if (cmd && cmd.type === "set_mode") render();
+  }
+}
+
+function onEvent(ev) {
+  if (!st) return;
+  applyEvent(st, ev);
+  switch (ev.type) {
+    case "round_opened": typed = {}; lastPlaced = null; break;
+    case "shoe_started": typed = {}; break;
+    default: break;
+  }
+  log("event", describe(ev));
+  if (["round_settled", "shoe_started", "round_cancelled", "round_opened"].includes(ev.type)) scheduleRefresh();
+  render();
+}
+
+function describe(ev) {
+  switch (ev.type) {
+    case "shoe_started": return t("dealer.ev_shoe", { card: ev.burn_card || "—", n: ev.burned });
+    case "round_opened": return t("dealer.ev_opened", { n: ev.round_no });
+    case "betting_closed": return t("phase.dealing");
+    case "card_dealt": return t("dealer.ev_dealt", { slot: slotName(ev.to), n: ev.n });
+    case "hand_revealed": return `${spotName(ev.hand)}: ${ev.cards.join(" ")} — ${handLabel(ev.value)}`;
+    case "round_settled": return t("dealer.ev_settled") + " " + (ev.results || []).map((r) => `${spotName(r.hand)} ${t(`result.${r.outcome}`)}${r.odds === 2 && r.outcome !== "tie" ? " 2:1" : ""}`).join(", ");
+    case "round_cancelled": return t("banner.cancelled", { reason: ev.reason || "—" });
+    case "table_paused": return t("banner.paused", { reason: ev.reason || "—" });
+    case "table_resumed": return t("announce.resumed");
+    default: return ev.type;
+  }
+}
+
+function scheduleRefresh() {
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(async () => {
+    if (!st) return;
+    try {
+      const snap = await getJSON(`/api/tables/${encodeURIComponent(st.id)}`);
+      if (!st || snap.id !== st.id) return;
+      st.cards_left = snap.cards_left;
+      st.cut_card_out = snap.cut_card_out;
+      st.last_round = snap.last_round;
+      st.mode = snap.mode;
+      render();
+    } catch { /* shown from events only */ }
+  }, 400);
+}
+
+function log(kind, text) {
+  const list = $("#log");
+  const now = new Date();
+  list.prepend(h("li", { class: `log--${kind}`, "data-kind": kind },
+    h("time", { datetime: now.toISOString(), text: timeOfDay(now) }), text));
+  while (list.children.length > LOG_MAX) list.lastChild.remove();
+}
+
+// ---------------------------------------------------------------- rendering
+
+function nextReveal() {
+  if (!st) return null;
+  return HANDS.find((x) => !st.hands[x]) || null;
+}
+
+function render() {
+  if (!st) return;
+  const phase = $("#d-phase");
+  phase.textContent = t(`phase.${st.phase}`);
+  phase.dataset.phase = st.phase;
+  $("#d-mode").textContent = t(`mode.${st.mode || "auto"}`);
+  $("#mode").checked = st.mode === "auto";
+  $("#d-round").textContent = st.round_no ? t("table.round", { n: st.round_no }) : "—";
+  $("#d-cards-left").textContent = st.cards_left === null || st.cards_left === undefined ? "—" : money(st.cards_left);
+  $("#d-cut").textContent = st.cut_card_out ? t("dealer.cut_out") : t("dealer.cut_in");
+  $("#d-cut").dataset.out = st.cut_card_out ? "1" : "0";
+  $("#d-last").textContent = st.last_round || st.cut_card_out ? t("dealer.yes") : t("dealer.no");
+  $("#d-shoe").textContent = st.shoe_id || "—";
+
+  const p = st.phase;
+  const roundLive = ["betting", "dealing", "revealing"].includes(p);
+  $("#start-shoe").disabled = roundLive || p === "paused";
+  $("#mode").disabled = roundLive || p === "paused";
+  $("#open").disabled = roundLive || p === "paused";
+  $("#close").disabled = p !== "betting";
+  $("#reveal").disabled = p !== "revealing";
+  $("#pause").disabled = p === "paused";
+  $("#resume").disabled = p !== "paused";
+  $("#cancel").disabled = !(roundLive || p === "paused");
+  const next = nextReveal();
+  $("#reveal-next").textContent = ["dealing", "revealing"].includes(p) && next ? t("dealer.next", { hand: spotName(next) }) : "";
+
+  $("#placed").textContent = lastPlaced
+    ? `${lastPlaced.card} → ${slotName(lastPlaced.slot)}${lastPlaced.n ? ` · ${t("dealer.card_n", { n: lastPlaced.n })}` : ""}`
+    : "";
+  $("#placed").dataset.slot = lastPlaced ? String(lastPlaced.slot) : "";
+  renderLayout();
+  tick();
+}
+
+function renderLayout() {
+  const slots = ["burn", ...HANDS];
+  const layout = $("#layout");
+  layout.replaceChildren(...slots.map((slot) => {
+    const revealed = st.hands[slot];
+    const mine = typed[slot] || typed[slot.toUpperCase()] || [];
+    const cards = revealed ? revealed.cards : mine;
+    const down = Math.max(0, (st.dealt[slot] || 0) - cards.length);
+    const box = h("div", { class: "layout__slot", "data-testid": `dealer-slot-${slot}` },
+      h("strong", { text: slot === "burn" ? t("dealer.slot_burn") : slot === "BANKER" ? t("hand.banker") : slot }),
+      h("div", { class: "cards-inline" }, ...cards.map((c) => cardEl(c, { small: true })),
+        ...Array.from({ length: down }, () => cardBackEl({ small: true }))),
+      revealed ? h("span", { class: "small", text: handLabel(revealed.value) }) : "");
+    return box;
+  }));
+}
+
+function tick() {
+  const el = $("#d-countdown");
+  if (!el || !st) return;
+  if (st.phase === "betting" && st.closes_at) {
+    const ms = Math.max(0, st.closes_at - serverNow());
+    el.textContent = t("countdown.seconds", { s: Math.ceil(ms / 1000) });
+  } else el.textContent = "—";
+}
+
+main();

@@ -1,0 +1,118 @@
+// The lobby: every table with its phase, countdown and a small roadmap, kept live by one
+// viewer websocket per table (no token: viewers need none), with the HTTP list as the
+// starting point and as the fallback while a socket is down.
+
+import { t, onLangChange } from "./i18n.js";
+import { $, h, money, initPage, connectionBadge } from "./common.js";
+import { Connection } from "./conn.js";
+import { serverNow } from "./clock.js";
+import { fromSnapshot, applyEvent } from "./state.js";
+import { renderRoadmap } from "./roadmap.js";
+import { getJSON } from "./api.js";
+
+const MAX_LIVE = 12;
+const POLL_MS = 5000;
+const tables = new Map(); // id → {st, conn, el}
+
+async function main() {
+  initPage({ active: "lobby" });
+  onLangChange(() => { for (const id of tables.keys()) renderCard(id); });
+  await refresh();
+  setInterval(tick, 250);
+  setInterval(() => { if ([...tables.values()].some((x) => !x.conn || !x.conn.online)) refresh(); }, POLL_MS);
+}
+
+async function refresh() {
+  const status = $("#lobby-status");
+  let list;
+  try {
+    list = (await getJSON("/api/tables")).tables || [];
+  } catch {
+    status.textContent = t("lobby.error");
+    return;
+  }
+  status.textContent = list.length ? "" : t("lobby.empty");
+  for (const snap of list) {
+    let entry = tables.get(snap.id);
+    if (!entry) {
+      entry = { st: fromSnapshot(snap), conn: null, el: null };
+      tables.set(snap.id, entry);
+      entry.el = buildCard(snap.id);
+      $("#lobby").append(entry.el);
+      if (tables.size <= MAX_LIVE) watch(snap.id, entry);
+    } else if (!entry.conn || !entry.conn.online) {
+      entry.st = fromSnapshot(snap);
+    }
+    renderCard(snap.id);
+  }
+}
+
+function watch(id, entry) {
+  const conn = new Connection({ path: "/ws", table: id });
+  entry.conn = conn;
+  conn.addEventListener("welcome", (e) => {
+    if (!e.detail.msg.resumed) entry.st = fromSnapshot(e.detail.msg.table);
+    renderCard(id);
+  });
+  conn.addEventListener("event", (e) => { applyEvent(entry.st, e.detail); renderCard(id); });
+  conn.addEventListener("state", (e) => {
+    const badge = entry.el.querySelector(".conn");
+    badge.dataset.state = e.detail.state;
+    badge.querySelector(".conn__text").textContent = t(`conn.${e.detail.state}`);
+  });
+  conn.start();
+}
+
+function buildCard(id) {
+  const badge = connectionBadge().cloneNode(true);
+  badge.removeAttribute("id");
+  badge.setAttribute("data-testid", `lobby-conn-${id}`);
+  badge.removeAttribute("role");
+  return h("article", { class: "lobby-card", "data-testid": `lobby-table-${id}`, "data-table": id },
+    h("div", { class: "lobby-card__head" },
+      h("h2", { class: "lobby-card__name" }),
+      h("span", { class: "countdown", "data-testid": `lobby-countdown-${id}`, role: "timer" })),
+    h("div", { class: "lobby-card__meta" },
+      h("span", { class: "phase", "data-testid": `lobby-phase-${id}` }),
+      h("span", { class: "lobby-card__round" }),
+      h("span", { class: "lobby-card__limits" }),
+      badge),
+    h("div", { class: "lobby-card__roadmap", "data-testid": `lobby-roadmap-${id}` }),
+    h("a", { class: "btn btn--primary", href: `table.html?table=${encodeURIComponent(id)}`,
+      "data-testid": `join-${id}` }));
+}
+
+function renderCard(id) {
+  const { st, el } = tables.get(id);
+  el.querySelector(".lobby-card__name").textContent = st.name;
+  const phase = el.querySelector(".phase");
+  phase.textContent = t(`phase.${st.phase}`);
+  phase.dataset.phase = st.phase;
+  el.querySelector(".lobby-card__round").textContent = st.round_no ? t("table.round", { n: st.round_no }) : "";
+  el.querySelector(".lobby-card__limits").textContent =
+    t("lobby.limits", { min: money(st.limits.min), max: money(st.limits.max) });
+  renderRoadmap(el.querySelector(".lobby-card__roadmap"), st.roadmap, { limit: 14, compact: true });
+  const join = el.querySelector("a.btn");
+  join.textContent = t("lobby.join");
+  join.setAttribute("aria-label", t("lobby.join_aria", { name: st.name }));
+  tickOne(id);
+}
+
+function tickOne(id) {
+  const { st, el } = tables.get(id);
+  const cd = el.querySelector(".countdown");
+  if (st.phase === "betting" && st.closes_at) {
+    const ms = Math.max(0, st.closes_at - serverNow());
+    cd.textContent = ms > 0 ? t("countdown.seconds", { s: Math.ceil(ms / 1000) }) : t("countdown.closing");
+    cd.dataset.state = ms > 0 && ms <= 5000 ? "urgent" : ms > 0 ? "open" : "closed";
+    cd.dataset.remainingMs = String(Math.round(ms));
+  } else {
+    cd.textContent = "";
+    cd.dataset.state = "closed";
+    cd.dataset.remainingMs = "0";
+  }
+}
+
+function tick() { for (const id of tables.keys()) tickOne(id); }
+
+main();

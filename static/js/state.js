@@ -1,0 +1,119 @@
+// A table as the browser knows it: the snapshot, then table events applied in order.
+// The same reducer serves the lobby, the table and the dealer console.
+
+export const POSITIONS = ["P1", "P2", "P3", "P4", "P5"];
+export const HANDS = [...POSITIONS, "BANKER"];
+export const PLAYER_SPOTS = POSITIONS;
+export const PAIR_SPOTS = POSITIONS.map((p) => `${p}_PAIR`);
+export const SPOTS = [...PLAYER_SPOTS, ...PAIR_SPOTS];
+
+export const isPairSpot = (spot) => spot.endsWith("_PAIR");
+/** What a bet of `amount` on `spot` takes from the balance: bet + withholding, or the bet. */
+export const deductedFor = (spot, amount) => (isPairSpot(spot) ? amount : 2 * amount);
+
+export function fromSnapshot(s) {
+  const hands = {};
+  for (const h of s.hands || []) hands[h.hand] = h;
+  return {
+    id: s.id,
+    name: s.name || s.id,
+    phase: s.phase,
+    mode: s.mode,
+    round_id: s.round_id ?? null,
+    round_no: s.round_no ?? 0,
+    shoe_id: s.shoe_id ?? null,
+    closes_at: s.closes_at ?? null,
+    limits: { min: 10, max: 5000, pair_min: 10, pair_max: 1000, round_max: 20000, ...(s.limits || {}) },
+    hands,
+    dealt: { ...(s.dealt || {}) },
+    results: s.results || [],
+    roadmap: sortRoadmap((s.roadmap || []).slice()),
+    last_round: !!s.last_round,
+    cut_card_out: !!s.cut_card_out,
+    cards_left: s.cards_left ?? null,
+    paused_reason: s.paused_reason ?? null,
+    resume_phase: s.resume_phase ?? null,
+    cancel_reason: null,
+    epoch: s.epoch,
+    seq: s.seq,
+  };
+}
+
+function sortRoadmap(r) { return r.sort((a, b) => a.round_no - b.round_no); }
+
+/** Apply one table event to the state (in place). Returns the state. */
+export function applyEvent(st, ev) {
+  switch (ev.type) {
+    case "shoe_started":
+      st.shoe_id = ev.shoe_id;
+      st.roadmap = [];
+      st.cut_card_out = false;
+      st.last_round = false;
+      st.round_no = 0;
+      if (typeof ev.cards_left === "number") st.cards_left = ev.cards_left;
+      break;
+    case "round_opened":
+      if (ev.shoe_id && ev.shoe_id !== st.shoe_id) { st.roadmap = []; st.shoe_id = ev.shoe_id; }
+      st.round_id = ev.round_id;
+      st.round_no = ev.round_no;
+      st.closes_at = ev.closes_at;
+      st.phase = "betting";
+      st.hands = {};
+      st.dealt = {};
+      st.results = [];
+      st.last_round = false;
+      st.paused_reason = null;
+      st.cancel_reason = null;
+      break;
+    case "betting_closed":
+      if (ev.round_id === st.round_id || !st.round_id) st.phase = "dealing";
+      break;
+    case "card_dealt":
+      if (ev.to && ev.to !== "burn" && ev.to !== "BURN") {
+        st.dealt[ev.to] = Math.max(st.dealt[ev.to] || 0, ev.n || 1);
+      }
+      if (typeof ev.cards_left === "number") st.cards_left = ev.cards_left;
+      else if (typeof st.cards_left === "number") st.cards_left -= 1;
+      if (st.phase === "betting") st.phase = "dealing";
+      // The Banker's second card is the round's last: the engine is now revealing.
+      if (ev.to === "BANKER" && ev.n >= 2 && st.phase === "dealing") st.phase = "revealing";
+      break;
+    case "hand_revealed":
+      st.hands[ev.hand] = {
+        hand: ev.hand, cards: ev.cards, value: ev.value, points: ev.points,
+        label: ev.label, flush: ev.flush, pair: ev.pair,
+      };
+      st.phase = "revealing";
+      break;
+    case "round_settled":
+      st.results = ev.results || [];
+      st.phase = "settled";
+      st.last_round = !!ev.last_round;
+      if (ev.last_round) st.cut_card_out = true;
+      if (!st.roadmap.some((r) => r.round_id === ev.round_id)) {
+        st.roadmap.push({ round_id: ev.round_id, round_no: st.round_no, results: st.results });
+        sortRoadmap(st.roadmap);
+      }
+      break;
+    case "round_cancelled":
+      st.phase = "cancelled";
+      st.cancel_reason = ev.reason || "";
+      st.paused_reason = null;
+      break;
+    case "table_paused":
+      if (st.phase !== "paused") st.resume_phase = st.phase;
+      st.phase = "paused";
+      st.paused_reason = ev.reason || "";
+      break;
+    case "table_resumed":
+      st.phase = ev.phase || st.resume_phase || "idle";
+      if (typeof ev.closes_at === "number") st.closes_at = ev.closes_at;
+      st.paused_reason = null;
+      st.resume_phase = null;
+      break;
+    default:
+      break;
+  }
+  if (typeof ev.seq === "number") { st.epoch = ev.epoch; st.seq = ev.seq; }
+  return st;
+}

@@ -1,0 +1,835 @@
+// The table page: watch a round, bet on it, see it settle.
+//
+// State comes from two places and is never guessed: the table (snapshot + table events,
+// through state.js) and the player's own frames (bet_accepted / bet_rejected /
+// bet_settled, and the balance they carry). Bets go through three stages here:
+//   draft    — chips placed on spots, not yet sent (undo, clear, rebet, double work here);
+//   pending  — sent as place_bet with a fresh bet_id, no answer yet. If the socket drops,
+//              they are sent again after the next welcome with the SAME bet_id, so the
+//              server takes each once;
+//   confirmed — bet_accepted; shown on the spot until the next round opens.
+
+import { t, lang, onLangChange } from "./i18n.js";
+import { $, $$, h, money, signed, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
+import { Connection } from "./conn.js";
+import { serverNow } from "./clock.js";
+import { fromSnapshot, applyEvent, POSITIONS, SPOTS, isPairSpot, deductedFor } from "./state.js";
+import { cardEl, cardBackEl } from "./cards.js";
+import { renderRoadmap, roadmapLegend } from "./roadmap.js";
+import { getJSON, ensureGuest, storedGuest, forgetGuest, rememberPlayer, newBetId } from "./api.js";
+
+const CHIP_VALUES = [5, 10, 25, 50, 100, 500, 1000, 5000, 10000];
+const RESUME_WINDOW_MS = 2500;
+
+const params = new URLSearchParams(location.search);
+let tableId = params.get("table");
+
+let st = null;              // table state (state.js)
+let player = null;          // {id, name, balance}
+let token = null;
+let conn = null;
+let chip = null;            // selected chip value
+let justRevealed = null;    // hand to animate
+const bets = {
+  round_id: null,
+  confirmed: {},            // spot → amount accepted this round
+  pending: new Map(),       // bet_id → {bet_id, round_id, spot, amount, sent}
+  draft: {},                // spot → amount
+  history: [],              // previous drafts, for undo
+  last: {},                 // the previous round's confirmed bets, for rebet
+  settled: [],              // bet_settled frames of the shown round
+  unsettled: new Map(),     // bet_id → accepted bet not yet settled (any round)
+};
+let resumeWindow = null;    // {settled: [], timer} while a reconnect's replay arrives
+let catchUpHead = null;     // welcome's head seq until a live event (seq > head) arrives
+const seenSettled = new Set(); // bet_ids whose bet_settled this page has handled
+let warnTimer = null;
+
+// ---------------------------------------------------------------- bootstrap
+
+async function main() {
+  initPage({ active: "table", connection: true });
+  buildLayout();
+  onLangChange(() => { buildChips(); render(); });
+
+  if (!tableId) {
+    try {
+      const { tables } = await getJSON("/api/tables");
+      if (tables && tables.length) tableId = tables[0].id;
+    } catch { /* the lobby link below still works */ }
+    if (!tableId) { $("#table-name").textContent = t("table.none"); return; }
+    history.replaceState(null, "", `?table=${encodeURIComponent(tableId)}`);
+  }
+
+  try {
+    const g = await ensureGuest();
+    if (g) { token = g.token; player = g.player || null; }
+  } catch { token = null; }
+  renderWallet();
+
+  conn = new Connection({ path: "/ws", table: tableId, token: () => token });
+  bindConnection(conn);
+  conn.addEventListener("welcome", (e) => onWelcome(e.detail.msg, e.detail.reconnect));
+  conn.addEventListener("event", (e) => onTableEvent(e.detail));
+  conn.addEventListener("message", (e) => onPrivate(e.detail));
+  conn.addEventListener("fatal", (e) => onFatal(e.detail));
+  conn.addEventListener("state", () => renderControls());
+  conn.addEventListener("event", () => markSeen());
+  conn.addEventListener("pong", () => markSeen());
+  conn.start();
+
+  setInterval(tickCountdown, 200);
+  document.addEventListener("keydown", onKey);
+}
+
+// ---------------------------------------------------------------- layout
+
+function buildLayout() {
+  const felt = $("#felt");
+  const banker = handBox("BANKER");
+  banker.classList.add("hand--banker");
+  const positions = h("div", { class: "positions" });
+  for (const p of POSITIONS) {
+    const n = p.slice(1);
+    positions.append(h("div", { class: "position", "data-testid": `position-${p}` },
+      handBox(p),
+      h("div", { class: "result", id: `result-${p}`, "data-testid": `result-${p}`, "aria-live": "off" }),
+      spotButton(p, n, false),
+      spotButton(`${p}_PAIR`, n, true)));
+  }
+  felt.replaceChildren(banker, positions);
+  $("#roadmap-legend").replaceChildren(roadmapLegend());
+  buildChips();
+
+  $("#btn-undo").addEventListener("click", undo);
+  $("#btn-clear").addEventListener("click", clearDraft);
+  $("#btn-rebet").addEventListener("click", rebet);
+  $("#btn-double").addEventListener("click", double);
+  $("#btn-confirm").addEventListener("click", confirmBets);
+  $("#resume-dismiss").addEventListener("click", () => { $("#resume-summary").hidden = true; });
+}
+
+function handBox(hand) {
+  return h("div", { class: "hand", id: `hand-${hand}`, "data-testid": `hand-${hand}`, "data-hand": hand },
+    h("div", { class: "hand__title" }),
+    h("div", { class: "hand__cards", "data-testid": `cards-${hand}` }),
+    h("div", { class: "hand__value", "data-testid": `value-${hand}` }));
+}
+
+function spotButton(spot, n, pair) {
+  const b = h("button", {
+    type: "button", class: `spot${pair ? " spot--pair" : ""}`, id: `spot-${spot}`,
+    "data-testid": `spot-${spot}`, "data-spot": spot,
+  },
+  h("span", { class: "spot__name" }),
+  h("span", { class: "spot__odds" }),
+  h("span", { class: "spot__stake", "data-testid": `stake-${spot}` }));
+  b.addEventListener("click", () => placeChip(spot));
+  return b;
+}
+
+function allowedChips() {
+  const lim = st ? st.limits : { min: 10, max: 5000 };
+  const lo = Math.min(lim.min, lim.pair_min ?? lim.min);
+  const hi = Math.max(lim.max, lim.pair_max ?? lim.max);
+  let chips = CHIP_VALUES.filter((v) => v >= lo && v <= hi);
+  if (!chips.length) chips = [lo];
+  if (chips.length > 6) chips = chips.slice(0, 6);
+  return chips;
+}
+
+function buildChips() {
+  const chips = allowedChips();
+  if (!chips.includes(chip)) chip = chips.includes(100) ? 100 : chips[0];
+  const tray = $("#chips");
+  tray.replaceChildren(...chips.map((v, i) => {
+    const b = h("button", {
+      type: "button", role: "radio", class: `chip chip--${i}`, "data-testid": `chip-${v}`,
+      "data-value": String(v), "aria-checked": v === chip ? "true" : "false",
+      "aria-label": t("chip.aria", { amount: money(v) }), tabindex: v === chip ? "0" : "-1",
+    }, h("span", { text: compactMoney(v) }));
+    b.addEventListener("click", () => selectChip(v));
+    return b;
+  }));
+}
+
+function compactMoney(v) { return v >= 1000 ? `${v / 1000}K` : String(v); }
+
+function selectChip(v) {
+  chip = v;
+  for (const b of $$("#chips .chip")) {
+    const on = Number(b.dataset.value) === v;
+    b.setAttribute("aria-checked", on ? "true" : "false");
+    b.tabIndex = on ? 0 : -1;
+  }
+  $("#chips").dataset.selected = String(v);
+}
+
+// ---------------------------------------------------------------- server frames
+
+function onWelcome(msg, reconnect) {
+  if (msg.player) { player = msg.player; rememberPlayer(player); }
+  else if (token) {
+    // We sent a token and were welcomed as a viewer: it is not valid here any more.
+    forgetGuest();
+  }
+  const snap = msg.table;
+  if (!msg.resumed || !st) {
+    const before = st;
+    st = fromSnapshot(snap);
+    if (before && before.round_id !== st.round_id) newRoundBets(st.round_id);
+    if (!before) bets.round_id = st.round_id;
+    if (!reconnect) restoreFromRecord();
+  } else {
+    // Resumed: the missed events follow and bring us to the server's state.
+    st.name = snap.name || st.name;
+    st.limits = fromSnapshot(snap).limits;
+    st.mode = snap.mode;
+  }
+  $("#table-name").textContent = st.name;
+  buildChips();
+
+  // Bets sent before the drop: send again, same bet_id — the server takes each once.
+  for (const p of bets.pending.values()) {
+    p.resent = true;
+    conn.send({ type: "place_bet", bet_id: p.bet_id, round_id: p.round_id, spot: p.spot, amount: p.amount });
+  }
+
+  catchUpHead = msg.seq;
+  if (reconnect) openResumeWindow(msg.resumed);
+  render();
+}
+
+function onFatal(err) {
+  if (token && ["bad_token", "invalid_token", "token_expired", "unauthorized"].includes(err.code)) {
+    // The kept guest is gone (e.g. a fresh server): get a new one and come back.
+    forgetGuest();
+    token = null;
+    ensureGuest().then((g) => { if (g) { token = g.token; player = g.player; } conn.setTable(tableId); });
+    return;
+  }
+  showError(errorText(err.code, err.message));
+}
+
+function onTableEvent(ev) {
+  if (catchUpHead !== null && ev.seq > catchUpHead) catchUpHead = null;  // live from here
+  if (!st) return;
+  const prevRound = st.round_id;
+  applyEvent(st, ev);
+  switch (ev.type) {
+    case "round_opened":
+      if (ev.round_id !== prevRound) newRoundBets(ev.round_id);
+      announce(t("announce.betting_open", { n: ev.round_no }));
+      break;
+    case "betting_closed":
+      if (Object.keys(bets.draft).length) { bets.draft = {}; bets.history = []; }
+      announce(t("phase.dealing"));
+      break;
+    case "hand_revealed":
+      justRevealed = ev.hand;
+      announce(`${spotName(ev.hand)}: ${handLabel(ev.value)}`);
+      break;
+    case "round_settled":
+      announce(resultsSentence(ev.results));
+      break;
+    case "round_cancelled":
+      announce(t("banner.cancelled", { reason: ev.reason || "—" }), { urgent: true });
+      break;
+    case "table_paused":
+      announce(t("banner.paused", { reason: ev.reason || "—" }), { urgent: true });
+      break;
+    case "table_resumed":
+      announce(t("announce.resumed"));
+      break;
+    default:
+      break;
+  }
+  render();
+}
+
+function onPrivate(msg) {
+  switch (msg.type) {
+    case "bet_accepted": {
+      const p = bets.pending.get(msg.bet_id);
+      bets.pending.delete(msg.bet_id);
+      if (msg.round_id === bets.round_id) {
+        bets.confirmed[msg.spot] = (bets.confirmed[msg.spot] || 0) + msg.amount;
+      }
+      bets.unsettled.set(msg.bet_id, { ...msg });
+      // The answer to a resend may be the server's first answer again, with the balance of
+      // that moment: trust it only while its round is still the one taking bets.
+      if (!(p && p.resent) || msg.round_id === (st && st.round_id)) setBalance(msg.balance);
+      if (p || msg.round_id === bets.round_id) {
+        announce(t("announce.accepted", { spot: spotName(msg.spot), amount: money(msg.amount),
+          deducted: money(msg.deducted) }));
+      }
+      break;
+    }
+    case "bet_rejected": {
+      const p = bets.pending.get(msg.bet_id);
+      bets.pending.delete(msg.bet_id);
+      if (msg.code === "duplicate_bet_id" && p) {
+        // Our resend of a bet the server had already taken: it stands.
+        if (p.round_id === bets.round_id) bets.confirmed[p.spot] = (bets.confirmed[p.spot] || 0) + p.amount;
+        bets.unsettled.set(p.bet_id, { ...p });
+        break;
+      }
+      const what = p ? `${spotName(p.spot)} ${money(p.amount)}: ` : "";
+      showError(what + rejectText(msg.code, msg.message, p));
+      break;
+    }
+    case "bet_settled": {
+      // After a welcome the server first sends what we missed (the replay's results, or
+      // our latest results at this table): a bet we already saw settle is dropped, and
+      // until a live table event arrives their balances are older than the welcome's.
+      if (seenSettled.has(msg.bet_id)) break;
+      seenSettled.add(msg.bet_id);
+      const catchUp = catchUpHead !== null;
+      const wasOpen = bets.unsettled.delete(msg.bet_id);
+      markSeen(true);
+      if (!catchUp) setBalance(msg.balance);
+      if (msg.round_id === bets.round_id || msg.round_id === (st && st.round_id)) {
+        bets.settled.push(msg);
+      }
+      if (resumeWindow) {
+        if (!catchUp || wasOpen || resumeWindow.resumed) addToResumeSummary(msg);
+      } else if (!catchUp) announce(settledSentence(msg));
+      break;
+    }
+    case "bets":
+      break;
+    case "error":
+      showError(errorText(msg.code, msg.message));
+      break;
+    default:
+      break;
+  }
+  render();
+}
+
+function setBalance(b) {
+  if (typeof b !== "number") return;
+  if (!player) player = { id: "", name: "", balance: b };
+  player.balance = b;
+  rememberPlayer(player);
+}
+
+function newRoundBets(roundId) {
+  if (Object.keys(bets.confirmed).length) bets.last = { ...bets.confirmed };
+  bets.round_id = roundId;
+  bets.confirmed = {};
+  bets.draft = {};
+  bets.history = [];
+  bets.settled = [];
+  justRevealed = null;
+}
+
+// When this browser last saw the table live: bets settled after it were settled while
+// the player was away (even across a reload), and are summed up on arrival.
+const SEEN_KEY = "livetable.lastSeen";
+let seenWritten = 0;
+function markSeen(force = false) {
+  const now = Date.now();
+  if (force !== true && now - seenWritten < 2000) return;
+  seenWritten = now;
+  // On the server's clock, like the Bet Record's settled_at.
+  try { localStorage.setItem(SEEN_KEY, String(Math.round(serverNow()) + 500)); } catch { /* private mode */ }
+}
+function lastSeen() {
+  try { return Number(localStorage.getItem(SEEN_KEY)) || 0; } catch { return 0; }
+}
+
+/** After a reload: this round's confirmed bets and the last round's (for rebet) from the Bet Record. */
+async function restoreFromRecord() {
+  if (!token) return;
+  const since = lastSeen();
+  try {
+    const { bets: rows } = await getJSON("/api/bets?limit=50", { token });
+    if (!rows || !st) return;
+    const away = rows.filter((r) => since && r.settled_at && r.settled_at > since && r.state !== "accepted");
+    if (away.length) {
+      showResumeSummary(away.reverse().map((r) => ({ bet_id: r.bet_id, round_id: r.round_id,
+        spot: r.spot, amount: r.amount, outcome: r.state === "refunded" ? "refund" : r.outcome,
+        odds: r.odds, returned: r.returned, balance: r.balance_after, round_no: r.round_no })));
+    }
+    const mine = rows.filter((r) => r.table === tableId);
+    const current = mine.filter((r) => r.round_id === st.round_id);
+    if (current.length && !Object.keys(bets.confirmed).length) {
+      for (const r of current) {
+        bets.confirmed[r.spot] = (bets.confirmed[r.spot] || 0) + r.amount;
+        if (r.state === "accepted") bets.unsettled.set(r.bet_id, r);
+      }
+    }
+    const prev = mine.find((r) => r.round_id !== st.round_id);
+    if (prev && !Object.keys(bets.last).length) {
+      for (const r of mine.filter((x) => x.round_id === prev.round_id)) {
+        bets.last[r.spot] = (bets.last[r.spot] || 0) + r.amount;
+      }
+    }
+    render();
+  } catch { /* the Bet Record is a convenience here */ }
+}
+
+// ---------------------------------------------------------------- resume summary
+
+function openResumeWindow(resumed) {
+  clearTimeout(resumeWindow && resumeWindow.timer);
+  const settled = resumeWindow ? resumeWindow.settled : [];
+  resumeWindow = { settled, resumed, timer: setTimeout(closeResumeWindow, RESUME_WINDOW_MS) };
+}
+
+function addToResumeSummary(msg) {
+  if (!resumeWindow.settled.some((s) => s.bet_id === msg.bet_id)) resumeWindow.settled.push(msg);
+  clearTimeout(resumeWindow.timer);
+  resumeWindow.timer = setTimeout(closeResumeWindow, 800);
+}
+
+async function closeResumeWindow() {
+  const w = resumeWindow;
+  resumeWindow = null;
+  if (!w) return;
+  // Without a replay, bets we knew as open may have settled while we were away:
+  // the Bet Record has them.
+  if (bets.unsettled.size && token) {
+    try {
+      const { bets: rows } = await getJSON("/api/bets?limit=50", { token });
+      for (const r of rows || []) {
+        if (!bets.unsettled.has(r.bet_id) || r.state === "accepted") continue;
+        bets.unsettled.delete(r.bet_id);
+        w.settled.push({ bet_id: r.bet_id, round_id: r.round_id, spot: r.spot, amount: r.amount,
+          outcome: r.state === "refunded" ? "refund" : r.outcome, odds: r.odds, returned: r.returned,
+          balance: r.balance_after, round_no: r.round_no });
+      }
+    } catch { /* nothing more to add */ }
+  }
+  if (!w.settled.length) return;
+  showResumeSummary(w.settled);
+}
+
+function showResumeSummary(list) {
+  const box = $("#resume-summary");
+  const ul = $("#resume-list");
+  ul.replaceChildren(...list.map((s) => h("li", { "data-testid": "resume-item", "data-bet-id": s.bet_id },
+    settledSentence(s))));
+  const returned = list.reduce((a, s) => a + (s.returned || 0), 0);
+  const balance = player ? player.balance : list[list.length - 1].balance;
+  $("#resume-total").textContent = t("resume.total", { returned: money(returned), balance: money(balance) });
+  box.hidden = false;
+  announce(`${t("resume.title")} ${t("resume.total", { returned: money(returned), balance: money(balance) })}`);
+}
+
+// ---------------------------------------------------------------- betting
+
+function bettingOpen() {
+  return !!(st && st.phase === "betting" && st.closes_at && st.closes_at - serverNow() > 0);
+}
+
+function canBet() { return bettingOpen() && !!token && !!player && conn && conn.online; }
+
+function sum(obj, f = (s, a) => a) { return Object.entries(obj).reduce((acc, [s, a]) => acc + f(s, a), 0); }
+const deducted = (obj) => sum(obj, deductedFor);
+function pendingOn(spot) {
+  let a = 0;
+  for (const p of bets.pending.values()) if (p.spot === spot && p.round_id === bets.round_id) a += p.amount;
+  return a;
+}
+function pendingDeducted() {
+  let a = 0;
+  for (const p of bets.pending.values()) a += deductedFor(p.spot, p.amount);
+  return a;
+}
+/** What the balance can still cover: the server's balance less bets sent but not yet answered. */
+function available() { return player ? player.balance - pendingDeducted() : 0; }
+
+/** Why `draft` cannot be sent, or null. */
+function draftProblem(draft) {
+  if (!st) return null;
+  const lim = st.limits;
+  const need = deducted(draft);
+  if (need > available()) {
+    return t("warn.balance", { need: money(need), have: money(available()) });
+  }
+  for (const [spot, amount] of Object.entries(draft)) {
+    const total = amount + (bets.confirmed[spot] || 0) + pendingOn(spot);
+    const max = isPairSpot(spot) ? lim.pair_max : lim.max;
+    if (total > max) return t("warn.max", { spot: spotName(spot), max: money(max) });
+  }
+  const roundTotal = need + deducted(bets.confirmed) + pendingDeducted();
+  if (lim.round_max && roundTotal > lim.round_max) {
+    return t("warn.round_max", { max: money(lim.round_max) });
+  }
+  return null;
+}
+
+function setDraft(next, { announceIt = true } = {}) {
+  const problem = draftProblem(next);
+  if (problem) { warn(problem); return false; }
+  bets.history.push({ ...bets.draft });
+  bets.draft = next;
+  if (announceIt) announce(t("announce.draft", { deducted: money(deducted(next)) }));
+  render();
+  return true;
+}
+
+function placeChip(spot) {
+  if (!canBet()) { warn(whyNoBet()); return; }
+  const next = { ...bets.draft, [spot]: (bets.draft[spot] || 0) + chip };
+  if (setDraft(next, { announceIt: false })) {
+    announce(t("announce.placed", { spot: spotName(spot), amount: money(next[spot]),
+      deducted: money(deducted(next)) }));
+  }
+}
+
+function undo() {
+  if (!bets.history.length) return;
+  bets.draft = bets.history.pop();
+  render();
+}
+
+function clearDraft() {
+  if (!Object.keys(bets.draft).length) return;
+  bets.history.push({ ...bets.draft });
+  bets.draft = {};
+  render();
+}
+
+function rebet() {
+  if (!canBet()) { warn(whyNoBet()); return; }
+  if (!Object.keys(bets.last).length) return;
+  const next = { ...bets.draft };
+  for (const [s, a] of Object.entries(bets.last)) next[s] = (next[s] || 0) + a;
+  setDraft(next);
+}
+
+function double() {
+  if (!canBet()) { warn(whyNoBet()); return; }
+  if (!Object.keys(bets.draft).length) return;
+  const next = {};
+  for (const [s, a] of Object.entries(bets.draft)) next[s] = a * 2;
+  setDraft(next);
+}
+
+function confirmBets() {
+  if (!canBet()) { warn(whyNoBet()); return; }
+  const entries = Object.entries(bets.draft).filter(([, a]) => a > 0);
+  if (!entries.length) return;
+  const problem = draftProblem(bets.draft);
+  if (problem) { warn(problem); return; }
+  const lim = st.limits;
+  for (const [spot, amount] of entries) {
+    const min = isPairSpot(spot) ? lim.pair_min : lim.min;
+    if (amount < min) { warn(t("warn.min", { spot: spotName(spot), min: money(min) })); return; }
+  }
+  for (const [spot, amount] of entries) {
+    const p = { bet_id: newBetId(), round_id: st.round_id, spot, amount };
+    bets.pending.set(p.bet_id, p);
+    conn.send({ type: "place_bet", ...p });
+  }
+  bets.draft = {};
+  bets.history = [];
+  announce(t("announce.sent"));
+  render();
+}
+
+function whyNoBet() {
+  if (!token || !player) return t("warn.viewer");
+  if (!conn || !conn.online) return t("warn.offline");
+  if (st && st.phase === "paused") return t("reject.paused");
+  return t("warn.closed");
+}
+
+function warn(text) {
+  const el = $("#bet-warning");
+  el.textContent = text;
+  el.hidden = false;
+  announce(text, { urgent: true });
+  clearTimeout(warnTimer);
+  warnTimer = setTimeout(() => { el.hidden = true; }, 6000);
+}
+
+function showError(text) {
+  const el = $("#bet-error");
+  el.textContent = text;
+  el.hidden = false;
+  announce(text, { urgent: true });
+  clearTimeout(el._timer);
+  el._timer = setTimeout(() => { el.hidden = true; }, 10000);
+}
+
+function rejectText(code, message, bet) {
+  const key = `reject.${code}`;
+  const lim = st ? st.limits : {};
+  const pair = bet && isPairSpot(bet.spot);
+  const text = t(key, {
+    min: money(pair ? lim.pair_min : lim.min), max: money(pair ? lim.pair_max : lim.max),
+    round_max: money(lim.round_max),
+  });
+  return text === key ? t("reject.unknown", { code, message: message || "" }) : text;
+}
+
+function errorText(code, message) {
+  const key = `error.${code}`;
+  const text = t(key);
+  return text === key ? t("error.unknown", { code, message: message || "" }) : text;
+}
+
+// ---------------------------------------------------------------- keyboard
+
+const KEY_SPOTS = { Digit1: "P1", Digit2: "P2", Digit3: "P3", Digit4: "P4", Digit5: "P5",
+  Digit6: "P1_PAIR", Digit7: "P2_PAIR", Digit8: "P3_PAIR", Digit9: "P4_PAIR", Digit0: "P5_PAIR" };
+
+function onKey(e) {
+  const tag = (e.target && e.target.tagName) || "";
+  if (["INPUT", "SELECT", "TEXTAREA"].includes(tag) || e.ctrlKey || e.metaKey || e.altKey) return;
+  if (KEY_SPOTS[e.code]) { e.preventDefault(); placeChip(KEY_SPOTS[e.code]); return; }
+  const k = e.key.toLowerCase();
+  const chips = allowedChips();
+  const i = chips.indexOf(chip);
+  if (k === "[" || k === "-") { selectChip(chips[Math.max(0, i - 1)]); announce(t("chip.aria", { amount: money(chip) })); }
+  else if (k === "]" || k === "=" || k === "+") { selectChip(chips[Math.min(chips.length - 1, i + 1)]); announce(t("chip.aria", { amount: money(chip) })); }
+  else if (k === "u" || k === "backspace") undo();
+  else if (k === "c") clearDraft();
+  else if (k === "r") rebet();
+  else if (k === "d") double();
+  else if (k === "enter" && (e.shiftKey || e.target === document.body)) { e.preventDefault(); confirmBets(); }
+  else if (e.target && e.target.closest && e.target.closest("#chips") && (k === "arrowright" || k === "arrowleft")) {
+    const next = chips[Math.min(chips.length - 1, Math.max(0, i + (k === "arrowright" ? 1 : -1)))];
+    selectChip(next);
+    $(`#chips [data-value="${next}"]`).focus();
+  }
+}
+
+// ---------------------------------------------------------------- rendering
+
+function render() {
+  if (!st) return;
+  document.title = `${st.name} — ${t("app.name")}`;
+  renderStatus();
+  renderHands();
+  renderSpots();
+  renderControls();
+  renderWallet();
+  renderPayout();
+  renderBanners();
+  renderRoadmap($("#roadmap"), st.roadmap);
+  $("#roadmap-count").textContent = t("roadmap.count", { n: st.roadmap.length });
+}
+
+function renderStatus() {
+  $("#round-no").textContent = st.round_no ? t("table.round", { n: st.round_no }) : "";
+  const phase = $("#phase");
+  phase.textContent = t(`phase.${st.phase}`);
+  phase.dataset.phase = st.phase;
+  $("#mode").textContent = t(`mode.${st.mode || "auto"}`);
+  tickCountdown();
+}
+
+function tickCountdown() {
+  const el = $("#countdown");
+  if (!el || !st) return;
+  const bar = $("#countdown-bar");
+  if (st.phase === "betting" && st.closes_at) {
+    const ms = Math.max(0, st.closes_at - serverNow());
+    el.dataset.remainingMs = String(Math.round(ms));
+    const s = Math.ceil(ms / 1000);
+    el.textContent = ms > 0 ? t("countdown.seconds", { s }) : t("countdown.closing");
+    el.dataset.state = ms > 0 ? (s <= 5 ? "urgent" : "open") : "closed";
+    if (!el._total || el._round !== st.round_id) { el._total = Math.max(ms, 1000); el._round = st.round_id; }
+    bar.style.transform = `scaleX(${Math.min(1, ms / el._total)})`;
+    bar.parentElement.hidden = false;
+    const open = ms > 0;
+    if (open !== el._open) { el._open = open; renderControls(); }
+  } else {
+    el.dataset.remainingMs = "0";
+    el.dataset.state = "closed";
+    el.textContent = "";
+    bar.parentElement.hidden = true;
+    if (el._open) { el._open = false; renderControls(); }
+  }
+}
+
+function renderHands() {
+  const resultOf = Object.fromEntries((st.results || []).map((r) => [r.hand, r]));
+  for (const hand of ["BANKER", ...POSITIONS]) {
+    const box = $(`#hand-${hand}`);
+    box.querySelector(".hand__title").textContent = spotName(hand);
+    const cards = box.querySelector(".hand__cards");
+    const value = box.querySelector(".hand__value");
+    const view = st.hands[hand];
+    const small = hand !== "BANKER";
+    if (view) {
+      const sig = view.cards.join(" ");
+      if (cards.dataset.sig !== sig) {
+        cards.replaceChildren(...view.cards.map((c) => cardEl(c, { small })));
+        cards.dataset.sig = sig;
+        if (justRevealed === hand) box.classList.add("hand--flip");
+        setTimeout(() => box.classList.remove("hand--flip"), 600);
+      }
+      value.replaceChildren(
+        h("span", { class: "hand__label", text: handLabel(view.value) }),
+        view.flush ? h("span", { class: "tag tag--flush", text: t("tag.flush") }) : "",
+        view.pair ? h("span", { class: "tag tag--pair", text: t("tag.pair") }) : "");
+      value.dataset.value = view.value;
+      box.dataset.revealed = "1";
+    } else {
+      const n = st.dealt[hand] || 0;
+      const sig = `down:${n}`;
+      if (cards.dataset.sig !== sig) {
+        cards.replaceChildren(...Array.from({ length: n }, () => cardBackEl({ small })));
+        cards.dataset.sig = sig;
+      }
+      value.replaceChildren();
+      value.dataset.value = "";
+      box.dataset.revealed = "0";
+    }
+    box.dataset.dealt = String(view ? view.cards.length : st.dealt[hand] || 0);
+    if (hand === "BANKER") continue;
+    const res = $(`#result-${hand}`);
+    const r = resultOf[hand];
+    if (r) {
+      const oddsApply = r.odds === 2 && r.outcome !== "tie";
+      res.textContent = t(`result.${r.outcome}`) + (oddsApply ? " 2:1" : "");
+      res.dataset.outcome = r.outcome;
+      res.dataset.odds = String(r.odds);
+      res.className = `result result--${r.outcome}`;
+      box.dataset.outcome = r.outcome;
+    } else {
+      res.textContent = "";
+      res.dataset.outcome = "";
+      res.className = "result";
+      delete box.dataset.outcome;
+    }
+  }
+}
+
+function renderSpots() {
+  const resultOf = Object.fromEntries((st.results || []).map((r) => [r.hand, r]));
+  const open = canBet();
+  for (const spot of SPOTS) {
+    const b = $(`#spot-${spot}`);
+    const n = spot.slice(1, 2);
+    const pair = isPairSpot(spot);
+    b.querySelector(".spot__name").textContent = spotName(spot);
+    b.querySelector(".spot__odds").textContent = pair ? "11:1" : t("spot.odds_player");
+    const confirmed = bets.confirmed[spot] || 0;
+    const pend = pendingOn(spot);
+    const draft = bets.draft[spot] || 0;
+    const stake = b.querySelector(".spot__stake");
+    stake.replaceChildren();
+    if (confirmed + pend) stake.append(h("span", { class: "stake stake--confirmed", text: money(confirmed + pend) }));
+    if (draft) stake.append(h("span", { class: "stake stake--draft", text: (confirmed + pend ? "+" : "") + money(draft) }));
+    stake.dataset.confirmed = String(confirmed);
+    stake.dataset.pending = String(pend);
+    stake.dataset.draft = String(draft);
+    stake.dataset.total = String(confirmed + pend + draft);
+    b.classList.toggle("spot--has-bet", confirmed + pend + draft > 0);
+    b.setAttribute("aria-disabled", open ? "false" : "true");
+    const parts = [spotName(spot), pair ? t("spot.aria_pair") : t("spot.aria_player")];
+    if (confirmed + pend) parts.push(t("spot.aria_confirmed", { amount: money(confirmed + pend) }));
+    if (draft) parts.push(t("spot.aria_draft", { amount: money(draft) }));
+    parts.push(t("spot.aria_key", { key: pair ? String((Number(n) + 5) % 10) : n }));
+    b.setAttribute("aria-label", parts.join(". "));
+    // A settled Pair spot shows whether the pair came.
+    const r = resultOf[`P${n}`];
+    b.classList.toggle("spot--won", !!(r && (pair ? r.pair : r.outcome === "win")));
+  }
+}
+
+function renderControls() {
+  if (!st) return;
+  const open = canBet();
+  const hasDraft = Object.keys(bets.draft).length > 0;
+  $("#btn-undo").disabled = !bets.history.length;
+  $("#btn-clear").disabled = !hasDraft;
+  $("#btn-rebet").disabled = !open || !Object.keys(bets.last).length;
+  $("#btn-double").disabled = !open || !hasDraft;
+  $("#btn-confirm").disabled = !open || !hasDraft;
+  $("#betbar").dataset.open = open ? "1" : "0";
+  const need = deducted(bets.draft);
+  const stake = sum(bets.draft);
+  const summary = $("#bet-summary");
+  summary.dataset.stake = String(stake);
+  summary.dataset.deducted = String(need);
+  if (!hasDraft) {
+    summary.textContent = open ? t("bet.hint") : whyNoBetSoft();
+  } else {
+    const playerPart = sum(bets.draft, (s, a) => (isPairSpot(s) ? 0 : a));
+    const pairPart = stake - playerPart;
+    const parts = [];
+    if (playerPart) parts.push(t("bet.player_part", { stake: money(playerPart), deducted: money(2 * playerPart) }));
+    if (pairPart) parts.push(t("bet.pair_part", { stake: money(pairPart) }));
+    summary.textContent = `${t("bet.deducts", { deducted: money(need) })} (${parts.join(" + ")}) · ` +
+      t("bet.after", { balance: money(available() - need) });
+  }
+  const over = hasDraft && need > available();
+  $("#balance-warning").hidden = !over;
+  if (over) $("#balance-warning").textContent = t("warn.balance", { need: money(need), have: money(available()) });
+}
+
+function whyNoBetSoft() {
+  if (!token || !player) return t("warn.viewer");
+  if (conn && !conn.online) return t("warn.offline");
+  if (st.phase === "betting") return t("countdown.closing");
+  return t("bet.wait");
+}
+
+function renderWallet() {
+  const el = $("#balance");
+  if (!player) { el.textContent = "—"; el.dataset.value = ""; return; }
+  el.textContent = money(player.balance);
+  el.dataset.value = String(player.balance);
+  $("#player-name").textContent = player.name || "";
+  const inPlay = deducted(bets.confirmed) + pendingDeducted();
+  $("#in-play").textContent = inPlay ? t("wallet.in_play", { amount: money(inPlay) }) : "";
+  $("#in-play").dataset.value = String(inPlay);
+}
+
+function renderPayout() {
+  const box = $("#payout");
+  const list = bets.settled.filter((s) => s.round_id === bets.round_id || s.round_id === st.round_id);
+  if (!list.length) { box.hidden = true; box.dataset.returned = ""; box.dataset.net = ""; return; }
+  const returned = list.reduce((a, s) => a + s.returned, 0);
+  const ded = list.reduce((a, s) => a + deductedFor(s.spot, s.amount), 0);
+  const net = returned - ded;
+  box.hidden = false;
+  box.dataset.returned = String(returned);
+  box.dataset.net = String(net);
+  $("#payout-list").replaceChildren(...list.map((s) => h("li", {
+    "data-testid": "payout-item", "data-spot": s.spot, "data-returned": String(s.returned),
+  }, settledSentence(s))));
+  const total = $("#payout-total");
+  total.textContent = t("payout.total", { returned: money(returned), net: signed(net) });
+  total.className = `payout__total ${net > 0 ? "pos" : net < 0 ? "neg" : ""}`;
+}
+
+function renderBanners() {
+  const paused = $("#banner-paused");
+  paused.hidden = st.phase !== "paused";
+  if (!paused.hidden) paused.textContent = t("banner.paused", { reason: st.paused_reason || "—" });
+  const cancelled = $("#banner-cancelled");
+  cancelled.hidden = st.phase !== "cancelled";
+  if (!cancelled.hidden) cancelled.textContent = t("banner.cancelled", { reason: st.cancel_reason || "—" });
+  const last = $("#banner-last");
+  last.hidden = !(st.last_round || st.cut_card_out) || st.phase === "idle";
+  if (!last.hidden) last.textContent = t("banner.last_round");
+  const viewer = $("#banner-viewer");
+  viewer.hidden = !!(token && player);
+  if (!viewer.hidden) viewer.textContent = t("warn.viewer");
+}
+
+// ---------------------------------------------------------------- sentences
+
+function resultsSentence(results) {
+  return (results || []).map((r) => `${spotName(r.hand)}: ${t(`result.${r.outcome}`)}${r.odds === 2 && r.outcome !== "tie" ? " 2:1" : ""}`).join("; ");
+}
+
+function settledSentence(s) {
+  const ded = deductedFor(s.spot, s.amount);
+  const net = (s.returned || 0) - ded;
+  const odds = s.outcome === "refund" || s.outcome === "tie" ? "" : ` ${s.odds}:1`;
+  const round = s.round_no ? `${t("table.round", { n: s.round_no })} · ` : "";
+  return `${round}${spotName(s.spot)} ${money(s.amount)} — ${t(`outcome.${s.outcome}`)}${odds} · ` +
+    `${t("payout.returned", { amount: money(s.returned) })} · ${t("payout.net", { amount: signed(net) })}`;
+}
+
+main();

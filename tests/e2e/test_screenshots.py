@@ -1,0 +1,101 @@
+"""Screenshots of the pages, for docs/screenshots and for a person to look at.
+
+They are written to a temporary directory, or to the directory named by
+``LIVETABLE_SCREENSHOTS`` (``LIVETABLE_SCREENSHOTS=docs/screenshots pytest -m browser
+tests/e2e/test_screenshots.py`` refreshes the ones in the repository).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+from table_page import Bet, Server, TablePage, wait_until
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    target = os.environ.get("LIVETABLE_SCREENSHOTS")
+    out = (ROOT / target) if target and not Path(target).is_absolute() else Path(target or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _table_with_rounds(server: Server, rounds: int) -> str:
+    def ready() -> bool:
+        tables = server.api("/api/tables")["tables"]
+        return any(t["mode"] == "auto" and len(t["roadmap"]) >= rounds for t in tables)
+
+    wait_until(ready, timeout=120)
+    tables = server.api("/api/tables")["tables"]
+    return str(next(t["id"] for t in tables if t["mode"] == "auto" and len(t["roadmap"]) >= rounds))
+
+
+def _saved(path: Path) -> None:
+    assert path.exists() and path.stat().st_size > 5_000, path
+
+
+def test_screenshots(server: Server, browser: Browser, shots: Path) -> None:
+    table = _table_with_rounds(server, 3)
+    # Reduced motion: no card caught half-way through its flip.
+    ctx = browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-US",
+                              reduced_motion="reduce")
+    page: Page = ctx.new_page()
+    try:
+        page.goto(server.url)
+        lobby_roadmap = page.get_by_test_id(f"lobby-table-{table}").get_by_test_id("rm-cell")
+        expect(lobby_roadmap.first).to_be_visible()
+        page.screenshot(path=shots / "lobby.png", full_page=True)
+        _saved(shots / "lobby.png")
+
+        tp = TablePage(page, server.url).open(table)
+        tp.wait_betting(at_least_ms=3_000)
+        bets = [Bet("P1", 100), Bet("P3_PAIR", 50)]
+        for b in bets:
+            tp.place(b)
+        tp.confirm(bets)
+        tp.wait_hand("P3")
+        assert page.get_by_test_id("hand-BANKER").get_attribute("data-revealed") == "0"
+        page.screenshot(path=shots / "table-reveal.png", full_page=False)
+        _saved(shots / "table-reveal.png")
+
+        payout_items = page.get_by_test_id("payout").get_by_test_id("payout-item")
+        expect(payout_items).to_have_count(2, timeout=30_000)
+        roadmap = page.locator("section.panel", has=page.get_by_test_id("roadmap"))
+        roadmap.screenshot(path=shots / "roadmap.png")
+        _saved(shots / "roadmap.png")
+        page.screenshot(path=shots / "table-settled.png")
+
+        page.goto(f"{server.url}records.html")
+        expect(page.get_by_test_id("bet-row")).to_have_count(2)
+        page.screenshot(path=shots / "bet-record.png", full_page=True)
+        _saved(shots / "bet-record.png")
+    finally:
+        ctx.close()
+
+    # A phone, in Thai and in Hindi.
+    for lang in ("th", "hi"):
+        phone = browser.new_context(viewport={"width": 360, "height": 740}, device_scale_factor=2,
+                                    is_mobile=True, has_touch=True, reduced_motion="reduce")
+        phone.add_init_script(f"localStorage.setItem('livetable.lang', '{lang}')")
+        page = phone.new_page()
+        try:
+            tp = TablePage(page, server.url).open(table)
+            expect(page.locator("html")).to_have_attribute("lang", lang)
+            page.wait_for_function(
+                """() => document.querySelector('[data-testid=phase]').dataset.phase === 'revealing'
+                    && document.querySelector('[data-testid=hand-P2]').dataset.revealed === '1'""",
+                timeout=60_000,
+            )
+            page.screenshot(path=shots / f"table-phone-{lang}.png", full_page=True)
+            _saved(shots / f"table-phone-{lang}.png")
+            page.goto(f"{server.url}rules.html")
+            page.screenshot(path=shots / f"rules-phone-{lang}.png", full_page=False)
+        finally:
+            phone.close()
