@@ -252,6 +252,9 @@ def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
     from livetable.server.app import create_app
 
     settings = _settings(args)
+    if settings.redis_url and not settings.secret:
+        raise UsageError("with --redis every process must share LIVETABLE_SECRET (tokens "
+                         "minted by one must verify on all)")
     if getattr(args, "table_list", None):
         settings.table_ids = [t for t in args.table_list.split(",") if t]
     if settings.tables < 1:
@@ -332,13 +335,19 @@ def cmd_token(args: argparse.Namespace) -> int:
     from livetable.auth import mint
 
     settings = _settings(args)
-    secret = settings.load_secret()
+    try:
+        secret = settings.load_secret(create=False)
+    except FileNotFoundError as exc:
+        raise UsageError(f"{exc} (start the server once, or pass --data-dir)") from None
+    ttl = args.ttl if args.ttl is not None else settings.token_ttl
     if args.dealer:
-        token = mint(secret, "dealer", args.player or "dealer", args.name or "Dealer", args.ttl)
+        token = mint(secret, "dealer", args.player or "dealer", args.name or "Dealer", ttl)
     else:
         if not args.player:
             raise UsageError("give --player ID (and --name NAME), or --dealer")
-        token = mint(secret, "player", args.player, args.name or args.player, args.ttl)
+        if args.player.startswith("g_") or args.player in ("house", "external"):
+            raise UsageError(f"player id {args.player!r} is reserved (g_… ids are guests')")
+        token = mint(secret, "player", args.player, args.name or args.player, ttl)
     print(token)
     return 0
 
@@ -367,11 +376,13 @@ def cmd_deposit(args: argparse.Namespace) -> int:
         try:
             await store.ensure_player(args.player, args.name or "", 0, now_ms())
             return await store.deposit(args.id, args.player, args.amount, now_ms())
+        except ValueError as exc:  # a reserved account id
+            raise UsageError(str(exc)) from None
         finally:
             await store.close()
 
     balance = asyncio.run(deposit())
-    print(json.dumps({"player": args.player, "deposited": args.amount, "balance": balance}))
+    print(json.dumps({"player": args.player, "deposit_id": args.id, "balance": balance}))
     return 0
 
 
@@ -393,7 +404,8 @@ def _add_token(commands: Commands) -> None:
     p.add_argument("--player", help="player id")
     p.add_argument("--name", help="display name")
     p.add_argument("--dealer", action="store_true", help="a dealer token (for /ws/dealer)")
-    p.add_argument("--ttl", type=int, default=30 * 24 * 3600, help="seconds (default 30 days)")
+    p.add_argument("--ttl", type=int, default=None,
+                   help="seconds (default LIVETABLE_TOKEN_TTL or 30 days)")
     p.add_argument("--data-dir", dest="data_dir", type=Path,
                    help="data directory holding the secret (default ./data; or env "
                         "LIVETABLE_SECRET)")

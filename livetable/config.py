@@ -34,9 +34,13 @@ class Settings:
     deal_interval: float = field(default_factory=lambda: float(_env("DEAL_INTERVAL", "0.15")))
     between_rounds: float = field(default_factory=lambda: float(_env("BETWEEN_ROUNDS", "4")))
     mode: str = field(default_factory=lambda: _env("MODE", "auto"))
-    demo: bool = field(default_factory=lambda: _env("DEMO", "1") not in ("0", "false", "no"))
+    demo: bool = field(
+        default_factory=lambda: _env("DEMO", "1").lower() not in ("0", "false", "no", "off"))
     guest_balance: int = field(default_factory=lambda: int(_env("GUEST_BALANCE", "10000")))
     player_balance: int = field(default_factory=lambda: int(_env("PLAYER_BALANCE", "0")))
+    #: New demo guests per client address per minute (POST /api/guest); 0 = no limit.
+    guests_per_minute: float = field(
+        default_factory=lambda: float(_env("GUESTS_PER_MINUTE", "30")))
     secret: bytes | None = field(
         default_factory=lambda: v.encode() if (v := _env("SECRET", "")) else None)
     allowed_origins: list[str] = field(
@@ -63,7 +67,7 @@ class Settings:
     def table_names(self) -> list[str]:
         return self.table_ids or [f"t{i}" for i in range(1, self.tables + 1)]
 
-    def load_secret(self) -> bytes:
+    def load_secret(self, create: bool = True) -> bytes:
         """The signing secret: from the settings, else kept in the data directory so that
         tokens survive a restart (and every process sharing the directory agrees)."""
         if self.secret:
@@ -72,6 +76,9 @@ class Settings:
         if path.exists():
             self.secret = path.read_bytes().strip()
             return self.secret
+        if not create:
+            raise FileNotFoundError(
+                f"no signing secret: set LIVETABLE_SECRET or run where {path} exists")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         value = secrets.token_urlsafe(32).encode()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

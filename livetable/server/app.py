@@ -29,7 +29,7 @@ from livetable.bus import Bus, MemoryBus
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import Timing
-from livetable.server.gateway import Gateway
+from livetable.server.gateway import Gateway, TokenBucket
 from livetable.server.metrics import Metrics
 from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import Store
@@ -259,9 +259,21 @@ def create_app(settings: Settings, services: Services | None = None,
                                                      request.query_params.get("before"))
         return _json(p.ENCODER.encode({"bets": entries, "next": cursor}))
 
+    guest_buckets: dict[str, TokenBucket] = {}
+
     async def guest(request: Request) -> Response:
         if not settings.demo:
             return _error(403, "demo_off", "guest play is off on this server")
+        if settings.guests_per_minute > 0:
+            address = request.client.host if request.client else "?"
+            bucket = guest_buckets.get(address)
+            if bucket is None:
+                if len(guest_buckets) > 10_000:
+                    guest_buckets.clear()
+                rate = settings.guests_per_minute / 60
+                bucket = guest_buckets[address] = TokenBucket(rate, settings.guests_per_minute)
+            if not bucket.take():
+                return _error(429, "rate_limited", "too many new guests from this address")
         guest_id = new_guest_id()
         name = f"Guest {guest_id[-4:].upper()}"
         token = mint(svc.secret, "guest", guest_id, name, settings.token_ttl)

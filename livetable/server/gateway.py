@@ -41,6 +41,7 @@ from livetable.store.base import BetRequest, Store, rejected
 log = logging.getLogger("livetable.gateway")
 
 CLOSE_SERVICE_RESTART = 1012  # graceful stop: reconnect (elsewhere) and resume
+CLOSE_TRY_AGAIN_LATER = 1013  # the store is unreachable: reconnect with backoff
 CLOSE_PROTOCOL = 4000  # hello asked for a protocol version this server does not speak
 CLOSE_UNAUTHORIZED = 4001  # a bad, forged or expired token; or the wrong kind of token
 CLOSE_HELLO_TIMEOUT = 4002  # no hello within the time allowed
@@ -156,7 +157,9 @@ class Client:
         if code == CLOSE_TOO_SLOW:
             self.queue.clear()
             self.writer.cancel()
-            asyncio.get_running_loop().create_task(self._close_now(code, reason))
+            task = asyncio.get_running_loop().create_task(self._close_now(code, reason))
+            self.gateway._tasks.add(task)  # keep a reference until it is done
+            task.add_done_callback(self.gateway._tasks.discard)
         else:
             self.ready.set()
 
@@ -287,6 +290,7 @@ class Gateway:
                 others.discard(client)
                 if not others:
                     del self.players[client.identity.id]
+                    self.player_buckets.pop(client.identity.id, None)
 
     async def _receive(self, client: Client) -> str | None:
         """The next text frame; None (after an error frame) for a frame we refuse."""
@@ -323,7 +327,17 @@ class Gateway:
             return
         if hello is None:
             return
-        await self._welcome(client, hello)
+        try:
+            await self._welcome(client, hello)
+        except (WebSocketDisconnect, asyncio.CancelledError):
+            raise
+        except Exception:
+            log.exception("welcome failed")
+            self.metrics.inc("livetable_unavailable_total")
+            client.send_message(p.Error(code="unavailable",
+                                        message="the service is unavailable; reconnect shortly"))
+            client.close(CLOSE_TRY_AGAIN_LATER, "try again later")
+            return
         if client.closed:
             return
         while not client.closed:
@@ -333,9 +347,36 @@ class Gateway:
             try:
                 command = decoder.decode(text)
             except msgspec.DecodeError as exc:
-                client.send_message(p.Error(code="bad_frame", message=str(exc)))
+                client.send_message(self._undecodable(client, text, exc))
                 continue
-            await self._handle(client, command)
+            try:
+                await self._handle(client, command)
+            except (WebSocketDisconnect, asyncio.CancelledError):
+                raise
+            except Exception:  # the store is down or timed out: say so, keep the connection
+                log.exception("request failed: %s", type(command).__name__)
+                self.metrics.inc("livetable_unavailable_total")
+                bet_id = command.bet_id if isinstance(command, p.PlaceBet) else None
+                client.send_message(p.Error(
+                    code="unavailable",
+                    message="the service could not complete this request; retry it"
+                    + (f" (bet {bet_id} is taken at most once: resend the same bet_id)"
+                       if bet_id else "")))
+
+    @staticmethod
+    def _undecodable(client: Client, text: str, exc: msgspec.DecodeError) -> p.Error:
+        """The error for a frame this endpoint cannot take: a dealer command sent on the
+        players' endpoint says so, anything else says what msgspec found wrong."""
+        if client.kind == "player":
+            try:
+                command = p.DEALER_DECODER.decode(text)
+            except msgspec.DecodeError:
+                pass
+            else:
+                if not isinstance(command, p.Hello | p.Ping):
+                    return p.Error(code="not_a_dealer", message="dealer commands are taken "
+                                   "only on /ws/dealer, with a dealer token")
+        return p.Error(code="bad_frame", message=str(exc))
 
     async def _hello(self, client: Client, decoder: msgspec.json.Decoder[Any]) -> p.Hello | None:
         while True:
@@ -424,6 +465,8 @@ class Gateway:
             if not rounds or player is None:
                 break
             settled += await self.store.settlements_for_rounds(player.id, rounds)
+        else:  # the head kept moving through every await: give the snapshot instead
+            replay = None
         # The welcome burst is queued at once: a replay that fills the send queue would close
         # the client as too slow — again at each retry, so it could never catch up. Past half
         # the queue, a snapshot instead (resumed: false); the Bet Record holds any result left

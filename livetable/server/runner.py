@@ -60,6 +60,8 @@ class TableRunner:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: The engine is ahead of the store (a commit failed): reload before the next step.
+        self._stale = False
         self.on_settled = on_settled
         #: Errors after which this runner must stop driving the table (fenced out).
         self.fatal = fatal
@@ -73,17 +75,38 @@ class TableRunner:
             self.engine = TableEngine.new(self.table, name, mode=mode, limits=limits,
                                           timing=timing, rng=self._rng, epoch=now)
         else:
-            self.engine = TableEngine.from_bytes(saved, self._rng)
-            _, _, limits, timing = self._defaults
-            # operators may change limits and timing between runs
-            if limits is not None:
-                self.engine.state.limits = limits
-            if timing is not None:
-                self.engine.state.timing = timing
+            self.engine = self._restore(saved)
         async with self._lock:
             await self._commit(self.engine.recover(now), force=True)
         self.alive = True
         self._task = asyncio.create_task(self._run(), name=f"table-{self.table}")
+
+    def _restore(self, saved: bytes) -> TableEngine:
+        engine = TableEngine.from_bytes(saved, self._rng)
+        _, _, limits, timing = self._defaults
+        # operators may change limits and timing between runs
+        if limits is not None:
+            engine.state.limits = limits
+        if timing is not None:
+            engine.state.timing = timing
+        return engine
+
+    async def _reload(self) -> None:
+        """Rebuild the engine from the store's copy, after a step whose commit failed.
+
+        The engine took that step in memory, but the store may not have it (or may: a reply
+        lost with the connection). Stepping on from memory would commit the next state
+        without the lost step's events and effects — a hole in the event log, a close of
+        betting or a settlement never applied to the ledger. The stored state is the truth:
+        from it the engine takes the step again (or already has, if it was stored).
+        """
+        saved = await self.store.load_table(self.table)
+        if saved is None:
+            raise RuntimeError(f"table {self.table}: no stored state to reload")
+        self.engine = self._restore(saved)
+        self._stale = False
+        log.warning("table %s: engine reloaded from the store after a failed commit",
+                    self.table)
 
     async def stop(self) -> None:
         self.alive = False
@@ -111,6 +134,8 @@ class TableRunner:
             self._wake.clear()
             try:
                 async with self._lock:
+                    if self._stale:
+                        await self._reload()
                     await self._commit(self.engine.tick(self.clock()))
             except asyncio.CancelledError:
                 raise
@@ -128,8 +153,12 @@ class TableRunner:
         assert engine is not None
         frames = [(ev.epoch, ev.seq, p.encode(ev)) for ev in step.events]
         started = self.clock()
-        settled = await self.store.commit_step(self.table, engine.to_bytes(), frames,
-                                               step.effects, started)
+        try:
+            settled = await self.store.commit_step(self.table, engine.to_bytes(), frames,
+                                                   step.effects, started)
+        except BaseException:
+            self._stale = True  # see _reload
+            raise
         if not (frames or settled or force):
             return
         snapshot = engine.snapshot()
@@ -148,9 +177,11 @@ class TableRunner:
     async def execute(self, command: DealerAction) -> p.Ack | p.Error:
         """A dealer command: run it on the engine, store and publish the step."""
         assert self.engine is not None
-        engine = self.engine
         name = _command_name(command)
         async with self._lock:
+            if self._stale:
+                await self._reload()
+            engine = self.engine
             now = self.clock()
             try:
                 step = _dispatch(engine, command, now)

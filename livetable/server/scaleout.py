@@ -9,8 +9,10 @@ answered ``table_unavailable`` and dropped, so it can never run late.
 **Leases.** At most one engine drives a table: it holds the table's lease (a key set with
 ``NX PX``, renewed well within its time to live) and a fencing token (a counter taken when
 the lease is acquired) that the store checks on every write (see
-:class:`~livetable.store.redis.FencedOut`). An engine that cannot renew stops driving at
-once; a standby that finds the lease lapsed takes it, rebuilds the engine from the store and
+:class:`~livetable.store.redis.FencedOut`). An engine whose renewal is refused stops driving
+at once; one whose renewal gets no answer (a Redis restart, a dead pooled connection) keeps
+driving, and retrying, only while the lease surely lasts (ttl from its last renewal); a
+standby that finds the lease lapsed takes it, rebuilds the engine from the store and
 applies the engine's recovery rule: the round goes on (all its cards recorded) or is
 cancelled and refunded — within ``ttl + poll`` of the lapse (2 s + 0.5 s by default).
 On a graceful stop an engine releases its leases, so a standby takes over at once.
@@ -22,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import Callable
 
 import msgspec
@@ -119,6 +122,9 @@ class LeasedTables:
         self.owner = owner or f"engine-{secrets.token_hex(6)}"
         self.runners: dict[str, TableRunner] = {}
         self._consumers: dict[str, asyncio.Task[None]] = {}
+        #: table -> until when (monotonic) our lease surely lasts: ttl from the sending of
+        #: the last renewal (or acquisition) that Redis answered.
+        self._valid_until: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
         self._acquire = client.register_script(_ACQUIRE)
         self._renew = client.register_script(_RENEW)
@@ -150,11 +156,24 @@ class LeasedTables:
     async def _tick(self) -> None:
         for table in self.tables:
             runner = self.runners.get(table)
+            sent = time.monotonic()
             if runner is not None:
-                renewed = 0
-                with contextlib.suppress(RedisError, OSError):
-                    renewed = await self._renew(keys=[lease_key(table)],
-                                                args=[self.owner, self.ttl_ms])
+                try:
+                    renewed = bool(await self._renew(keys=[lease_key(table)],
+                                                     args=[self.owner, self.ttl_ms]))
+                except (RedisError, OSError) as exc:
+                    # No answer is not a "no": the lease lasts ttl from the last renewal
+                    # Redis took, and no other engine can take it before. A stale
+                    # connection after a Redis restart, a blip, must not cancel the round
+                    # in play; keep trying while the lease surely lasts (fencing guards
+                    # the store either way).
+                    if runner.alive and sent < self._valid_until.get(table, 0.0):
+                        log.warning("table %s: lease renewal failed (%s); retrying", table,
+                                    exc)
+                        continue
+                    renewed = False
+                if renewed:
+                    self._valid_until[table] = sent + self.ttl_ms / 1000
                 if not renewed or not runner.alive:
                     log.warning("table %s: lease lost; this engine stops driving it", table)
                     await self._drop(table)
@@ -163,6 +182,7 @@ class LeasedTables:
                 keys=[lease_key(table), lease_counter_key(table), lease_token_key(table)],
                 args=[self.owner, self.ttl_ms]))
             if token:
+                self._valid_until[table] = sent + self.ttl_ms / 1000
                 await self._take(table, token)
 
     async def _take(self, table: str, token: int) -> None:

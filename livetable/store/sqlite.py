@@ -116,7 +116,10 @@ class SQLiteStore:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute(f"PRAGMA synchronous={os.environ.get('LIVETABLE_SQLITE_SYNC', 'NORMAL')}")
+        sync = os.environ.get("LIVETABLE_SQLITE_SYNC", "NORMAL").upper()
+        if sync not in ("NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"LIVETABLE_SQLITE_SYNC must be NORMAL, FULL or EXTRA, not {sync!r}")
+        self.db.execute(f"PRAGMA synchronous={sync}")
         self.db.execute("PRAGMA foreign_keys=ON")
         self.event_retention = event_retention
         self._limits: dict[str, p.Limits] = {}  # a round's limits never change

@@ -1,0 +1,125 @@
+"""The bet rules over the wire, on a real server: the countdown, the balance, and the
+``bet_id`` as the client's idempotency key across a reconnect.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from liveserver import (
+    PLAYER_BALANCE,
+    LiveServer,
+    WireClient,
+    deducted,
+    expected_settlement,
+    hands_from,
+)
+
+
+async def test_a_bet_after_the_countdown_is_rejected(auto_server: LiveServer) -> None:
+    token, player = auto_server.guest()
+    client = await WireClient.connect(auto_server.ws, "late-bettor")
+    try:
+        welcome = await client.hello(token)
+        opened = await client.expect(lambda f: f.get("type") == "round_opened"
+                                     and f["seq"] > welcome["seq"])
+        closed = await client.expect("betting_closed", round_id=opened["round_id"])
+        assert closed["seq"] > opened["seq"]
+        answer = await client.bet("too-late", opened["round_id"], "P1", 100)
+        assert answer["type"] == "bet_rejected" and answer["code"] == "betting_closed"
+        # a round that is not this table's (or not open) is refused too
+        unknown = await client.bet("nowhere", "t9.9.9", "P1", 100)
+        assert unknown["code"] == "unknown_round"
+    finally:
+        await client.close()
+    assert auto_server.get("/api/bets", token).json() == {"bets": [], "next": None}
+    again = await WireClient.connect(auto_server.ws)
+    try:
+        assert (await again.hello(token))["player"]["balance"] == player["balance"] == 10_000
+    finally:
+        await again.close()
+
+
+async def test_a_bet_over_the_balance_is_rejected_and_takes_nothing(
+        auto_server: LiveServer) -> None:
+    # an operator's player, minted by ``livetable token``; LIVETABLE_PLAYER_BALANCE funds it
+    player_id = f"p-{uuid.uuid4().hex[:8]}"
+    token = auto_server.player_token(player_id, "Somchai")
+    client = await WireClient.connect(auto_server.ws, "somchai")
+    try:
+        welcome = await client.hello(token)
+        assert welcome["player"] == {"id": player_id, "name": "Somchai",
+                                     "balance": PLAYER_BALANCE}
+        opened = await client.expect(lambda f: f.get("type") == "round_opened"
+                                     and f["seq"] > welcome["seq"])
+        round_id = opened["round_id"]
+        # 300 on P1 deducts 600 (bet + withholding) > 500
+        answer = await client.bet("too-big", round_id, "P1", 300)
+        assert answer["type"] == "bet_rejected" and answer["code"] == "insufficient_funds"
+        assert "600" in answer["message"] and "500" in answer["message"]
+        # nothing was taken: exactly the whole balance can still be bet
+        answer = await client.bet("all-in", round_id, "P1", 250)
+        assert answer == {"type": "bet_accepted", "bet_id": "all-in", "round_id": round_id,
+                          "spot": "P1", "amount": 250, "deducted": 500, "balance": 0}
+        answer = await client.bet("one-more", round_id, "P1_PAIR", 10)
+        assert answer["code"] == "insufficient_funds"
+        settled = await client.expect("bet_settled", bet_id="all-in")
+        hands = hands_from(client.frames, round_id)
+        outcome, odds, cost, returned = expected_settlement(hands, "P1", 250)
+        assert cost == 500
+        assert (settled["outcome"], settled["odds"], settled["returned"], settled["balance"]) \
+            == (outcome, odds, returned, returned)
+    finally:
+        await client.close()
+    record = auto_server.get("/api/bets", token).json()
+    assert [e["bet_id"] for e in record["bets"]] == ["all-in"]
+    assert record["bets"][0]["balance_after"] == returned
+
+
+async def test_the_same_bet_id_after_a_reconnect_is_taken_once(
+        auto_server: LiveServer) -> None:
+    token, player = auto_server.guest()
+    start = player["balance"]
+    first = await WireClient.connect(auto_server.ws, "first")
+    second: WireClient | None = None
+    bet_id = f"retry-{uuid.uuid4().hex}"
+    try:
+        welcome = await first.hello(token)
+        opened = await first.expect(lambda f: f.get("type") == "round_opened"
+                                    and f["seq"] > welcome["seq"])
+        round_id = opened["round_id"]
+        accepted = await first.bet(bet_id, round_id, "P3", 100)
+        assert accepted == {"type": "bet_accepted", "bet_id": bet_id, "round_id": round_id,
+                            "spot": "P3", "amount": 100, "deducted": 200,
+                            "balance": start - 200}
+        resume = first.resume_point()
+        await first.close()  # the connection drops; did the bet get through? retry it
+
+        second = await WireClient.connect(auto_server.ws, "second")
+        again = await second.hello(token, resume=resume)
+        assert again["player"]["balance"] == start - 200
+        assert await second.bet(bet_id, round_id, "P3", 100) == accepted  # the same answer
+        for spot, amount, other_round in (("P3", 200, round_id), ("P4", 100, round_id),
+                                          ("P3", 100, "t1.0.0")):
+            answer = await second.bet(bet_id, other_round, spot, amount)
+            assert answer["type"] == "bet_rejected" and answer["code"] == "duplicate_bet_id"
+        # one deduction only: the next bet starts from start - 200
+        pair = await second.bet(f"pair-{uuid.uuid4().hex}", round_id, "P3_PAIR", 10)
+        assert pair["type"] == "bet_accepted" and pair["balance"] == start - 210
+
+        settled = await second.expect("bet_settled", bet_id=bet_id)
+        await second.expect("bet_settled", bet_id=pair["bet_id"])
+        hands = hands_from(second.frames, round_id)
+        _, _, _, returned = expected_settlement(hands, "P3", 100)
+        _, _, _, pair_returned = expected_settlement(hands, "P3_PAIR", 10)
+        assert settled["returned"] == returned
+        assert settled["balance"] == start - 210 + returned + pair_returned
+        await second.expect("round_opened")  # the next round: no second settlement came
+        assert [f["bet_id"] for f in second.of_type("bet_settled")].count(bet_id) == 1
+    finally:
+        await first.close()
+        if second is not None:
+            await second.close()
+    record = auto_server.get("/api/bets", token).json()["bets"]
+    assert sorted(e["bet_id"] for e in record) == sorted([bet_id, pair["bet_id"]])
+    assert [e["deducted"] for e in record if e["bet_id"] == bet_id] == [deducted("P3", 100)]

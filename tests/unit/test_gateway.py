@@ -1,0 +1,157 @@
+"""The gateway's fan-out with fake websockets: one slow client never stalls the others.
+
+Over real TCP a client that never reads is absorbed by kernel buffers for a long time, so
+this is tested here, where "never reads" is exact: the slow socket's ``send_text`` never
+returns. Given a send queue of 8, the slow client is closed with 4008 after its queue
+fills, while a fast client on the same table receives every frame, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from livetable import protocol as p
+from livetable.bus import TableBatch
+from livetable.config import Settings
+from livetable.server.gateway import CLOSE_TOO_SLOW, Gateway
+from livetable.server.metrics import Metrics
+from livetable.store.sqlite import SQLiteStore
+
+SEND_QUEUE = 8
+
+
+class FakeWebSocket:
+    """What the gateway uses of a Starlette WebSocket; ``slow`` never finishes a send."""
+
+    def __init__(self, *frames: dict[str, Any], slow: bool = False) -> None:
+        self.headers: dict[str, str] = {}
+        self.slow = slow
+        self.sent: list[dict[str, Any]] = []
+        self.incoming: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        for frame in frames:
+            self.incoming.put_nowait({"type": "websocket.receive", "text": json.dumps(frame)})
+        self.close_codes: list[int] = []
+        self.stuck = asyncio.Event()  # set once a send is blocked for good
+
+    async def accept(self) -> None:
+        return None
+
+    async def receive(self) -> dict[str, Any]:
+        return await self.incoming.get()
+
+    async def send_text(self, text: str) -> None:
+        if self.slow:
+            self.stuck.set()
+            await asyncio.Event().wait()  # the peer never reads: this send never completes
+        self.sent.append(json.loads(text))
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        self.close_codes.append(code)
+        self.incoming.put_nowait({"type": "websocket.disconnect", "code": code})
+
+
+def event(seq: int) -> bytes:
+    return p.encode(p.TablePaused(reason=f"r{seq}", table="t1", epoch=1, seq=seq))
+
+
+def snapshot(seq: int) -> bytes:
+    return p.encode(p.TableSnapshot(id="t1", name="T1", phase="idle", mode="auto",
+                                    epoch=1, seq=seq))
+
+
+async def settle(predicate: Any, timeout: float = 2.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.001)
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path) -> Any:
+    settings = Settings(data_dir=tmp_path, send_queue=SEND_QUEUE, secret=b"s" * 32,
+                        event_log_size=100, frames_per_second=1000)
+    store = SQLiteStore(tmp_path / "db.sqlite3")
+
+    async def execute(table: str, command: Any) -> p.Ack | p.Error:
+        return p.Error(code="no", message="no dealer here")
+
+    gw = Gateway(settings, store, execute, Metrics(), b"s" * 32)
+    gw.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[], snapshot=snapshot(0)))
+    yield gw
+    await store.close()
+
+
+async def test_a_slow_client_is_closed_4008_and_the_others_get_everything(
+        gateway: Gateway) -> None:
+    hello = {"type": "hello", "v": 1, "table": "t1"}
+    fast, slow = FakeWebSocket(hello), FakeWebSocket(hello, slow=True)
+    sessions = [asyncio.create_task(gateway.serve(ws, "player")) for ws in (fast, slow)]
+    feed = gateway.feeds["t1"]
+    await settle(lambda: len(feed.clients) == 2 and slow.stuck.is_set())
+    assert [f["type"] for f in fast.sent] == ["welcome"]
+
+    # the slow client's welcome is stuck in the socket; its queue takes 8 frames, the 9th
+    # overflows it
+    for seq in range(1, SEND_QUEUE + 1):
+        gateway.deliver(TableBatch(table="t1", epoch=1, seq=seq, frames=[(seq, event(seq))],
+                                   snapshot=snapshot(seq)))
+        await asyncio.sleep(0)
+    assert slow.close_codes == [] and len(feed.clients) == 2
+    for seq in range(SEND_QUEUE + 1, 31):
+        gateway.deliver(TableBatch(table="t1", epoch=1, seq=seq, frames=[(seq, event(seq))],
+                                   snapshot=snapshot(seq)))
+        await asyncio.sleep(0)
+
+    await settle(lambda: slow.close_codes and len(feed.clients) == 1)
+    assert slow.close_codes[0] == CLOSE_TOO_SLOW
+    assert gateway.metrics.counters["livetable_slow_client_closes_total"] == 1
+    async with asyncio.timeout(2):
+        await sessions[1]  # the slow client's session ended and it was forgotten
+    assert gateway.metrics.connections == 1 and slow.sent == []
+
+    # the fast client got every frame, in order, and goes on getting them
+    await settle(lambda: len(fast.sent) == 31)
+    assert [f.get("seq") for f in fast.sent[1:]] == list(range(1, 31))
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=31, frames=[(31, event(31))],
+                               snapshot=snapshot(31)))
+    await settle(lambda: len(fast.sent) == 32)
+    assert fast.close_codes == []
+
+    # the slow client comes back and resumes: it ends at the table's head, no gap after
+    back = FakeWebSocket({**hello, "resume": {"epoch": 1, "seq": 0}})
+    sessions.append(asyncio.create_task(gateway.serve(back, "player")))
+    await settle(lambda: len(feed.clients) == 2)
+    await settle(lambda: len(back.sent) >= 1)
+    welcome = back.sent[0]
+    assert welcome["type"] == "welcome" and welcome["seq"] == 31
+    # a replay of 31 frames would not fit a queue of 8: a snapshot instead of a 4008 loop
+    assert welcome["resumed"] is False and back.close_codes == []
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=32, frames=[(32, event(32))],
+                               snapshot=snapshot(32)))
+    await settle(lambda: len(back.sent) == 2 and len(fast.sent) == 33)
+    assert back.sent[1]["seq"] == 32
+
+    for ws in (fast, back):
+        await ws.close(1000)
+    async with asyncio.timeout(2):
+        await asyncio.gather(*sessions)
+    assert gateway.metrics.connections == 0 and not feed.clients
+
+
+async def test_a_short_gap_is_replayed_within_the_queue(gateway: Gateway) -> None:
+    for seq in range(1, 4):
+        gateway.deliver(TableBatch(table="t1", epoch=1, seq=seq, frames=[(seq, event(seq))],
+                                   snapshot=snapshot(seq)))
+    ws = FakeWebSocket({"type": "hello", "v": 1, "table": "t1",
+                        "resume": {"epoch": 1, "seq": 1}})
+    session = asyncio.create_task(gateway.serve(ws, "player"))
+    await settle(lambda: len(ws.sent) == 3)
+    assert ws.sent[0]["resumed"] is True and ws.sent[0]["seq"] == 3
+    assert [f["seq"] for f in ws.sent[1:]] == [2, 3]
+    await ws.close(1000)
+    async with asyncio.timeout(2):
+        await session
