@@ -1,0 +1,639 @@
+"""The Store contract (livetable/store/base.py), checked on every implementation.
+
+Every test here takes the parametrised ``store`` fixture, so it runs once per entry of
+:data:`STORE_FACTORIES`. Adding an implementation is one line in that dict: an async
+factory taking the pytest ``request`` (for ``tmp_path`` or a server fixture, through
+``request.getfixturevalue``) and ``event_retention`` (how many events per table the log
+keeps for resume).
+
+The tests drive the store the way the runner does — ``commit_step`` with engine effects
+(:class:`OpenRound`, :class:`SetBetting`, :class:`SettleRound`, :class:`CancelRound`) — but
+build those effects by hand, so that each test says exactly what the ledger was told. The
+money expected back is written out from DESIGN §1 (and cross-checked with
+:func:`settle_bet`), as the seed's examples are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Literal
+
+import pytest
+
+from livetable import protocol as p
+from livetable.engine import CancelRound, OpenRound, SetBetting, SettleRound
+from livetable.rules import BetSpot, Position, hand_of, parse_cards, settle_bet, settle_round
+from livetable.store import REJECTIONS, BetRequest, SQLiteStore, Store
+from livetable.store.sqlite import DEFAULT_EVENT_RETENTION
+
+StoreFactory = Callable[[pytest.FixtureRequest, int], Awaitable[Store]]
+
+
+async def _sqlite_memory(request: pytest.FixtureRequest, event_retention: int) -> Store:
+    return SQLiteStore(":memory:", event_retention=event_retention)
+
+
+async def _sqlite_file(request: pytest.FixtureRequest, event_retention: int) -> Store:
+    tmp_path = request.getfixturevalue("tmp_path")
+    return SQLiteStore(tmp_path / "livetable.db", event_retention=event_retention)
+
+
+#: Every Store implementation under contract. The Redis store is added here, in one line.
+STORE_FACTORIES: dict[str, StoreFactory] = {
+    "sqlite-memory": _sqlite_memory,
+    "sqlite-file": _sqlite_file,
+}
+
+T0 = 1_700_000_000_000
+TABLE = "t1"
+R1, R2 = "t1.1.1", "t1.1.2"
+CLOSES = T0 + 15_000
+#: Distinct minimums and maximums, so that each limit is seen to apply to its own spots.
+LIMITS = p.Limits(min=20, max=500, pair_min=5, pair_max=100, round_max=2_000)
+
+
+@pytest.fixture(params=sorted(STORE_FACTORIES))
+async def make_store(
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[Callable[..., Awaitable[Store]]]:
+    made: list[Store] = []
+
+    async def make(event_retention: int = DEFAULT_EVENT_RETENTION) -> Store:
+        store = await STORE_FACTORIES[request.param](request, event_retention)
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        await store.close()
+
+
+@pytest.fixture
+async def store(make_store: Callable[..., Awaitable[Store]]) -> Store:
+    return await make_store()
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+async def commit(store: Store, *effects: Any, now: int = T0,
+                 events: list[tuple[int, int, bytes]] | None = None) -> list[Any]:
+    return await store.commit_step(TABLE, b'{"state": 1}', events or [], list(effects), now)
+
+
+async def open_round(store: Store, round_id: str = R1, closes_at: int = CLOSES,
+                     table: str = TABLE, now: int = T0) -> None:
+    round_no = int(round_id.rsplit(".", 1)[1])
+    await store.commit_step(table, b"{}", [], [OpenRound(
+        table=table, round_id=round_id, shoe_id=round_id.rsplit(".", 1)[0], round_no=round_no,
+        closes_at=closes_at, limits=LIMITS)], now)
+
+
+def betting(status: Literal["betting", "paused", "closed"], round_id: str = R1,
+            closes_at: int | None = None) -> SetBetting:
+    return SetBetting(table=TABLE, round_id=round_id, status=status, closes_at=closes_at)
+
+
+def settle_effect(round_id: str, cards: dict[str, str]) -> SettleRound:
+    """The SettleRound effect of a round dealt ``cards`` (position → "9D 7C"), by the rules."""
+    hands = {Position(pos): hand_of(parse_cards(text)) for pos, text in cards.items()}
+    spots: dict[str, tuple[str, int, int]] = {
+        k.value: (v.outcome, v.odds, v.returned_multiple) for k, v in settle_round(hands).items()}
+    return SettleRound(table=TABLE, round_id=round_id, spots=spots,
+                       cards={pos: text.split() for pos, text in cards.items()})
+
+
+def cancel(round_id: str = R1, reason: str = "camera down") -> CancelRound:
+    return CancelRound(table=TABLE, round_id=round_id, reason=reason)
+
+
+def bet(player: str, bet_id: str, spot: str, amount: int, round_id: str = R1,
+        table: str = TABLE) -> BetRequest:
+    return BetRequest(player_id=player, table=table, bet_id=bet_id, round_id=round_id,
+                      spot=spot, amount=amount)
+
+
+async def balance(store: Store, player: str) -> int:
+    view = await store.player(player)
+    assert view is not None
+    return view.balance
+
+
+async def accepted(store: Store, request: BetRequest, now: int = T0 + 1) -> p.BetAccepted:
+    answer = await store.place_bet(request, now)
+    assert isinstance(answer, p.BetAccepted), answer
+    return answer
+
+
+async def ledger_view(store: Store, players: list[str]) -> tuple[object, ...]:
+    report = await store.audit()
+    assert report.ok, report.problems
+    records = [await store.bet_record(pid, 200, None) for pid in players]
+    return (report.total, report.deposits, report.house,
+            [await balance(store, pid) for pid in players], records)
+
+
+async def rejected(store: Store, request: BetRequest, code: str, now: int = T0 + 1) -> None:
+    """``request`` is refused with ``code``, and no balance, bet or record moved."""
+    players = ["alice", "bob"]
+    before = await ledger_view(store, players)
+    answer = await store.place_bet(request, now)
+    assert isinstance(answer, p.BetRejected), answer
+    assert answer.code == code
+    assert answer.message.startswith(REJECTIONS[code])
+    assert answer.bet_id == request.bet_id[:64]
+    assert await ledger_view(store, players) == before
+
+
+@pytest.fixture
+async def table(store: Store) -> Store:
+    """A store with two players and round R1 open for bets until CLOSES."""
+    await store.ensure_player("alice", "Alice", 10_000, T0)
+    await store.ensure_player("bob", "Bob", 999, T0)
+    await open_round(store)
+    return store
+
+
+# --- players and deposits -------------------------------------------------------------------
+
+
+async def test_ensure_player_is_idempotent_with_one_opening_deposit(store: Store) -> None:
+    view = await store.ensure_player("alice", "Alice", 1_000, T0)
+    assert view == p.PlayerView(id="alice", name="Alice", balance=1_000)
+    again = await store.ensure_player("alice", "Alice B.", 5_000, T0 + 1)
+    assert again == p.PlayerView(id="alice", name="Alice B.", balance=1_000)
+    assert await store.player("alice") == again
+    assert (await store.ensure_player("bob", "Bob", 0, T0)).balance == 0
+    assert await store.player("nobody") is None
+    report = await store.audit()
+    assert (report.ok, report.total, report.deposits, report.house) == (True, 0, 1_000, 0)
+
+
+async def test_deposit_is_idempotent_by_id(store: Store) -> None:
+    await store.ensure_player("alice", "Alice", 1_000, T0)
+    assert await store.deposit("d1", "alice", 500, T0) == 1_500
+    assert await store.deposit("d1", "alice", 500, T0 + 1) == 1_500
+    assert await store.deposit("d2", "alice", 250, T0 + 2) == 1_750
+    with pytest.raises(KeyError):
+        await store.deposit("d3", "nobody", 10, T0)
+    report = await store.audit()
+    assert (report.ok, report.deposits) == (True, 1_750)
+
+
+# --- place_bet: every rejection, and that it changes nothing ------------------------------------
+
+
+async def test_unknown_round(table: Store) -> None:
+    await rejected(table, bet("alice", "b1", "P1", 100, round_id="t1.9.9"), "unknown_round")
+    # A round of another table is unknown at this one.
+    await open_round(table, "t2.1.1", table="t2")
+    await rejected(table, bet("alice", "b1", "P1", 100, round_id="t2.1.1"), "unknown_round")
+    await accepted(table, bet("alice", "b1", "P1", 100, round_id="t2.1.1", table="t2"))
+
+
+async def test_betting_closed_by_the_callers_clock(table: Store) -> None:
+    await accepted(table, bet("alice", "b0", "P1", 100), now=CLOSES - 1)
+    await rejected(table, bet("alice", "b1", "P1", 100), "betting_closed", now=CLOSES)
+    await rejected(table, bet("alice", "b1", "P1", 100), "betting_closed", now=CLOSES + 5_000)
+
+
+async def test_betting_closed_after_set_betting_closed(table: Store) -> None:
+    await commit(table, betting("closed"))
+    await rejected(table, bet("alice", "b1", "P1", 100), "betting_closed", now=T0 + 2)
+
+
+async def test_betting_closed_after_the_round_ended(table: Store) -> None:
+    await open_round(table, R2)
+    await commit(table, cancel(R1))
+    await rejected(table, bet("alice", "b1", "P1", 100), "betting_closed")
+    await commit(table, settle_effect(R2, ROUND_A))
+    await rejected(table, bet("alice", "b1", "P1", 100, round_id=R2), "betting_closed")
+
+
+async def test_paused_then_resumed(table: Store) -> None:
+    await commit(table, betting("paused"))
+    await rejected(table, bet("alice", "b1", "P1", 100), "paused", now=T0 + 2)
+    await rejected(table, bet("alice", "b1", "P1", 100), "paused", now=CLOSES + 10)
+    # Resumed with a later deadline: bets are taken past the original one.
+    await commit(table, betting("betting", closes_at=CLOSES + 20_000))
+    await accepted(table, bet("alice", "b1", "P1", 100), now=CLOSES + 10)
+    await rejected(table, bet("alice", "b2", "P1", 100), "betting_closed", now=CLOSES + 20_000)
+
+
+async def test_below_min(table: Store) -> None:
+    await rejected(table, bet("alice", "b1", "P1", 19), "below_min")
+    await rejected(table, bet("alice", "b1", "P3_PAIR", 4), "below_min")
+    await accepted(table, bet("alice", "b1", "P1", 20))
+    await accepted(table, bet("alice", "b2", "P3_PAIR", 5))
+
+
+async def test_above_max_including_several_bets_on_one_spot(table: Store) -> None:
+    await rejected(table, bet("alice", "b1", "P1", 501), "above_max")
+    await rejected(table, bet("alice", "b1", "P2_PAIR", 101), "above_max")
+    await accepted(table, bet("alice", "b1", "P1", 300))
+    await rejected(table, bet("alice", "b2", "P1", 201), "above_max")
+    await accepted(table, bet("alice", "b2", "P1", 200))  # 500 on P1: the maximum
+    await rejected(table, bet("alice", "b3", "P1", 20), "above_max")
+    await accepted(table, bet("alice", "b3", "P2", 300))  # the maximum is per spot
+    await accepted(table, bet("alice", "b4", "P2_PAIR", 60))
+    await rejected(table, bet("alice", "b5", "P2_PAIR", 41), "above_max")
+    # … and per player: Bob's bets do not count against Alice's.
+    await accepted(table, bet("bob", "b1", "P1", 20))
+
+
+async def test_round_limit(table: Store) -> None:
+    await accepted(table, bet("alice", "b1", "P1", 500))  # deducts 1000
+    await accepted(table, bet("alice", "b2", "P2", 495))  # deducts 990: 1990 in the round
+    await rejected(table, bet("alice", "b3", "P3", 20), "round_limit")  # would be 2030
+    await rejected(table, bet("alice", "b3", "P3_PAIR", 11), "round_limit")  # would be 2001
+    await accepted(table, bet("alice", "b3", "P3_PAIR", 10))  # 2000: the limit itself
+    # The limit is per round: the next round starts from nothing.
+    await open_round(table, R2)
+    await accepted(table, bet("alice", "b4", "P1", 500, round_id=R2))
+
+
+async def test_insufficient_funds_counts_the_withholding(table: Store) -> None:
+    # Bob has 999: a Player bet of 500 deducts 1000 (bet + withholding).
+    await rejected(table, bet("bob", "b1", "P1", 500), "insufficient_funds")
+    answer = await accepted(table, bet("bob", "b1", "P1_PAIR", 100))  # a Pair deducts 1×
+    assert (answer.deducted, answer.balance) == (100, 899)
+    await rejected(table, bet("bob", "b2", "P2", 450), "insufficient_funds")  # needs 900
+    answer = await accepted(table, bet("bob", "b2", "P2", 449))  # needs 898
+    assert (answer.deducted, answer.balance) == (898, 1)
+    await rejected(table, bet("bob", "b3", "P3_PAIR", 5), "insufficient_funds")
+
+
+@pytest.mark.parametrize("spot", ["P6", "P0", "BANKER", "p1", "", "P1_pair", "TIE"])
+async def test_bad_spot(table: Store, spot: str) -> None:
+    await rejected(table, bet("alice", "b1", spot, 100), "bad_spot")
+
+
+@pytest.mark.parametrize("amount", [0, -5, -10**9, 10**12 + 1])
+async def test_bad_amount(table: Store, amount: int) -> None:
+    await rejected(table, bet("alice", "b1", "P1", amount), "bad_amount")
+
+
+async def test_bad_bet_id(table: Store) -> None:
+    await rejected(table, bet("alice", "", "P1", 100), "bad_bet_id")
+    await rejected(table, bet("alice", "x" * 65, "P1", 100), "bad_bet_id")
+    await accepted(table, bet("alice", "x" * 64, "P1", 100))
+
+
+async def test_duplicate_bet_id_with_other_content(table: Store) -> None:
+    await accepted(table, bet("alice", "b1", "P1", 100))
+    await open_round(table, R2)
+    await rejected(table, bet("alice", "b1", "P2", 100), "duplicate_bet_id")
+    await rejected(table, bet("alice", "b1", "P1", 101), "duplicate_bet_id")
+    await rejected(table, bet("alice", "b1", "P1", 100, round_id=R2), "duplicate_bet_id")
+    # Bet ids are the player's own: Bob may use the same one.
+    await accepted(table, bet("bob", "b1", "P2", 100))
+
+
+async def test_not_a_player(table: Store) -> None:
+    await rejected(table, bet("mallory", "b1", "P1", 100), "not_a_player")
+    # The ledger's own accounts are not players, whatever a token calls itself.
+    for account in ("house", "external", f"hold:{R1}"):
+        await rejected(table, bet(account, "b1", "P1", 100), "not_a_player")
+
+
+async def test_a_rejected_bet_id_can_be_used_again(table: Store) -> None:
+    await rejected(table, bet("alice", "b1", "P1", 10), "below_min")
+    await accepted(table, bet("alice", "b1", "P1", 100))
+
+
+async def test_the_same_bet_twice_is_accepted_once_and_answered_identically(table: Store) -> None:
+    first = await accepted(table, bet("alice", "b1", "P1", 100))
+    assert first == p.BetAccepted(bet_id="b1", round_id=R1, spot="P1", amount=100,
+                                  deducted=200, balance=9_800)
+    await accepted(table, bet("alice", "b2", "P2_PAIR", 50))  # the balance moves on
+    assert await table.place_bet(bet("alice", "b1", "P1", 100), T0 + 2) == first
+    # A retry after betting closed is still the same answer, not a rejection.
+    assert await table.place_bet(bet("alice", "b1", "P1", 100), CLOSES + 1) == first
+    assert await balance(table, "alice") == 10_000 - 200 - 50
+    entries, _ = await table.bet_record("alice", 50, None)
+    assert [e.bet_id for e in entries] == ["b2", "b1"]
+    report = await table.audit()
+    assert report.ok and report.deposits == 10_999
+
+
+# --- settlement ---------------------------------------------------------------------------------
+
+#: Banker 4C 3D: 7 points, no special pattern.
+ROUND_A = {"P1": "9H KS", "P2": "4H 4S", "P3": "5D 2C", "P4": "2H 3H", "P5": "KH QH",
+           "BANKER": "4C 3D"}
+#: Banker 2D 4C: 6 points (the "0 or 6" rule), no special pattern.
+ROUND_B = {"P1": "3S 5S", "P2": "AH 9H", "P3": "7D 2C", "P4": "2S 2H", "P5": "10C 10D",
+           "BANKER": "2D 4C"}
+#: Banker AS KS: AK Flush (7.5), a special pattern.
+ROUND_C = {"P1": "9D 9C", "P2": "3C 4D", "P3": "JD QS", "P4": "6S 6C", "P5": "8C AC",
+           "BANKER": "AS KS"}
+
+# (round, cards, spot, amount, outcome, odds, returned) — written from DESIGN §1.
+SETTLEMENTS = [
+    (R1, ROUND_A, "P1", 100, "win", 1, 300),       # 9 v 7, no pattern: 1:1
+    (R1, ROUND_A, "P2", 100, "win", 2, 400),       # pair 8 v 7: 2:1
+    (R1, ROUND_A, "P2_PAIR", 10, "win", 11, 120),  # 4H 4S: 11:1
+    (R1, ROUND_A, "P3", 100, "tie", 1, 200),       # 7 v 7
+    (R1, ROUND_A, "P4", 100, "lose", 1, 100),      # flush 5 v 7 without pattern: withholding
+    (R1, ROUND_A, "P5", 50, "win", 2, 200),        # Face-card Combo 7.3 v 7: 2:1
+    (R1, ROUND_A, "P5_PAIR", 10, "lose", 1, 0),
+    (R2, ROUND_B, "P1", 100, "win", 2, 400),       # flush 8 v Banker 6: Note 6, 2:1
+    (R2, ROUND_B, "P2", 100, "win", 1, 300),       # Flush No Point 7.1 v Banker 6: 1:1
+    (R2, ROUND_B, "P3", 100, "win", 1, 300),       # 9 v 6
+    (R2, ROUND_B, "P4", 100, "lose", 1, 100),      # pair 4 v 6
+    (R2, ROUND_B, "P4_PAIR", 20, "win", 11, 240),
+    (R2, ROUND_B, "P5", 100, "win", 1, 300),       # Special Pair 7.4 v Banker 6: 1:1
+]
+
+
+async def test_settlement_is_exact_and_paid_once(table: Store) -> None:
+    await table.deposit("more", "bob", 10_000, T0)
+    await open_round(table, R2)
+    placed: dict[str, tuple[str, int, str, int, int]] = {}
+    for n, (round_id, cards, spot, amount, outcome, odds, returned) in enumerate(SETTLEMENTS):
+        player = "alice" if n % 2 else "bob"
+        bet_id = f"b{n}"
+        await accepted(table, bet(player, bet_id, spot, amount, round_id=round_id))
+        # The expectations above agree with the one settlement function.
+        pos = BetSpot(spot).position.value
+        rules = settle_bet(BetSpot(spot), amount, hand_of(parse_cards(cards[pos])),
+                           hand_of(parse_cards(cards["BANKER"])))
+        assert (rules.outcome, rules.odds, rules.returned) == (outcome, odds, returned)
+        placed[bet_id] = (player, amount * BetSpot(spot).deducted_multiple, outcome, odds,
+                          returned)
+    before = {pid: await balance(table, pid) for pid in ("alice", "bob")}
+
+    paid: dict[str, int] = {"alice": 0, "bob": 0}
+    for round_id, cards in ((R1, ROUND_A), (R2, ROUND_B)):
+        settled = await commit(table, betting("closed", round_id), settle_effect(round_id, cards),
+                               now=T0 + 30_000)
+        expected = {(placed[f"b{n}"][0], f"b{n}", s[2], s[3], s[4], s[5], s[6])
+                    for n, s in enumerate(SETTLEMENTS) if s[0] == round_id}
+        got = {(s.player_id, s.message.bet_id, s.message.spot, s.message.amount,
+                s.message.outcome, s.message.odds, s.message.returned) for s in settled}
+        assert got == expected
+        assert all(s.message.round_id == round_id for s in settled)
+        for s in settled:
+            paid[s.player_id] += s.message.returned
+        for pid in ("alice", "bob"):
+            mine = [s for s in settled if s.player_id == pid]
+            assert mine[-1].message.balance == before[pid] + paid[pid]
+        # Committed again (a runner retrying after a crash): paid once, answered with nothing.
+        assert await commit(table, settle_effect(round_id, cards), now=T0 + 40_000) == []
+        assert await commit(table, cancel(round_id), now=T0 + 40_000) == []
+    for pid in ("alice", "bob"):
+        assert await balance(table, pid) == before[pid] + paid[pid]
+
+    report = await table.audit()
+    deducted = sum(v[1] for v in placed.values())
+    returned = sum(v[4] for v in placed.values())
+    assert (report.ok, report.total, report.deposits) == (True, 0, 20_999)
+    assert report.house == deducted - returned
+
+    view = await table.round_view(R1)
+    assert view is not None
+    assert view["state"] == "settled"
+    assert view["cards"] == {pos: text.split() for pos, text in ROUND_A.items()}
+    spots = view["spots"]
+    assert isinstance(spots, dict)
+    assert {k: list(v) for k, v in spots.items()} == {
+        k: list(v) for k, v in settle_effect(R1, ROUND_A).spots.items()}
+
+
+async def test_banker_special_pattern_takes_the_withholding(table: Store) -> None:
+    await accepted(table, bet("alice", "b1", "P2", 100))   # 7 v AK Flush: lose at 2:1
+    await accepted(table, bet("alice", "b2", "P1", 100))   # pair 8 v 7.5: win 2:1
+    await accepted(table, bet("alice", "b3", "P3", 100))   # Face-card Combo 7.3 v 7.5
+    await accepted(table, bet("alice", "b4", "P4_PAIR", 10))
+    settled = await commit(table, settle_effect(R1, ROUND_C))
+    got = {s.message.bet_id: (s.message.outcome, s.message.odds, s.message.returned)
+           for s in settled}
+    assert got == {"b1": ("lose", 2, 0), "b2": ("win", 2, 400), "b3": ("lose", 2, 0),
+                   "b4": ("win", 11, 120)}
+    assert await balance(table, "alice") == 10_000 - 610 + 520
+
+
+async def test_a_round_without_bets_settles_and_cancels_cleanly(table: Store) -> None:
+    assert await commit(table, settle_effect(R1, ROUND_A)) == []
+    await open_round(table, R2)
+    assert await commit(table, cancel(R2)) == []
+    report = await table.audit()
+    assert report.ok and report.house == 0
+
+
+# --- cancel -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", ["betting", "paused", "closed"])
+async def test_cancel_refunds_stake_and_withholding(
+    table: Store, status: Literal["betting", "paused", "closed"]
+) -> None:
+    a = await accepted(table, bet("alice", "b1", "P1", 100))
+    b = await accepted(table, bet("alice", "b2", "P1_PAIR", 50))
+    c = await accepted(table, bet("bob", "b1", "P3", 20))
+    assert (a.deducted, b.deducted, c.deducted) == (200, 50, 40)
+    if status != "betting":
+        await commit(table, betting(status))
+    refunds = await commit(table, cancel(), now=T0 + 20_000)
+    got = {(s.player_id, s.message.bet_id, s.message.outcome, s.message.odds,
+            s.message.returned) for s in refunds}
+    assert got == {("alice", "b1", "refund", 0, 200), ("alice", "b2", "refund", 0, 50),
+                   ("bob", "b1", "refund", 0, 40)}
+    last = {s.player_id: s.message.balance for s in refunds}
+    assert last == {"alice": 10_000, "bob": 999}
+    assert await balance(table, "alice") == 10_000
+    assert await balance(table, "bob") == 999
+    # Idempotent by round id: neither a second cancel nor a late settle moves money.
+    assert await commit(table, cancel()) == []
+    assert await commit(table, settle_effect(R1, ROUND_A)) == []
+    assert await balance(table, "alice") == 10_000
+    view = await table.round_view(R1)
+    assert view is not None and (view["state"], view["reason"]) == ("cancelled", "camera down")
+    entries, _ = await table.bet_record("alice", 10, None)
+    assert [(e.bet_id, e.state, e.outcome, e.returned, e.net, e.balance_after)
+            for e in entries] == [("b2", "refunded", "refund", 50, 0, 10_000),
+                                  ("b1", "refunded", "refund", 200, 0, 10_000)]
+    report = await table.audit()
+    assert report.ok and report.house == 0
+
+
+# --- the Bet Record -----------------------------------------------------------------------------
+
+
+async def test_bet_record_pages_newest_first_with_cards_and_balance_after(table: Store) -> None:
+    await accepted(table, bet("alice", "a1", "P1", 100))       # 9H KS v 4C 3D: returns 300
+    await accepted(table, bet("bob", "x1", "P1", 20))
+    await accepted(table, bet("alice", "a2", "P2_PAIR", 10))   # 4H 4S: returns 120
+    await commit(table, settle_effect(R1, ROUND_A), now=T0 + 30_000)
+    await open_round(table, R2, closes_at=T0 + 60_000, now=T0 + 40_000)
+    await accepted(table, bet("alice", "a3", "P4", 50, round_id=R2), now=T0 + 41_000)
+    await accepted(table, bet("alice", "a4", "P5", 20, round_id=R2), now=T0 + 42_000)
+    await accepted(table, bet("alice", "a5", "P1_PAIR", 5, round_id=R2), now=T0 + 43_000)
+
+    pages: list[list[p.BetRecordEntry]] = []
+    cursor: str | None = None
+    while True:
+        entries, cursor = await table.bet_record("alice", 2, cursor)
+        pages.append(entries)
+        if cursor is None:
+            break
+    assert [[e.bet_id for e in page] for page in pages] == [["a5", "a4"], ["a3", "a2"], ["a1"]]
+    every, none = await table.bet_record("alice", 50, None)
+    assert none is None
+    assert [e.bet_id for e in every] == ["a5", "a4", "a3", "a2", "a1"]
+
+    by_id = {e.bet_id: e for e in every}
+    a1, a2, a3 = by_id["a1"], by_id["a2"], by_id["a3"]
+    assert (a1.table, a1.shoe_id, a1.round_id, a1.round_no) == (TABLE, "t1.1", R1, 1)
+    assert (a1.spot, a1.amount, a1.deducted, a1.placed_at) == ("P1", 100, 200, T0 + 1)
+    assert (a1.state, a1.outcome, a1.odds, a1.returned, a1.net) == ("settled", "win", 1, 300,
+                                                                  100)
+    assert (a1.cards, a1.banker_cards) == (["9H", "KS"], ["4C", "3D"])
+    assert a1.settled_at == T0 + 30_000
+    assert (a2.cards, a2.outcome, a2.returned, a2.net) == (["4H", "4S"], "win", 120, 110)
+    # balance_after: the player's balance once the bet's round was settled.
+    assert a1.balance_after == a2.balance_after == 10_000 - 200 - 10 + 300 + 120
+    # Open bets: no result, no cards yet (the round's cards are not known).
+    assert (a3.state, a3.outcome, a3.returned, a3.net, a3.cards, a3.banker_cards,
+            a3.balance_after) == ("accepted", None, None, None, None, None, None)
+    bob, _ = await table.bet_record("bob", 50, None)
+    assert [e.bet_id for e in bob] == ["x1"]
+    assert await table.bet_record("nobody", 10, None) == ([], None)
+
+
+async def test_settlements_for_rounds(table: Store) -> None:
+    await accepted(table, bet("alice", "a1", "P1", 100))
+    await accepted(table, bet("alice", "a2", "P2_PAIR", 10))
+    await open_round(table, R2)
+    await accepted(table, bet("alice", "a3", "P1", 100, round_id=R2))
+    await commit(table, settle_effect(R1, ROUND_A))
+    got = await table.settlements_for_rounds("alice", [R1, R2])
+    assert {(s.bet_id, s.outcome, s.returned) for s in got} == {("a1", "win", 300),
+                                                               ("a2", "win", 120)}
+    assert await table.settlements_for_rounds("alice", []) == []
+    assert await table.settlements_for_rounds("bob", [R1]) == []
+    await commit(table, cancel(R2))
+    got = await table.settlements_for_rounds("alice", [R2])
+    assert [(s.bet_id, s.outcome, s.returned, s.balance) for s in got] == [
+        ("a3", "refund", 200, await balance(table, "alice"))]
+
+
+async def test_round_view(table: Store) -> None:
+    assert await table.round_view("t1.9.9") is None
+    view = await table.round_view(R1)
+    assert view is not None
+    assert (view["round_id"], view["table"], view["shoe_id"], view["round_no"], view["state"],
+            view["cards"]) == (R1, TABLE, "t1.1", 1, "betting", None)
+
+
+# --- the event log ------------------------------------------------------------------------------
+
+
+def frame(epoch: int, seq: int) -> tuple[int, int, bytes]:
+    event = p.BettingClosed(round_id=f"r{seq}", table=TABLE, epoch=epoch, seq=seq)
+    return epoch, seq, p.encode(event)
+
+
+async def test_load_table(store: Store) -> None:
+    assert await store.load_table(TABLE) is None
+    await store.commit_step(TABLE, b"one", [frame(1, 1)], [], T0)
+    assert await store.load_table(TABLE) == b"one"
+    await store.commit_step(TABLE, b"two", [], [], T0)
+    assert await store.load_table(TABLE) == b"two"
+    assert await store.load_table("t2") is None
+
+
+async def test_events_after(store: Store) -> None:
+    frames = [frame(1, seq) for seq in range(1, 6)]
+    await store.commit_step(TABLE, b"s", frames[:2], [], T0)
+    await store.commit_step(TABLE, b"s", frames[2:], [], T0)
+    await store.commit_step(TABLE, b"s", [], [], T0)  # a step without events moves no head
+    assert await store.events_after(TABLE, 1, 0, 100) == [f for _, _, f in frames]
+    assert await store.events_after(TABLE, 1, 2, 100) == [f for _, _, f in frames[2:]]
+    assert await store.events_after(TABLE, 1, 5, 100) == []   # at the head
+    assert await store.events_after(TABLE, 1, 6, 100) is None  # ahead of the head
+    assert await store.events_after(TABLE, 2, 0, 100) is None  # unknown epoch
+    assert await store.events_after("t2", 1, 0, 100) is None   # unknown table
+    assert await store.events_after(TABLE, 1, 0, 3) is None    # more missed than the limit
+    # A new epoch: the old one cannot be resumed any more.
+    await store.commit_step(TABLE, b"s", [frame(2, 1)], [], T0)
+    assert await store.events_after(TABLE, 1, 5, 100) is None
+    assert await store.events_after(TABLE, 2, 0, 100) == [frame(2, 1)[2]]
+
+
+async def test_events_after_a_trimmed_log(make_store: Callable[..., Awaitable[Store]]) -> None:
+    store = await make_store(event_retention=10)
+    for start in range(1, 1001, 100):
+        await store.commit_step(TABLE, b"s", [frame(1, seq) for seq in range(start, start + 100)],
+                                [], T0)
+    assert await store.events_after(TABLE, 1, 0, 10_000) is None
+    assert await store.events_after(TABLE, 1, 500, 10_000) is None
+    assert await store.events_after(TABLE, 1, 995, 10_000) == [
+        frame(1, seq)[2] for seq in range(996, 1001)]
+
+
+# --- audit ------------------------------------------------------------------------------------
+
+
+async def test_audit_is_ok_through_a_round(table: Store) -> None:
+    for step in range(3):
+        report = await table.audit()
+        assert (report.ok, report.total, report.problems) == (True, 0, [])
+        if step == 0:
+            await accepted(table, bet("alice", "a1", "P1", 100))
+        elif step == 1:
+            await commit(table, settle_effect(R1, ROUND_A))
+
+
+async def test_audit_detects_a_tampered_balance_sqlite() -> None:
+    store = SQLiteStore(":memory:")
+    await store.ensure_player("alice", "Alice", 1_000, T0)
+    await open_round(store)
+    await accepted(store, bet("alice", "a1", "P1", 100))
+    assert (await store.audit()).ok
+    store.db.execute("UPDATE accounts SET balance = balance + 500 WHERE id = 'alice'")
+    report = await store.audit()
+    assert not report.ok
+    assert report.total == 500
+    assert any("alice" in problem for problem in report.problems)
+    store.db.execute("UPDATE accounts SET balance = balance - 500 WHERE id = 'alice'")
+    assert (await store.audit()).ok
+    # A hold moved without a transfer, even if the sum is kept, is drift too.
+    store.db.execute("UPDATE accounts SET balance = balance - 50 WHERE id = 'hold:t1.1.1'")
+    store.db.execute("UPDATE accounts SET balance = balance + 50 WHERE id = 'house'")
+    report = await store.audit()
+    assert not report.ok and report.total == 0
+    assert any("hold:t1.1.1" in problem for problem in report.problems)
+    await store.close()
+
+
+async def test_audit_detects_a_bet_left_open_in_an_ended_round_sqlite() -> None:
+    store = SQLiteStore(":memory:")
+    await store.ensure_player("alice", "Alice", 1_000, T0)
+    await open_round(store)
+    await accepted(store, bet("alice", "a1", "P1", 100))
+    await commit(store, settle_effect(R1, ROUND_A))
+    store.db.execute("UPDATE bets SET state = 'accepted'")
+    report = await store.audit()
+    assert not report.ok
+    assert any("neither settled nor refunded" in problem for problem in report.problems)
+    await store.close()
+
+
+async def test_ids_with_colons_do_not_collide(store: Store) -> None:
+    # Player and bet ids are free text: "a" betting "b:c" is not "a:b" betting "c".
+    await store.ensure_player("a", "A", 10_000, T0)
+    await store.ensure_player("a:b", "AB", 10_000, T0)
+    await open_round(store)
+    first = await accepted(store, bet("a:b", "c", "P1", 100))
+    second = await accepted(store, bet("a", "b:c", "P1", 100))
+    assert (first.balance, second.balance) == (9_800, 9_800)
+    assert await balance(store, "a") == 9_800
+    assert await balance(store, "a:b") == 9_800
+    assert (await store.audit()).ok
+    refunds = await commit(store, cancel())
+    assert {(s.player_id, s.message.returned) for s in refunds} == {("a", 200), ("a:b", 200)}
+    assert await balance(store, "a") == 10_000
+    assert await balance(store, "a:b") == 10_000
+    report = await store.audit()
+    assert report.ok and report.house == 0
