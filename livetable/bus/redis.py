@@ -28,7 +28,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from livetable.bus import BATCH_DECODER, BATCH_ENCODER, TableBatch
 from livetable.engine import TableEngine
@@ -93,6 +93,10 @@ class RedisBus:
         while True:
             pubsub: Any = None
             try:
+                if isinstance(self.redis, RedisCluster):
+                    # SSUBSCRIBE routes by the client's slot map, which nothing else may
+                    # have loaded yet (a gateway never publishes)
+                    await self.redis.initialize()
                 pubsub = self.redis.pubsub()
                 channels = [channel(t) for t in self.tables]
                 if self.sharded:
@@ -110,8 +114,10 @@ class RedisBus:
                 await self._pump(pubsub)
             except asyncio.CancelledError:
                 raise
-            except (RedisError, OSError, TimeoutError) as exc:
+            except (RedisError, RedisClusterException, OSError, TimeoutError) as exc:
                 log.warning("redis bus: subscription lost (%s); reconnecting", exc)
+            except Exception:  # never let the subscription die quietly: log and go on
+                log.exception("redis bus: subscription failed; reconnecting")
             finally:
                 self.healthy = False
                 if pubsub is not None:
@@ -127,7 +133,14 @@ class RedisBus:
         while True:
             now = time.monotonic()
             if now - last_ping >= self.ping_interval:
-                await pubsub.ping()
+                if self.sharded:
+                    # the PING must travel on the shard connections the messages come
+                    # by (a cluster pubsub's own ping goes to some other node, and its
+                    # PONG would never be read here)
+                    for shard in list(pubsub.node_pubsub_mapping.values()):
+                        await shard.ping()
+                else:
+                    await pubsub.ping()
                 last_ping = now
             if now - last_heard > self.silence_timeout:
                 raise TimeoutError(f"no word from Redis for {self.silence_timeout:g} s")

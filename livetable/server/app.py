@@ -86,14 +86,24 @@ class Services:
         if settings.redis_url and store is None:
             from redis.asyncio import BlockingConnectionPool, Redis
             from redis.asyncio.cluster import RedisCluster
+            from redis.asyncio.retry import Retry
+            from redis.backoff import ExponentialBackoff
+            from redis.exceptions import ConnectionError as RedisConnectionError
+            from redis.exceptions import TimeoutError as RedisTimeoutError
 
             from livetable.bus.redis import RedisBus
             from livetable.server.scaleout import LeasedTables, RedisControl
             from livetable.store.redis import FencedOut, RedisStore
 
-            self.redis = Redis(connection_pool=BlockingConnectionPool.from_url(
-                settings.redis_url, max_connections=512, timeout=10,
-                health_check_interval=5))
+            # Retry a command once or twice on a dropped connection (after a Redis restart
+            # the first command on each pooled connection fails). Safe: every write is
+            # idempotent by its id (bet, step, round).
+            self.redis = Redis(
+                connection_pool=BlockingConnectionPool.from_url(
+                    settings.redis_url, max_connections=512, timeout=10,
+                    health_check_interval=5),
+                retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+                retry_on_error=[RedisConnectionError, RedisTimeoutError])
             self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
                                       if settings.redis_pubsub_cluster else None)
             redis_store = RedisStore(self.redis, event_retention=settings.event_log_size * 4)

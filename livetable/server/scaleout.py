@@ -152,6 +152,8 @@ class LeasedTables:
                 await self._tick()
             except (RedisError, OSError) as exc:
                 log.warning("leases: Redis unreachable (%s)", exc)
+            except Exception:  # never let one table's trouble stop the renewals of others
+                log.exception("leases: unexpected error; going on")
 
     async def _tick(self) -> None:
         for table in self.tables:
@@ -191,8 +193,13 @@ class LeasedTables:
         runner = self.make_runner(table)
         try:
             await runner.start()
-        except FencedOut:
-            log.warning("table %s: fenced out while starting", table)
+        except Exception as exc:  # fenced out, or a state we cannot start from
+            log.warning("table %s: could not start (%s); releasing the lease", table, exc)
+            self.store.fence_tokens.pop(table, None)
+            with contextlib.suppress(RedisError, OSError):
+                await self._release(keys=[lease_key(table)], args=[self.owner])
+            if not isinstance(exc, FencedOut | RedisError | OSError):
+                raise
             return
         self.runners[table] = runner
         self._consumers[table] = asyncio.create_task(self._serve_commands(table, runner))

@@ -1,0 +1,98 @@
+"""The runner when the store fails a step: the table goes on without losing the step.
+
+A commit can fail before the store wrote anything (the store is unreachable) or after (the
+reply was lost with the connection). Either way the engine has already taken the step in
+memory; the runner must rebuild it from the store before the next step, or the next commit
+would skip the failed step's events (a hole in the event log) and its effects (a close of
+betting, a settlement never applied to the ledger). Found by the scale-out test that kills
+Redis while cards are dealt (tests/integration/test_scaleout_redis_restart.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from livetable import protocol as p
+from livetable.bus import MemoryBus, TableBatch
+from livetable.engine import SetBetting, SettleRound, Timing
+from livetable.server.runner import TableRunner
+from livetable.store import BetRequest, SQLiteStore
+from livetable.store.base import Settled
+
+TABLE = "t1"
+T = TypeVar("T")
+EVENTS = msgspec.json.Decoder(p.AnyTableEvent)
+
+
+class FlakyStore:
+    """A store whose commit of the close of betting fails after writing (reply lost), and
+    whose first settlement fails before writing (store unreachable)."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self.inner = inner
+        self.failed: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
+                          effects: list[Any], now: int) -> list[Settled]:
+        closes = any(isinstance(e, SetBetting) and e.status == "closed" for e in effects)
+        settles = any(isinstance(e, SettleRound) for e in effects)
+        if settles and "settle" not in self.failed:
+            self.failed.append("settle")
+            raise ConnectionError("store unreachable")
+        settled = await self.inner.commit_step(table, state, events, effects, now)
+        if closes and "close" not in self.failed:
+            self.failed.append("close")
+            raise ConnectionError("connection lost before the reply")
+        return settled
+
+
+async def test_failed_commits_lose_no_step(tmp_path: Path) -> None:
+    store = FlakyStore(SQLiteStore(tmp_path / "db.sqlite3"))
+    bus = MemoryBus()
+    batches: list[TableBatch] = []
+    bus.subscribe(batches.append)
+    runner = TableRunner(TABLE, store, bus,  # type: ignore[arg-type]  # a Store by delegation
+                         timing=Timing(betting_ms=300, deal_interval_ms=5,
+                                       reveal_interval_ms=5, between_rounds_ms=50))
+    await store.ensure_player("p1", "P1", 1000, 0)
+    await runner.start()
+    try:
+        async def wait_for(kind: type[T], count: int = 1) -> T:
+            async with asyncio.timeout(10):
+                while True:
+                    found = [e for b in batches for _, f in b.frames
+                             if isinstance(e := EVENTS.decode(f), kind)]
+                    if len(found) >= count:
+                        return found[count - 1]
+                    await asyncio.sleep(0.01)
+
+        opened = await wait_for(p.RoundOpened)
+        answer = await store.place_bet(BetRequest(player_id="p1", table=TABLE, bet_id="b1",
+                                                  round_id=opened.round_id, spot="P1",
+                                                  amount=100), opened.closes_at - 200)
+        assert isinstance(answer, p.BetAccepted), answer
+        await wait_for(p.RoundOpened, 2)  # the next round: the first one is over
+    finally:
+        await runner.stop()
+    assert store.failed == ["close", "settle"]
+
+    state = await store.load_table(TABLE)
+    assert state is not None
+    head = max(seq for b in batches for seq, _ in b.frames)
+    logged = await store.events_after(TABLE, batches[0].epoch, 0, 10_000)
+    assert logged is not None and len(logged) == head  # every event once, no hole
+    view = await store.round_view(opened.round_id)
+    assert view is not None and view["state"] == "settled"
+    record, _ = await store.bet_record("p1", 10, None)
+    assert [(e.bet_id, e.state) for e in record] == [("b1", "settled")]
+    report = await store.audit()
+    assert report.ok, report.problems
+    await store.close()
+
