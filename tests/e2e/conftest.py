@@ -105,10 +105,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         log.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # Module scope: Playwright's sync API keeps an event loop running in this thread while
+    # it is open, which the asyncio tests that follow cannot share.
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"no chromium at {CHROMIUM}")
+        pytest.fail(f"no chromium at {CHROMIUM}: bin/test installs Debian's chromium")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:

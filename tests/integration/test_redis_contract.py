@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import test_store_contract as contract
-from redis_util import RedisServer, redis_available, start_redis
+from redis_util import RedisServer, start_redis
 
 from livetable.store import Store
 from livetable.store.redis import RedisStore
@@ -29,7 +29,6 @@ from livetable.store.sqlite import DEFAULT_EVENT_RETENTION
 
 pytestmark = [
     pytest.mark.redis,
-    pytest.mark.skipif(not redis_available(), reason="no redis-server binary"),
 ]
 
 _STORE_FIXTURES = {"store", "table", "make_store"}

@@ -30,7 +30,7 @@ from redis.crc import key_slot
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from redis_util import RedisServer, redis_available, start_redis
+from redis_util import RedisServer, start_redis
 
 from livetable import protocol as p
 from livetable.engine import (
@@ -54,7 +54,6 @@ from livetable.store.redis import (
 
 pytestmark = [
     pytest.mark.redis,
-    pytest.mark.skipif(not redis_available(), reason="no redis-server binary"),
 ]
 
 T0 = 1_700_000_000_000

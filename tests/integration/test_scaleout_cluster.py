@@ -18,7 +18,6 @@ A cluster of three masters runs locally (``cluster-enabled`` redis-servers joine
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from deployment import (
 from liveserver import TABLE, LiveServer, WireClient, close_all, hands_from
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
-from redis_util import RedisServer, redis_available, start_redis
+from redis_util import RedisServer, start_redis
 
 from livetable.bus import TableBatch
 from livetable.bus.redis import channel
@@ -48,8 +47,6 @@ from livetable.store.redis import RedisStore, lease_token_key
 
 pytestmark = [
     pytest.mark.redis,
-    pytest.mark.skipif(not redis_available(), reason="no redis-server binary"),
-    pytest.mark.skipif(shutil.which("redis-cli") is None, reason="no redis-cli binary"),
 ]
 
 #: Longer than the bus watchdog's 3 s of silence: an idle subscription must not look dead.

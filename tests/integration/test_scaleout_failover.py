@@ -35,11 +35,9 @@ from deployment import (
     table_events,
 )
 from liveserver import HANDS, WireClient, close_all, hands_from
-from redis_util import redis_available
 
 pytestmark = [
     pytest.mark.redis,
-    pytest.mark.skipif(not redis_available(), reason="no redis-server binary"),
 ]
 
 #: The lease lives 2 s and a standby looks every 0.5 s: a takeover within 2.5 s of the

@@ -25,11 +25,9 @@ from deployment import (
     table_events,
 )
 from liveserver import WireClient, close_all, hands_from
-from redis_util import redis_available
 
 pytestmark = [
     pytest.mark.redis,
-    pytest.mark.skipif(not redis_available(), reason="no redis-server binary"),
 ]
 
 

@@ -31,11 +31,9 @@ from deployment import (
     wait_for,
 )
 from liveserver import WireClient, hands_from
-from redis_util import redis_available
 
 pytestmark = [
     pytest.mark.redis,
-    pytest.mark.skipif(not redis_available(), reason="no redis-server binary"),
 ]
 
 

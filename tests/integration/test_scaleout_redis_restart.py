@@ -29,11 +29,9 @@ from deployment import (
     running,
 )
 from liveserver import expected_settlement
-from redis_util import redis_available
 
 pytestmark = [
     pytest.mark.redis,
-    pytest.mark.skipif(not redis_available(), reason="no redis-server binary"),
 ]
 
 

@@ -39,11 +39,10 @@ from deployment import (
     wait_for,
 )
 from liveserver import WireClient, hands_from
-from redis_util import redis_available, start_redis
+from redis_util import start_redis
 
 pytestmark = [
     pytest.mark.redis,
-    pytest.mark.skipif(not redis_available(), reason="no redis-server binary"),
 ]
 
 RECONNECTS = "livetable_redis_reconnects_total"
