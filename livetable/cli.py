@@ -275,7 +275,9 @@ def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
     else:
         print(f"livetable: health and metrics at http://{shown}:{settings.port}/readyz, "
               f"/metrics", flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, ws="websockets-sansio",
+    from livetable.server.wsproto import FramedWebSocketProtocol
+
+    uvicorn.run(app, host=settings.host, port=settings.port, ws=FramedWebSocketProtocol,
                 ws_max_size=64 * 1024, log_level=args.log_level, lifespan="on",
                 timeout_graceful_shutdown=5)
     return 0

@@ -36,6 +36,7 @@ from livetable.bus import TableBatch
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.server.metrics import Metrics
+from livetable.server.wsproto import EXTENSION, text_frame
 from livetable.store.base import BetRequest, Store, rejected
 
 log = logging.getLogger("livetable.gateway")
@@ -105,6 +106,9 @@ class Client:
         self.queue: deque[str] = deque()
         self.limit = gateway.settings.send_queue
         self.ready = asyncio.Event()
+        self.in_flight = False  # a queued frame is being sent through ASGI
+        extensions = ws.scope.get("extensions") or {}
+        self.write_frame: Callable[[bytes], bool] | None = extensions.get(EXTENSION)
         self.closed = False
         self.close_code: int | None = None
         self.close_reason = ""
@@ -113,8 +117,14 @@ class Client:
         rate = gateway.settings.frames_per_second * (5 if kind == "dealer" else 1)
         self.bucket = TokenBucket(rate, rate * 2)
 
-    def send(self, frame: str) -> None:
+    def send(self, frame: str, framed: bytes | None = None) -> None:
+        """Queue ``frame``; or, given its websocket framing and an idle connection, write
+        it at once (see :mod:`livetable.server.wsproto`)."""
         if self.closed:
+            return
+        if (framed is not None and self.write_frame is not None and not self.queue
+                and not self.in_flight and self.write_frame(framed)):
+            self.gateway.metrics.frames_out += 1
             return
         if len(self.queue) >= self.limit:
             self.gateway.metrics.inc("livetable_slow_client_closes_total")
@@ -135,7 +145,9 @@ class Client:
                 self.ready.clear()
                 while self.queue:
                     frame = self.queue.popleft()
+                    self.in_flight = True
                     await ws.send_text(frame)
+                    self.in_flight = False
                     metrics.frames_out += 1
                 if self.closed:
                     break
@@ -200,7 +212,8 @@ class Gateway:
             feed = TableFeed(batch.table, batch.epoch, 0, batch.snapshot,
                              deque(maxlen=self.settings.event_log_size))
             self.feeds[batch.table] = feed
-        fresh = [(seq, frame.decode()) for seq, frame in batch.frames if seq > feed.seq]
+        new = [(seq, raw) for seq, raw in batch.frames if seq > feed.seq]
+        fresh = [(seq, raw.decode()) for seq, raw in new]
         if feed.seq and ((fresh and fresh[0][0] != feed.seq + 1)
                          or (not fresh and batch.seq > feed.seq)):
             self.metrics.inc("livetable_feed_gaps_total")
@@ -212,9 +225,12 @@ class Gateway:
         if fresh:
             sent_at = time.monotonic()
             feed.ring.extend(fresh)
+            # framed once per event: the same bytes go to every connection
+            framed = [(text, text_frame(raw)) for (_, text), (_, raw) in zip(fresh, new,
+                                                                              strict=True)]
             for client in list(feed.clients):
-                for _, frame in fresh:
-                    client.send(frame)
+                for frame, wire in framed:
+                    client.send(frame, wire)
             self.metrics.fanout(len(fresh) * len(feed.clients), time.monotonic() - sent_at)
         for player_id, private in batch.private:
             for client in self.players.get(player_id, ()):

@@ -20,6 +20,7 @@ from livetable.bus import TableBatch
 from livetable.config import Settings
 from livetable.server.gateway import CLOSE_TOO_SLOW, Gateway
 from livetable.server.metrics import Metrics
+from livetable.server.wsproto import EXTENSION
 from livetable.store.sqlite import SQLiteStore
 
 SEND_QUEUE = 8
@@ -28,8 +29,16 @@ SEND_QUEUE = 8
 class FakeWebSocket:
     """What the gateway uses of a Starlette WebSocket; ``slow`` never finishes a send."""
 
-    def __init__(self, *frames: dict[str, Any], slow: bool = False) -> None:
+    def __init__(self, *frames: dict[str, Any], slow: bool = False,
+                 direct: bool = False) -> None:
         self.headers: dict[str, str] = {}
+        # with ``direct``, the connection offers wsproto's write_frame extension; it takes
+        # frames while ``writable`` and records them (the raw websocket frames) in ``wire``
+        self.scope: dict[str, Any] = {"type": "websocket", "extensions": {}}
+        self.wire: list[bytes] = []
+        self.writable = True
+        if direct:
+            self.scope["extensions"][EXTENSION] = self._write_frame
         self.slow = slow
         self.sent: list[dict[str, Any]] = []
         self.incoming: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -44,6 +53,18 @@ class FakeWebSocket:
     async def receive(self) -> dict[str, Any]:
         return await self.incoming.get()
 
+    def _write_frame(self, frame: bytes) -> bool:
+        if not self.writable:
+            return False
+        self.wire.append(frame)
+        return True
+
+    def received(self) -> list[dict[str, Any]]:
+        """Every message in the order the peer would read it: queued sends and direct
+        frames interleave in the gateway's order, so decode both into one list by seq."""
+        direct = [json.loads(_payload(f)) for f in self.wire]
+        return sorted(self.sent + direct, key=lambda m: m.get("seq", -1))
+
     async def send_text(self, text: str) -> None:
         if self.slow:
             self.stuck.set()
@@ -53,6 +74,18 @@ class FakeWebSocket:
     async def close(self, code: int = 1000, reason: str = "") -> None:
         self.close_codes.append(code)
         self.incoming.put_nowait({"type": "websocket.disconnect", "code": code})
+
+
+def _payload(frame: bytes) -> bytes:
+    """The payload of an unmasked websocket frame, checking its header."""
+    assert frame[0] == 0x81  # FIN, text
+    n = frame[1]
+    if n == 126:
+        n, start = int.from_bytes(frame[2:4], "big"), 4
+    else:
+        start = 2
+    assert len(frame) == start + n
+    return frame[start:]
 
 
 def event(seq: int) -> bytes:
@@ -155,3 +188,34 @@ async def test_a_short_gap_is_replayed_within_the_queue(gateway: Gateway) -> Non
     await ws.close(1000)
     async with asyncio.timeout(2):
         await session
+
+
+async def test_table_events_go_straight_to_idle_connections_framed_once(
+        gateway: Gateway) -> None:
+    """With wsproto's extension, a table event is written to each idle connection as the
+    same framed bytes; a connection whose transport pushes back gets it through its queue,
+    in order, and direct writes resume only once that queue is drained."""
+    hello = {"type": "hello", "v": 1, "table": "t1"}
+    a, b = FakeWebSocket(hello, direct=True), FakeWebSocket(hello, direct=True)
+    sessions = [asyncio.create_task(gateway.serve(ws, "player")) for ws in (a, b)]
+    feed = gateway.feeds["t1"]
+    await settle(lambda: len(feed.clients) == 2 and a.sent and b.sent)
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=1, frames=[(1, event(1))],
+                               snapshot=snapshot(1)))
+    assert a.wire == b.wire and len(a.wire) == 1  # written at once, the same bytes
+    assert json.loads(_payload(a.wire[0]))["seq"] == 1
+
+    b.writable = False  # b's transport is paused: its frames queue up
+    for seq in (2, 3):
+        gateway.deliver(TableBatch(table="t1", epoch=1, seq=seq, frames=[(seq, event(seq))],
+                                   snapshot=snapshot(seq)))
+    b.writable = True
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=4, frames=[(4, event(4))],
+                               snapshot=snapshot(4)))
+    await settle(lambda: len(b.received()) == 5)
+    assert [m.get("seq") for m in a.received()[1:]] == [1, 2, 3, 4]
+    assert len(a.wire) == 4 and [m["seq"] for m in b.sent[1:]] == [2, 3, 4]  # queued, in order
+    for ws in (a, b):
+        await ws.close(1000)
+    async with asyncio.timeout(2):
+        await asyncio.gather(*sessions)

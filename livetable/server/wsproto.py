@@ -1,0 +1,52 @@
+"""uvicorn's websocket protocol (``websockets`` sans-IO), plus one ASGI scope extension.
+
+Why: a table event goes to every viewer with the very same bytes — a server's frames are
+not masked — yet through ASGI each connection would wake its writer task, pass the text
+through Starlette and uvicorn, and have the websockets protocol frame it again. The
+benchmark (docs/benchmarks.md) measured that path at about twice the CPU per frame of a bare
+``websockets.broadcast``.
+
+So the connection offers ``scope["extensions"]["livetable.write_frame"]``: a function that
+writes an already-framed message straight to the transport and answers True — or answers
+False, and writes nothing, whenever that would not be safe (handshake not complete, closing,
+or the transport paused by flow control). The gateway uses it only when the connection has
+nothing queued and no send in flight, so order is kept and a slow client still only delays
+itself; otherwise the frame takes the ordinary ASGI path.
+
+Sent uncompressed: with permessage-deflate negotiated, an uncompressed message (RSV1 clear)
+is still valid (RFC 7692 §6).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+EXTENSION = "livetable.write_frame"
+
+
+def text_frame(payload: bytes) -> bytes:
+    """A whole unmasked websocket text frame (FIN, opcode 1) around UTF-8 ``payload``."""
+    n = len(payload)
+    if n < 126:
+        return struct.pack("!BB", 0x81, n) + payload
+    if n < 65536:
+        return struct.pack("!BBH", 0x81, 126, n) + payload
+    return struct.pack("!BBQ", 0x81, 127, n) + payload
+
+
+class FramedWebSocketProtocol(WebSocketsSansIOProtocol):
+    def handle_connect(self, event: Any) -> None:
+        super().handle_connect(event)
+        scope: Any = getattr(self, "scope", None)
+        if scope is not None:  # the app's task has not started yet: it will see this
+            scope["extensions"][EXTENSION] = self.write_frame
+
+    def write_frame(self, frame: bytes) -> bool:
+        if (not self.handshake_complete or self.close_sent or self.disconnected
+                or not self.writable.is_set() or self.transport.is_closing()):
+            return False
+        self.transport.write(frame)
+        return True
