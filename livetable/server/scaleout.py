@@ -69,8 +69,15 @@ end
 return 0
 """
 _RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local owner = redis.call('GET', KEYS[1])
+if owner == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+-- Lapsed (a starved event loop renewed late) but nobody took it since: the fencing token
+-- is still ours, so nothing was written by another engine. Take it back, keep the round.
+if not owner and redis.call('GET', KEYS[2]) == ARGV[3] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
 end
 return 0
 """
@@ -161,8 +168,10 @@ class LeasedTables:
             sent = time.monotonic()
             if runner is not None:
                 try:
-                    renewed = bool(await self._renew(keys=[lease_key(table)],
-                                                     args=[self.owner, self.ttl_ms]))
+                    renewed = bool(await self._renew(
+                        keys=[lease_key(table), lease_token_key(table)],
+                        args=[self.owner, self.ttl_ms,
+                              self.store.fence_tokens.get(table, -1)]))
                 except (RedisError, OSError) as exc:
                     # No answer is not a "no": the lease lasts ttl from the last renewal
                     # Redis took, and no other engine can take it before. A stale

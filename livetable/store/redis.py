@@ -86,6 +86,7 @@ table first compares the token inside the step script and writes nothing, raisin
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import defaultdict
 from collections.abc import Sequence
@@ -560,6 +561,8 @@ class RedisStore:
         self.event_retention = event_retention
         #: table -> our fencing token; set by the table's lease holder (see FencedOut).
         self.fence_tokens: dict[str, int] = {}
+        self._pending_bets: list[tuple[tuple[list[str], list[Any]], asyncio.Future[Any]]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
         self._owns_client = owns_client
         self._ensure_player_script = client.register_script(_ENSURE_PLAYER_LUA)
         self._deposit_script = client.register_script(_DEPOSIT_LUA)
@@ -638,19 +641,59 @@ class RedisStore:
         except ValueError:
             return rejected(bet.bet_id, "unknown_round")
         spot = BetSpot(bet.spot)
-        reply = await self._place_bet_script(
-            keys=[*k.money, k.bets, k.bet_seq, k.round_info(table, bet.round_id),
-                  k.round_bets(table, bet.round_id), k.round_totals(table, bet.round_id),
-                  k.player_bet_ids(bet.player_id), k.player_bets(bet.player_id),
-                  k.player_rounds(bet.player_id)],
-            args=[bet.player_id, bet.bet_id, bet.table, bet.round_id, bet.spot, bet.amount,
-                  spot.deducted_multiple, int(spot.is_pair), now])
+        call = (
+            [*k.money, k.bets, k.bet_seq, k.round_info(table, bet.round_id),
+             k.round_bets(table, bet.round_id), k.round_totals(table, bet.round_id),
+             k.player_bet_ids(bet.player_id), k.player_bets(bet.player_id),
+             k.player_rounds(bet.player_id)],
+            [bet.player_id, bet.bet_id, bet.table, bet.round_id, bet.spot, bet.amount,
+             spot.deducted_multiple, int(spot.is_pair), now])
+        # Bets that arrive in one turn of the event loop go to Redis in one pipeline: one
+        # round trip for all, each still its own atomic script.
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._pending_bets.append((call, future))
+        if len(self._pending_bets) == 1:
+            loop.call_soon(self._send_pending_bets)
+        reply = await future
         if reply[0] == b"accepted":
             return p.BetAccepted(bet_id=bet.bet_id, round_id=_s(reply[1]), spot=_s(reply[2]),
                                  amount=int(reply[3]), deducted=int(reply[4]),
                                  balance=int(reply[5]))
         code = _s(reply[1])
         return rejected(bet.bet_id, code, _rejection_detail(code, reply[2:]))
+
+    def _send_pending_bets(self) -> None:
+        batch, self._pending_bets = self._pending_bets, []
+        task = asyncio.get_running_loop().create_task(self._pipeline_bets(batch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _pipeline_bets(self, batch: list[tuple[tuple[list[str], list[Any]],
+                                                     asyncio.Future[Any]]]) -> None:
+        try:
+            if len(batch) == 1:
+                (keys, args), _ = batch[0]
+                replies = [await self._place_bet_script(keys=keys, args=args)]
+            else:
+                pipe = self.redis.pipeline(transaction=False)
+                for (keys, args), _ in batch:
+                    await self._place_bet_script(keys=keys, args=args, client=pipe)
+                replies = await pipe.execute(raise_on_error=False)
+        except BaseException as exc:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, future), reply in zip(batch, replies, strict=True):
+            if future.done():
+                continue
+            if isinstance(reply, Exception):  # that bet's script failed; the others stand
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
 
     # --- engine steps ------------------------------------------------------------------
 
