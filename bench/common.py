@@ -1,0 +1,299 @@
+"""What every part of the harness shares: limits, ports, /proc readings, percentiles, the
+machine's description, and the subprocesses it owns (servers, redis-server).
+
+Everything here talks only to loopback addresses. Each subprocess is started by the
+harness, known by its pid, and stopped by that pid (never by name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import queue
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def raise_nofile() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (we may not raise the hard one)."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 1_048_576
+    for value in (1_048_576, want):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (value, max(value, hard)))
+            break
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, host: str = "127.0.0.1", timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on {host}:{port} after {timeout:g} s")
+
+
+# --- /proc ----------------------------------------------------------------------------
+
+
+def stat_cpu_seconds(pid: int) -> float:
+    """utime + stime of /proc/<pid>/stat (every thread; counted in clock ticks of 10 ms)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        text = f.read()
+    fields = text[text.rindex(b")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of one process (all its threads, not its children), in seconds, to the
+    nanosecond: the sum of /proc/<pid>/task/*/schedstat. Falls back to /proc/<pid>/stat
+    (10 ms ticks — too coarse for a window of a few seconds)."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(FileNotFoundError), \
+                    open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+    except (FileNotFoundError, PermissionError, ValueError, IndexError):
+        return stat_cpu_seconds(pid)
+    return total / 1e9 if total else stat_cpu_seconds(pid)
+
+
+def cpu_of(pids: Iterable[int]) -> float:
+    return sum(cpu_seconds(pid) for pid in pids)
+
+
+def stat_cpu_of(pids: Iterable[int]) -> float:
+    return sum(stat_cpu_seconds(pid) for pid in pids)
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+def loadavg() -> list[float]:
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem = 0
+    with contextlib.suppress(OSError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal"):
+                mem = int(line.split()[1]) // 1024
+                break
+    versions = {}
+    for name in ("uvicorn", "starlette", "websockets", "picows", "python-socketio",
+                 "python-engineio", "uvloop", "msgspec", "redis"):
+        with contextlib.suppress(Exception):
+            from importlib.metadata import version
+            versions[name] = version(name)
+    redis_version = ""
+    with contextlib.suppress(Exception):
+        out = subprocess.run([redis_binary(), "--version"], capture_output=True, text=True,
+                             timeout=5).stdout
+        redis_version = out.split("v=")[1].split()[0]
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": model,
+        "mem_mib": mem,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "packages": versions,
+        "redis_server": redis_version,
+        "nofile": resource.getrlimit(resource.RLIMIT_NOFILE),
+        "loadavg_at_start": loadavg(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+# --- statistics -------------------------------------------------------------------------
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of an already sorted sequence (q in 0..100)."""
+    if not sorted_values:
+        return float("nan")
+    rank = max(1, min(len(sorted_values), int(-(-q * len(sorted_values) // 100))))
+    return float(sorted_values[rank - 1])
+
+
+def summary_ms(values_ns: Iterable[int]) -> dict[str, float]:
+    """p50 / p90 / p99 / max / mean of nanosecond durations, in milliseconds."""
+    values = sorted(values_ns)
+    if not values:
+        return {"n": 0}
+    ms = 1e6
+    return {
+        "n": len(values),
+        "p50": round(percentile(values, 50) / ms, 2),
+        "p90": round(percentile(values, 90) / ms, 2),
+        "p99": round(percentile(values, 99) / ms, 2),
+        "max": round(values[-1] / ms, 2),
+        "mean": round(sum(values) / len(values) / ms, 2),
+    }
+
+
+# --- subprocesses -----------------------------------------------------------------------
+
+
+def redis_binary() -> str:
+    return (os.environ.get("LIVETABLE_REDIS_SERVER") or shutil.which("redis-server")
+            or "/usr/bin/redis-server")
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0,
+                 sig: int = signal.SIGTERM) -> None:
+    """SIGTERM (or ``sig``), then SIGKILL after ``timeout`` — this one process, by its pid."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(sig)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+class RedisServer:
+    """A throwaway redis-server on a free loopback port (never 6379), data in ``directory``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):
+            self.port = free_port()
+            if self.port == 6379:
+                continue
+            self.proc = subprocess.Popen(
+                [redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+                 "--save", "", "--appendonly", "no", "--dir", str(self.directory),
+                 "--maxclients", "10000", "--logfile", str(self.directory / "redis.log")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                wait_port(self.port, timeout=10)
+                return self
+            except TimeoutError:
+                stop_process(self.proc)
+        raise RuntimeError("could not start redis-server")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc)
+            self.proc = None
+
+
+class ServerProcess:
+    """A bench server subprocess driven by JSON lines: commands on its stdin, one reply
+    line per command (and a first ``{"ready": ...}`` line) on its stdout."""
+
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None,
+                 log: Path | None = None) -> None:
+        self.log = log
+        err = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=ROOT,
+            env={**os.environ, **(env or {})}, text=True, bufsize=1)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._next_id = 0
+        self.ready: dict[str, Any] = self.reply(timeout=60)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def reply(self, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"bench server {self.pid}: no reply in {timeout:g} s")
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise RuntimeError(f"bench server {self.pid} exited "
+                                   f"(code {self.proc.poll()}); see {self.log}")
+            line = line.strip()
+            if line.startswith("{"):
+                return dict(json.loads(line))
+
+    def send(self, command: dict[str, Any]) -> int:
+        self._next_id += 1
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({**command, "id": self._next_id}) + "\n")
+        self.proc.stdin.flush()
+        return self._next_id
+
+    def call(self, command: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        wanted = self.send(command)
+        while True:
+            answer = self.reply(timeout)
+            if answer.get("id") == wanted:
+                if "error" in answer:
+                    raise RuntimeError(f"bench server: {answer['error']}")
+                return answer
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.send({"cmd": "quit"})
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            stop_process(self.proc)
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")

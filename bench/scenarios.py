@@ -1,0 +1,662 @@
+"""The five measurements. Each function starts its own server process(es), drives the load
+generator, stops what it started, and returns a JSON-able dict.
+
+* :func:`fanout` — N viewers on one server process; per event: delivery latency, server
+  CPU per delivered frame, memory per idle connection; livetable / bare websockets /
+  socket.io side by side.
+* :func:`profile_fanout` — the same fan-out on livetable under cProfile: the top functions.
+* :func:`bet_intake` — players firing bets in the last two seconds of a real countdown
+  (``livetable serve``): ack latency, and every bet accounted for.
+* :func:`settlement` — one round holding many bets, dealt by a dealer console over
+  ``/ws/dealer``: from the last reveal until every ``bet_settled`` is delivered.
+* :func:`reconnect_storm` — every client dropped at once and resuming: time until all are
+  back in step, and the gaps in seq (must be 0).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import pstats
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from array import array
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import (
+    PYTHON,
+    ROOT,
+    RedisServer,
+    ServerProcess,
+    cpu_seconds,
+    free_port,
+    rss_bytes,
+    stat_cpu_seconds,
+    stop_process,
+    summary_ms,
+    wait_port,
+)
+from bench.loadgen import LoadGen
+
+PATHS = {"livetable": "/ws", "livetable-direct": "/ws", "ws": "/", "livetable-gcfreeze": "/ws",
+         "livetable-gcoff": "/ws", "livetable-gctune": "/ws",
+         "sio": "/socket.io/?EIO=4&transport=websocket"}
+KIND_NAMES = {"livetable": "livetable gateway", "ws": "bare websockets.broadcast",
+              "sio": "python-socketio + AsyncRedisManager",
+              "livetable-direct": "livetable + direct-write prototype",
+              "livetable-gcfreeze": "livetable, gc.freeze() before publishing",
+              "livetable-gcoff": "livetable, gc.disable() while publishing",
+              "livetable-gctune": "livetable, gc.freeze() + gc.set_threshold(50000, 20, 100)"}
+#: The client protocol each server kind speaks.
+CLIENT_KIND = {"livetable": "livetable", "livetable-direct": "livetable", "ws": "ws",
+               "sio": "sio", "livetable-gcfreeze": "livetable", "livetable-gcoff": "livetable",
+               "livetable-gctune": "livetable"}
+SPOTS = ["P1", "P2", "P3", "P4", "P5", "P1_PAIR", "P2_PAIR", "P3_PAIR", "P4_PAIR", "P5_PAIR"]
+AMOUNTS = [10, 20, 25, 50]
+
+
+def _ints(blobs: list[bytes]) -> array[int]:
+    out = array("q")
+    for blob in blobs:
+        out.frombytes(blob)
+    return out
+
+
+def _log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def _fresh(path: Path) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def bench_server(kind: str, work: Path, redis_url: str = "",
+                 name: str = "") -> tuple[ServerProcess, int]:
+    port = free_port()
+    data = _fresh(work / f"data-{name or kind}")
+    argv = [PYTHON, "-m", "bench.fanout_server", "--kind", kind, "--port", str(port),
+            "--data-dir", str(data)]
+    if redis_url:
+        argv += ["--redis-url", redis_url]
+    return ServerProcess(argv, log=work / f"server-{name or kind}.log"), port
+
+
+def connect(lg: LoadGen, kind: str, port: int, n: int, tokens: list[str] | None = None,
+            concurrency: int = 100, timeout: float = 60.0) -> dict[str, Any]:
+    per_worker = []
+    for start, count in lg.split(n):
+        share: dict[str, Any] = {"start": start, "count": count}
+        if tokens is not None:
+            share["tokens"] = tokens[start:start + count]
+        per_worker.append(share)
+    t0 = time.monotonic()
+    answers = lg.call("connect", per_worker=per_worker, kind=CLIENT_KIND[kind],
+                      url=f"ws://127.0.0.1:{port}{PATHS[kind]}", concurrency=concurrency,
+                      timeout=timeout)
+    errors: Counter[str] = Counter()
+    for a in answers:
+        errors.update(a["errors"])
+    return {"connected": sum(a["connected"] for a in answers),
+            "failed": sum(a["failed"] for a in answers),
+            "seconds": round(time.monotonic() - t0, 2), "errors": dict(errors)}
+
+
+# --- 1. fan-out ---------------------------------------------------------------------------
+
+
+def fanout_point(lg: LoadGen, kind: str, n: int, work: Path, redis_url: str, events: int,
+                 interval: float, pad: int, profile_to: Path | None = None) -> dict[str, Any]:
+    gc_mode = ""
+    gc_modes = {"gcfreeze": "freeze", "gcoff": "disable", "gctune": "tune"}
+    if kind.rsplit("-", 1)[-1] in gc_modes:  # experiments: livetable with its GC tamed
+        kind, gc_mode = kind.rsplit("-", 1)[0], gc_modes[kind.rsplit("-", 1)[1]]
+    server, port = bench_server(kind, work, redis_url, name=f"{kind}-{n}{gc_mode}")
+    try:
+        time.sleep(0.3)
+        idle = server.call({"cmd": "info"})
+        conn = connect(lg, kind, port, n)
+        time.sleep(1.0)  # idle: nothing sent yet but the handshakes (and welcome)
+        loaded = server.call({"cmd": "info"})
+        connected = conn["connected"]
+        if gc_mode:
+            server.call({"cmd": "gc", "mode": gc_mode})
+        lg.call("record", on=True)
+        if profile_to is not None:
+            server.call({"cmd": "profile_start"})
+        stat0 = stat_cpu_seconds(server.pid)
+        cpu_s0, cpu_l0, t0 = cpu_seconds(server.pid), lg.cpu(), time.monotonic()
+        published = server.call({"cmd": "publish", "count": events, "interval": interval,
+                                 "pad": pad}, timeout=events * interval + 300)
+        waited = lg.call("wait_seq", seq=published["head"], timeout=120.0)
+        cpu_s1, cpu_l1, t1 = cpu_seconds(server.pid), lg.cpu(), time.monotonic()
+        stat1 = stat_cpu_seconds(server.pid)
+        if profile_to is not None:
+            server.call({"cmd": "profile_stop", "path": str(profile_to)}, timeout=120)
+        lg.call("record", on=False)
+        collected = lg.call("collect")
+        seqs, lat = _ints([c["seq"] for c in collected]), _ints([c["ns"] for c in collected])
+        per_event: dict[int, int] = {}
+        for s, ns in zip(seqs, lat, strict=True):
+            if ns > per_event.get(s, -1):
+                per_event[s] = ns
+        delivered = len(lat)
+        server_cpu = cpu_s1 - cpu_s0
+        loadgen_cpu = cpu_l1 - cpu_l0
+        result = {
+            "kind": kind + ("-" + {v: k for k, v in gc_modes.items()}[gc_mode]
+                            if gc_mode else ""),
+            "n": n,
+            "connected": connected,
+            "connect": conn,
+            "events": events,
+            "interval_s": interval,
+            "payload_bytes": payload_size(kind, pad),
+            "expected": connected * events,
+            "delivered": delivered,
+            "gaps": sum(w["gaps"] for w in waited),
+            "dups": sum(w["dups"] for w in waited),
+            "latency_ms": summary_ms(lat),
+            "fanout_complete_ms": summary_ms(per_event.values()),
+            "window_s": round(t1 - t0, 2),
+            "server_cpu_s": round(server_cpu, 3),
+            "server_cpu_stat_s": round(stat1 - stat0, 2),
+            "loadgen_cpu_s": round(loadgen_cpu, 3),
+            "server_cpu_us_per_frame": round(server_cpu / delivered * 1e6, 2) if delivered
+            else None,
+            "loadgen_cpu_us_per_frame": round(loadgen_cpu / delivered * 1e6, 2) if delivered
+            else None,
+            "rss_idle_mib": round(idle["rss"] / 2**20, 1),
+            "rss_loaded_mib": round(loaded["rss"] / 2**20, 1),
+            "server_connections": loaded["connections"],
+            "kib_per_connection": round((loaded["rss"] - idle["rss"]) / 1024 / connected, 2)
+            if connected else None,
+            "rss_after_mib": round(rss_bytes(server.pid) / 2**20, 1),
+        }
+        lg.call("close")
+        return result
+    finally:
+        server.stop()
+
+
+def payload_size(kind: str, pad: int) -> int:
+    from bench.fanout_server import ENCODER, event
+
+    body = len(ENCODER.encode(event(1_700_000_000_000, 1000, pad)))
+    return body + len('42["hand_revealed",]') if kind == "sio" else body
+
+
+def fanout(lg: LoadGen, work: Path, sizes: list[int], kinds: list[str], events: int,
+           interval: float, pad: int) -> list[dict[str, Any]]:
+    results = []
+    redis = RedisServer(work / "redis-sio").start() if "sio" in kinds else None
+    try:
+        for n in sizes:
+            for kind in kinds:
+                _log(f"fan-out: {KIND_NAMES[kind]}, {n} viewers")
+                try:
+                    point = fanout_point(lg, kind, n, work, redis.url if redis else "",
+                                         events, interval, pad)
+                except Exception as exc:  # one failed point must not lose the others
+                    _log(f"fan-out {kind} {n}: FAILED {exc!r}")
+                    with contextlib.suppress(Exception):
+                        lg.call("close")
+                    point = {"kind": kind, "n": n, "error": repr(exc)}
+                results.append(point)
+                _log(f"  {summarize_point(point)}")
+                time.sleep(0.5)  # let the kernel reap the closed sockets
+    finally:
+        if redis is not None:
+            redis.stop()
+    return results
+
+
+def summarize_point(p: dict[str, Any]) -> str:
+    if "error" in p:
+        return f"error {p['error']}"
+    lat = p["latency_ms"]
+    return (f"connected {p['connected']}/{p['n']}, delivered {p['delivered']}/{p['expected']}, "
+            f"p50 {lat.get('p50')} ms p99 {lat.get('p99')} ms max {lat.get('max')} ms, "
+            f"server {p['server_cpu_us_per_frame']} µs/frame, "
+            f"loadgen {p['loadgen_cpu_us_per_frame']} µs/frame, "
+            f"{p['kib_per_connection']} KiB/conn, gaps {p['gaps']}")
+
+
+# --- 5. where the time goes -------------------------------------------------------------
+
+
+def profile_fanout(lg: LoadGen, work: Path, n: int, events: int, interval: float,
+                   pad: int, top: int = 25) -> dict[str, Any]:
+    _log(f"profile: livetable fan-out to {n} viewers under cProfile")
+    path = work / "fanout.prof"
+    point = fanout_point(lg, "livetable", n, work, "", events, interval, pad, profile_to=path)
+    summary = profile_summary(path, top)
+    return {"n": n, "events": events, "delivered": point.get("delivered"),
+            "us_per_frame_under_profile": round(summary["profiled_cpu_s"]
+                                                / point["delivered"] * 1e6, 2)
+            if point.get("delivered") else None, **summary, "point": point}
+
+
+def profile_bets(lg: LoadGen, work: Path, players: int, per_player: int, betting_s: float,
+                 top: int = 25) -> dict[str, Any]:
+    """Bet intake with ``livetable serve`` under cProfile for the betting window."""
+    _log("profile: bet intake under cProfile")
+    path = work / "bets.prof"
+    result = bet_intake(lg, work, players, per_player, betting_s, profile_to=path)
+    summary = profile_summary(path, top)
+    return {**summary, "bets": result}
+
+
+def profile_summary(path: Path, top: int = 25) -> dict[str, Any]:
+    """The top functions of a cProfile dump, by own and by cumulative time, and own time
+    summed by package."""
+    stats = pstats.Stats(str(path))
+    total = stats.total_tt  # type: ignore[attr-defined]  # pstats keeps it, untyped
+    rows = []
+    layers: Counter[str] = Counter()
+    for (file, line, func), (_cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]  # untyped internals
+        rows.append({"function": f"{_short(file)}:{line}({func})", "calls": nc,
+                     "tottime_s": round(tt, 4), "cumtime_s": round(ct, 4),
+                     "tottime_share": round(tt / total, 4) if total else 0})
+        layers[_layer(file, func)] += tt
+    text = io.StringIO()
+    pstats.Stats(str(path), stream=text).sort_stats("tottime").print_stats(top)
+    return {
+        "profiled_cpu_s": round(total, 3),
+        "top_tottime": sorted(rows, key=lambda r: r["tottime_s"], reverse=True)[:top],
+        "top_cumtime": sorted(rows, key=lambda r: r["cumtime_s"], reverse=True)[:top],
+        "layers": {k: round(v / total, 4) for k, v in layers.most_common()},
+        "pstats_text": text.getvalue()[-12000:],
+    }
+
+
+def _short(file: str) -> str:
+    """A profile entry's file, without the machine's directories."""
+    for marker in ("site-packages/", "/livetable/", "/bench/"):
+        if marker in file:
+            tail = file.split(marker, 1)[1]
+            return tail if marker == "site-packages/" else marker.strip("/") + "/" + tail
+    match = re.search(r"lib/python3\.\d+/(.*)", file)
+    return match.group(1) if match else file
+
+
+def _layer(file: str, func: str = "") -> str:
+    for name in ("livetable", "starlette", "uvicorn", "websockets", "msgspec", "asyncio",
+                 "sqlite3", "bench"):
+        if f"/{name}/" in file:
+            return name
+    if "sqlite3" in func:
+        return "sqlite3 (C)"
+    return "builtins/other" if file.startswith("~") or "<" in file else "other python"
+
+
+# --- livetable serve --------------------------------------------------------------------
+
+
+class LivetableServe:
+    """``livetable serve`` as a subprocess on a free port, with its own data directory."""
+
+    def __init__(self, work: Path, name: str, args: list[str], env: dict[str, str],
+                 redis_url: str = "", profile_to: Path | None = None) -> None:
+        self.port = free_port()
+        self.data = _fresh(work / f"data-{name}")
+        self.log = work / f"serve-{name}.log"
+        self.profile_to = profile_to
+        argv = [PYTHON, "-m", "livetable.cli", "serve", "--port", str(self.port),
+                "--data-dir", str(self.data), "--log-level", "warning", *args]
+        if profile_to is not None:  # the same, with cProfile switched by SIGUSR1 / SIGUSR2
+            argv[1:3] = ["-m", "bench.serve_profiled", str(profile_to)]
+        env = {**_env_without_livetable(), **env}
+        self.env_secret = b""
+        if redis_url:
+            argv += ["--redis", redis_url]
+            # with --redis every process must share LIVETABLE_SECRET (no file is written)
+            self.env_secret = secrets.token_urlsafe(32).encode()
+            env["LIVETABLE_SECRET"] = self.env_secret.decode()
+        self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=open(self.log, "ab"),  # noqa: SIM115
+                                     stderr=subprocess.STDOUT, env=env)
+        try:
+            wait_port(self.port, timeout=30)
+        except TimeoutError:
+            stop_process(self.proc)
+            tail = self.log.read_text(errors="replace").strip().splitlines()[-3:]
+            raise RuntimeError(f"livetable serve did not start: {' | '.join(tail)}") from None
+        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=30)
+        deadline = time.monotonic() + 30
+        while not self.env_secret and not (self.data / "secret").exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError("no secret file")
+            time.sleep(0.05)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def secret(self) -> bytes:
+        """The server's signing secret: <data-dir>/secret (embedded), or the shared
+        LIVETABLE_SECRET the harness gave it (Redis mode)."""
+        return self.env_secret or (self.data / "secret").read_bytes().strip()
+
+    def table(self) -> dict[str, Any]:
+        return dict(self.http.get("/api/tables/t1").json())
+
+    def profile(self, on: bool) -> None:
+        """Start (SIGUSR1) or stop and write (SIGUSR2) the server's profile."""
+        if self.profile_to is None:
+            return
+        self.proc.send_signal(signal.SIGUSR1 if on else signal.SIGUSR2)
+        if not on:
+            deadline = time.monotonic() + 30
+            while not self.profile_to.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)  # let the write finish
+
+    def stop(self) -> None:
+        self.http.close()
+        stop_process(self.proc)
+
+
+def _env_without_livetable() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("LIVETABLE_")}
+
+
+def guest_tokens(secret: bytes, n: int, prefix: str) -> list[str]:
+    from livetable.auth import mint
+
+    return [mint(secret, "guest", f"g_{prefix}{i}", f"Bench {i}", 3600) for i in range(n)]
+
+
+def redis_mode_available(work: Path) -> tuple[bool, str]:
+    """Does ``livetable serve --redis URL`` really keep its state in Redis? Start it against
+    a throwaway redis-server and look for keys there."""
+    help_text = subprocess.run([PYTHON, "-m", "livetable.cli", "serve", "--help"], cwd=ROOT,
+                               capture_output=True, text=True).stdout
+    if "--redis" not in help_text:
+        return False, "livetable serve has no --redis flag"
+    redis = RedisServer(work / "redis-probe").start()
+    serve = None
+    try:
+        serve = LivetableServe(work, "redis-probe", ["--betting-seconds", "5"], {},
+                               redis_url=redis.url)
+        time.sleep(1.5)
+        import redis as redis_py
+
+        keys = redis_py.Redis.from_url(redis.url).dbsize()
+        if not keys:
+            return False, "livetable serve --redis runs but writes nothing to Redis"
+        return True, f"{keys} keys in Redis after start"
+    except Exception as exc:
+        return False, f"livetable serve --redis failed: {exc!r}"
+    finally:
+        if serve is not None:
+            serve.stop()
+        redis.stop()
+
+
+# --- 2. bet intake ----------------------------------------------------------------------
+
+
+def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s: float,
+               window_s: float = 2.0, store: str = "sqlite",
+               profile_to: Path | None = None) -> dict[str, Any]:
+    _log(f"bet intake ({store}): {players} players × {per_player} bets in the last "
+         f"{window_s:g} s of a {betting_s:g} s countdown")
+    redis = RedisServer(work / "redis-bets").start() if store == "redis" else None
+    serve = LivetableServe(work, f"bets-{store}",
+                           ["--betting-seconds", str(betting_s), "--reveal-interval", "0.3"],
+                           {"LIVETABLE_BETWEEN_ROUNDS": "1"},
+                           redis_url=redis.url if redis else "", profile_to=profile_to)
+    try:
+        secret = serve.secret()
+        tokens = guest_tokens(secret, players, "bets")
+        conn = connect(lg, "livetable", serve.port, players, tokens)
+        margin_ms = 250
+        while True:  # a round in betting, with the whole window still ahead
+            snap = serve.table()
+            now_ms = time.time_ns() // 1_000_000
+            closes = snap.get("closes_at")
+            if (snap.get("phase") == "betting" and closes
+                    and closes - now_ms > window_s * 1000 + margin_ms + 300):
+                break
+            time.sleep(0.1)
+        end_ns = (closes - margin_ms) * 1_000_000
+        start_ns = end_ns - int(window_s * 1e9)
+        serve.profile(True)
+        cpu0 = cpu_seconds(serve.pid)
+        answers = lg.call("bets", round_id=snap["round_id"], start_ns=start_ns, end_ns=end_ns,
+                          per_peer=per_player, seed=7, timeout=60.0, spots=SPOTS,
+                          amounts=AMOUNTS)
+        cpu1 = cpu_seconds(serve.pid)
+        serve.profile(False)
+        codes: Counter[str] = Counter()
+        for a in answers:
+            codes.update(a["codes"])
+        sent = sum(a["sent"] for a in answers)
+        acks = _ints([a["ack_ns"] for a in answers])
+        answered = sum(v for k, v in codes.items()
+                       if k not in ("no_answer", "not_sent", "connection_lost"))
+        client_errors: Counter[str] = Counter()
+        for a in answers:
+            client_errors.update(a["errors"])
+        lg.call("close")
+        return {
+            "store": store, "players": players, "connected": conn["connected"],
+            "connect": conn, "bets": sent, "per_player": per_player,
+            "betting_seconds": betting_s, "window_s": window_s,
+            "window": f"[closes_at - {window_s * 1000 + margin_ms:g} ms, "
+                      f"closes_at - {margin_ms} ms]",
+            "codes": dict(codes), "answered": answered,
+            "client_errors": dict(client_errors),  # error frames and connection failures
+            "accounted": answered == sent == players * per_player,
+            "ack_ms": summary_ms(acks),
+            "server_cpu_s": round(cpu1 - cpu0, 3),
+            "server_cpu_us_per_bet": round((cpu1 - cpu0) / sent * 1e6, 1) if sent else None,
+        }
+    finally:
+        serve.stop()
+        if redis is not None:
+            redis.stop()
+
+
+# --- 3. settlement ----------------------------------------------------------------------
+
+#: One round dealt by the bench's dealer: burn, then P1…P5, Banker, twice. Banker 7H KD (7,
+#: no special); P1 9S KC wins 1:1; P2 2H 3D loses; P3 4C 3S ties; P4 AH KH (AK flush) wins
+#: 2:1; P5 8D 8C loses, and its pair bet wins 11:1.
+ROUND_CARDS = ["QS", "9S", "2H", "4C", "AH", "8D", "7H", "KC", "3D", "3S", "KH", "8C", "KD"]
+OPENING_CARD = "2C"
+
+
+class Dealer:
+    """A dealer console on /ws/dealer (websockets' sync client, in the harness process)."""
+
+    def __init__(self, port: int, token: str, timeout: float = 60.0) -> None:
+        from websockets.sync.client import connect as ws_connect
+
+        self.timeout = timeout
+        self.ws = ws_connect(f"ws://127.0.0.1:{port}/ws/dealer", max_size=2**24,
+                             open_timeout=30)
+        self.events: list[dict[str, Any]] = []
+        self.ws.send(json.dumps({"type": "hello", "v": 1, "table": "t1", "token": token}))
+        self.wait_for("welcome")
+
+    def wait_for(self, kind: str, timeout: float | None = None) -> dict[str, Any]:
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"dealer: no {kind} in {timeout or self.timeout:g} s")
+            frame = json.loads(self.ws.recv(timeout=left))
+            if frame.get("type") == "error":
+                raise RuntimeError(f"dealer: {frame}")
+            if frame.get("type") == kind:
+                return dict(frame)
+            self.events.append(frame)
+
+    def command(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        self.ws.send(json.dumps(cmd))
+        return self.wait_for("ack")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.ws.close()
+
+
+def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
+               store: str = "sqlite", timeout: float = 180.0) -> dict[str, Any]:
+    _log(f"settlement ({store}): {players} players × {per_player} bets in one round")
+    redis = RedisServer(work / "redis-settle").start() if store == "redis" else None
+    serve = LivetableServe(work, f"settle-{store}", ["--mode", "manual"], {},
+                           redis_url=redis.url if redis else "")
+    dealer = None
+    try:
+        from livetable.auth import mint
+
+        secret = serve.secret()
+        dealer = Dealer(serve.port, mint(secret, "dealer", "bench-dealer", "Dealer", 3600),
+                        timeout=min(timeout, 60.0))
+        dealer.command({"type": "start_shoe"})
+        dealer.command({"type": "card", "card": OPENING_CARD})
+        dealer.command({"type": "open_betting", "betting_ms": 600_000})
+        opened = [e for e in dealer.events if e.get("type") == "round_opened"]
+        # in Redis mode the event comes over the bus, and may arrive after the ack
+        round_id = (opened[-1] if opened else dealer.wait_for("round_opened"))["round_id"]
+        tokens = guest_tokens(secret, players, "settle")
+        conn = connect(lg, "livetable", serve.port, players, tokens)
+        now = time.time_ns()
+        cpu0, t0 = cpu_seconds(serve.pid), time.monotonic()
+        answers = lg.call("bets", round_id=round_id, start_ns=now, end_ns=now,
+                          per_peer=per_player, seed=11, timeout=timeout, spots=SPOTS,
+                          amounts=AMOUNTS)
+        intake_s, intake_cpu = time.monotonic() - t0, cpu_seconds(serve.pid) - cpu0
+        codes: Counter[str] = Counter()
+        for a in answers:
+            codes.update(a["codes"])
+        client_errors: Counter[str] = Counter()
+        for a in answers:
+            client_errors.update(a["errors"])
+        accepted_per_worker = [a["accepted"] for a in lg.call("accepted")]
+        accepted = sum(accepted_per_worker)
+        intake = {"store": store, "players": players, "connected": conn["connected"],
+                  "bets": sum(a["sent"] for a in answers), "codes": dict(codes),
+                  "client_errors": dict(client_errors), "accepted": accepted,
+                  "intake_s": round(intake_s, 2)}
+        try:
+            dealer.command({"type": "close_betting"})
+            for card in ROUND_CARDS:
+                dealer.command({"type": "card", "card": card})
+            for _ in range(5):
+                dealer.command({"type": "reveal"})
+        except Exception as exc:  # what the intake did is still worth reporting
+            lg.call("close")
+            return {**intake, "error": f"{type(exc).__name__}: {exc}",
+                    "dealer_events": [e.get("type") for e in dealer.events][-20:]}
+        cpu1 = cpu_seconds(serve.pid)
+        reveal_ns = time.time_ns()
+        dealer.ws.send(json.dumps({"type": "reveal"}))
+        settled = lg.call("await_settled", per_worker=[{"expected": e}
+                                                      for e in accepted_per_worker],
+                          timeout=timeout)
+        cpu2 = cpu_seconds(serve.pid)
+        ack = dealer.wait_for("ack")
+        del ack
+        settled_ns = _ints([s["settled_ns"] for s in settled])
+        round_ns = _ints([s["round_settled_ns"] for s in settled])
+        delivered = len(settled_ns)
+        first_round = min(round_ns) if round_ns else 0
+        last_settled = max(settled_ns) if settled_ns else 0
+        lg.call("close")
+        return {
+            "store": store, "players": players, "connected": conn["connected"],
+            "connect": conn, "bets": sum(a["sent"] for a in answers), "codes": dict(codes),
+            "client_errors": dict(client_errors),
+            "accepted": accepted,
+            "intake_s": round(intake_s, 2),
+            "intake_bets_per_s": round(accepted / intake_s) if intake_s else None,
+            "intake_server_cpu_us_per_bet": round(intake_cpu / max(1, accepted) * 1e6, 1),
+            "ack_ms": summary_ms(_ints([a["ack_ns"] for a in answers])),
+            "bet_settled_delivered": delivered,
+            "all_delivered": delivered == accepted,
+            "returned_total": sum(s["returned"] for s in settled),
+            "reveal_to_first_round_settled_ms": round((first_round - reveal_ns) / 1e6, 1),
+            "reveal_to_last_round_settled_ms": round((max(round_ns) - reveal_ns) / 1e6, 1)
+            if round_ns else None,
+            "round_settled_to_last_bet_settled_ms": round((last_settled - first_round) / 1e6, 1),
+            "reveal_to_last_bet_settled_ms": round((last_settled - reveal_ns) / 1e6, 1),
+            "bet_settled_since_reveal_ms": summary_ms(v - reveal_ns for v in settled_ns),
+            "settle_server_cpu_s": round(cpu2 - cpu1, 3),
+            "gaps": sum(s["gaps"] for s in settled),
+        }
+    finally:
+        if dealer is not None:
+            dealer.close()
+        serve.stop()
+        if redis is not None:
+            redis.stop()
+
+
+# --- 4. reconnect storm -----------------------------------------------------------------
+
+
+def reconnect_storm(lg: LoadGen, work: Path, n: int, interval: float = 0.5,
+                    pause: float = 0.5, profile_to: Path | None = None) -> dict[str, Any]:
+    _log(f"reconnect storm: {n} players dropped at once, resuming; events every "
+         f"{interval * 1000:g} ms throughout")
+    server, port = bench_server("livetable", work, name=f"storm-{n}")
+    try:
+        tokens = guest_tokens(server.ready["secret"].encode(), n, "storm")
+        conn = connect(lg, "livetable", port, n, tokens)
+        server.call({"cmd": "publish", "count": 1_000_000, "interval": interval, "pad": 0,
+                     "wait": False})
+        time.sleep(1.0)
+        if profile_to is not None:
+            server.call({"cmd": "profile_start"})
+        cpu0, lcpu0 = cpu_seconds(server.pid), lg.cpu()
+        storm = lg.call("storm", pause=pause, concurrency=250, timeout=120.0,
+                        call_timeout=300)
+        cpu1, lcpu1 = cpu_seconds(server.pid), lg.cpu()
+        if profile_to is not None:
+            server.call({"cmd": "profile_stop", "path": str(profile_to)}, timeout=120)
+        time.sleep(0.5)
+        head = server.call({"cmd": "stop_publish"})["head"]
+        final = lg.call("wait_seq", seq=head, timeout=60.0)
+        drop = min(s["drop_ns"] for s in storm)
+        caught = _ints([s["caught_up_ns"] for s in storm])
+        welcomed = _ints([s["welcome_ns"] for s in storm])
+        handshaken = _ints([s["handshake_ns"] for s in storm])
+        behind = sum(1 for v in caught if v == 0)
+        lg.call("close")
+        last_seqs = sorted({x for f in final for x in f["last_seqs"]})
+        return {
+            "n": n, "connected": conn["connected"], "connect": conn,
+            "event_interval_ms": interval * 1000, "pause_ms": pause * 1000,
+            "reconnected": sum(s["reconnected"] for s in storm),
+            "resumed_true": sum(s["resumed_true"] for s in storm),
+            "resumed_false": sum(s["resumed_false"] for s in storm),
+            "not_caught_up": behind,
+            "all_in_step_ms": round((max(caught) - drop) / 1e6, 1) if not behind else None,
+            "caught_up_since_drop_ms": summary_ms(v - drop for v in caught if v),
+            "welcome_since_drop_ms": summary_ms(v - drop for v in welcomed if v),
+            "handshake_since_drop_ms": summary_ms(v - drop for v in handshaken if v),
+            "gaps": sum(f["gaps"] for f in final),
+            "dups": sum(f["dups"] for f in final),
+            "head": head, "final_last_seqs": last_seqs[:5],
+            "all_at_head": last_seqs == [head],
+            "server_cpu_s": round(cpu1 - cpu0, 3),
+            "loadgen_cpu_s": round(lcpu1 - lcpu0, 3),
+            "errors": {k: v for f in final for k, v in f["errors"].items()},
+        }
+    finally:
+        server.stop()
