@@ -306,9 +306,10 @@ class Pong(Struct, tag="pong", tag_field="type", kw_only=True):
     server_time: int
 
 
-class Error(Struct, tag="error", tag_field="type", kw_only=True):
+class Error(Struct, tag="error", tag_field="type", kw_only=True, omit_defaults=True):
     code: str
     message: str
+    bet_id: str | None = None  # set when the error is about one place_bet (unavailable)
 
 
 class Ack(Struct, tag="ack", tag_field="type", kw_only=True):

@@ -151,6 +151,9 @@ class Timing(msgspec.Struct, kw_only=True):
     deal_interval_ms: int = 150
     reveal_interval_ms: int = 1_500
     between_rounds_ms: int = 4_000
+    #: Betting closes this long after ``closes_at``: bets that *arrived* before the deadline
+    #: (the store judges by arrival) but wait in a busy server's queues still land.
+    close_grace_ms: int = 0
     cut_range: tuple[int, int] = DEFAULT_CUT_RANGE
 
 
@@ -315,7 +318,7 @@ class TableEngine:
         """When the runner must call :meth:`tick` next (epoch ms), or None."""
         s = self.state
         if s.phase == "betting":
-            return s.closes_at
+            return None if s.closes_at is None else s.closes_at + s.timing.close_grace_ms
         if s.mode == "auto" and s.phase != "paused":
             return s.next_at
         return None
@@ -595,8 +598,9 @@ class TableEngine:
         s = self.state
         step = Step()
         for _ in range(64):  # bounded: a tick far in the future catches up step by step
-            if s.phase == "betting" and s.closes_at is not None and now >= s.closes_at:
-                step.extend(self.close_betting(s.closes_at))
+            if (s.phase == "betting" and s.closes_at is not None
+                    and now >= s.closes_at + s.timing.close_grace_ms):
+                step.extend(self.close_betting(s.closes_at + s.timing.close_grace_ms))
                 continue
             if s.mode != "auto" or s.next_at is None or now < s.next_at:
                 break

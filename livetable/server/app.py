@@ -55,6 +55,7 @@ def timing_of(settings: Settings) -> Timing:
         deal_interval_ms=int(settings.deal_interval * 1000),
         reveal_interval_ms=int(settings.reveal_interval * 1000),
         between_rounds_ms=int(settings.between_rounds * 1000),
+        close_grace_ms=int(settings.close_grace * 1000),
     )
 
 
@@ -82,6 +83,7 @@ class Services:
         self.leases: LeasedTables | None = None
         self.redis: Any = None
         self.pubsub_redis: Any = None
+        self.lease_redis: Any = None
         execute = self.execute
         if settings.redis_url and store is None:
             from redis.asyncio import BlockingConnectionPool, Redis
@@ -113,7 +115,13 @@ class Services:
                                      on_reconnect=lambda: self.metrics.inc(
                                          "livetable_redis_reconnects_total"))
             if "engine" in roles:
-                self.leases = LeasedTables(self.redis, redis_store, settings.table_names,
+                # leases and dealer commands on their own connections: a flood of bets
+                # must never delay a lease renewal
+                self.lease_redis = Redis(connection_pool=BlockingConnectionPool.from_url(
+                    settings.redis_url, max_connections=len(settings.table_names) + 8,
+                    timeout=5, health_check_interval=5))
+                self.leases = LeasedTables(self.lease_redis, redis_store,
+                                           settings.table_names,
                                            lambda t: self._runner(t, (FencedOut,)))
             if "engine" not in roles:
                 execute = RedisControl(self.redis).execute
@@ -166,8 +174,9 @@ class Services:
         await self.store.close()
         if self.redis is not None:
             await self.redis.aclose()
-        if self.pubsub_redis is not None:
-            await self.pubsub_redis.aclose()
+        for client in (self.pubsub_redis, self.lease_redis):
+            if client is not None:
+                await client.aclose()
 
     async def ready(self) -> tuple[bool, dict[str, Any]]:
         checks: dict[str, Any] = {"roles": list(self.roles)}

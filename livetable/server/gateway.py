@@ -95,7 +95,12 @@ class TokenBucket:
 
 
 class Client:
-    """One websocket: a bounded send queue and the writer task that drains it."""
+    """One websocket: a bounded send queue and the writer task that drains it.
+
+    The writer task exists only while it has work: a frame that can be written straight to
+    an idle connection (see :mod:`livetable.server.wsproto`) needs none, and an idle
+    viewer costs no task, event loop wake-ups or their memory.
+    """
 
     def __init__(self, ws: WebSocket, gateway: Gateway, kind: str) -> None:
         self.ws = ws
@@ -107,12 +112,13 @@ class Client:
         self.limit = gateway.settings.send_queue
         self.ready = asyncio.Event()
         self.in_flight = False  # a queued frame is being sent through ASGI
+        self.arrived_at = 0  # when the last frame from this client arrived (epoch ms)
         extensions = ws.scope.get("extensions") or {}
         self.write_frame: Callable[[bytes], bool] | None = extensions.get(EXTENSION)
         self.closed = False
         self.close_code: int | None = None
         self.close_reason = ""
-        self.writer = asyncio.create_task(self._write())
+        self.writer: asyncio.Task[None] | None = None
         # a dealer's scanner reads cards in quick bursts: consoles get five times the rate
         rate = gateway.settings.frames_per_second * (5 if kind == "dealer" else 1)
         self.bucket = TokenBucket(rate, rate * 2)
@@ -131,10 +137,16 @@ class Client:
             self.close(CLOSE_TOO_SLOW, "too slow: resume to catch up")
             return
         self.queue.append(frame)
+        self._wake_writer()
+
+    def _wake_writer(self) -> None:
+        if self.writer is None or self.writer.done():
+            self.writer = asyncio.get_running_loop().create_task(self._write())
         self.ready.set()
 
     def send_message(self, message: msgspec.Struct) -> None:
-        self.send(p.encode(message).decode())
+        data = p.encode(message)
+        self.send(data.decode(), text_frame(data) if self.write_frame is not None else None)
 
     async def _write(self) -> None:
         ws = self.ws
@@ -149,8 +161,8 @@ class Client:
                     await ws.send_text(frame)
                     self.in_flight = False
                     metrics.frames_out += 1
-                if self.closed:
-                    break
+                if self.closed or (self.write_frame is not None and not self.queue):
+                    break  # drained: frames go straight out again, no task needed
         except (WebSocketDisconnect, RuntimeError, OSError):
             self.closed = True
         except asyncio.CancelledError:
@@ -168,12 +180,13 @@ class Client:
         self.close_reason = reason
         if code == CLOSE_TOO_SLOW:
             self.queue.clear()
-            self.writer.cancel()
+            if self.writer is not None:
+                self.writer.cancel()
             task = asyncio.get_running_loop().create_task(self._close_now(code, reason))
             self.gateway._tasks.add(task)  # keep a reference until it is done
             task.add_done_callback(self.gateway._tasks.discard)
         else:
-            self.ready.set()
+            self._wake_writer()  # it sends what is queued, then the close
 
     async def _close_now(self, code: int, reason: str) -> None:
         with contextlib.suppress(Exception):
@@ -294,7 +307,8 @@ class Gateway:
                 client.closed = True
                 client.ready.set()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(client.writer, 1.0)
+                if client.writer is not None:
+                    await asyncio.wait_for(client.writer, 1.0)
 
     def _forget(self, client: Client) -> None:
         self.clients.discard(client)
@@ -311,6 +325,7 @@ class Gateway:
     async def _receive(self, client: Client) -> str | None:
         """The next text frame; None (after an error frame) for a frame we refuse."""
         message = await client.ws.receive()
+        client.arrived_at = now_ms()
         if message["type"] == "websocket.disconnect":
             raise WebSocketDisconnect(message.get("code", 1000))
         self.metrics.frames_in += 1
@@ -374,7 +389,7 @@ class Gateway:
                 self.metrics.inc("livetable_unavailable_total")
                 bet_id = command.bet_id if isinstance(command, p.PlaceBet) else None
                 client.send_message(p.Error(
-                    code="unavailable",
+                    code="unavailable", bet_id=bet_id,
                     message="the service could not complete this request; retry it"
                     + (f" (bet {bet_id} is taken at most once: resend the same bet_id)"
                        if bet_id else "")))
@@ -575,7 +590,9 @@ class Gateway:
         assert client.table is not None
         request = BetRequest(player_id=identity.id, table=client.table, bet_id=bet.bet_id,
                              round_id=bet.round_id, spot=bet.spot, amount=bet.amount)
-        answer = await self.store.place_bet(request, now_ms())
+        # judged by when the bet reached us, not by when a busy server got to it (the
+        # engine closes betting a grace period after closes_at for exactly these)
+        answer = await self.store.place_bet(request, client.arrived_at)
         self.metrics.bet(answer.code if isinstance(answer, p.BetRejected) else "accepted")
         client.send_message(answer)
 
