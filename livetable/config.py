@@ -34,7 +34,7 @@ class Settings:
     deal_interval: float = field(default_factory=lambda: float(_env("DEAL_INTERVAL", "0.15")))
     between_rounds: float = field(default_factory=lambda: float(_env("BETWEEN_ROUNDS", "4")))
     #: Seconds after closes_at before betting closes for bets that arrived in time.
-    close_grace: float = field(default_factory=lambda: float(_env("CLOSE_GRACE", "0.5")))
+    close_grace: float = field(default_factory=lambda: float(_env("CLOSE_GRACE", "1")))
     mode: str = field(default_factory=lambda: _env("MODE", "auto"))
     demo: bool = field(
         default_factory=lambda: _env("DEMO", "1").lower() not in ("0", "false", "no", "off"))

@@ -36,7 +36,7 @@ from livetable.bus import TableBatch
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.server.metrics import Metrics
-from livetable.server.wsproto import EXTENSION, text_frame
+from livetable.server.wsproto import ARRIVED_AT, EXTENSION, text_frame
 from livetable.store.base import BetRequest, Store, rejected
 
 log = logging.getLogger("livetable.gateway")
@@ -325,7 +325,7 @@ class Gateway:
     async def _receive(self, client: Client) -> str | None:
         """The next text frame; None (after an error frame) for a frame we refuse."""
         message = await client.ws.receive()
-        client.arrived_at = now_ms()
+        client.arrived_at = message.get(ARRIVED_AT) or now_ms()
         if message["type"] == "websocket.disconnect":
             raise WebSocketDisconnect(message.get("code", 1000))
         self.metrics.frames_in += 1
