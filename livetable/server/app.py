@@ -100,10 +100,12 @@ class Services:
             # Retry a command once or twice on a dropped connection (after a Redis restart
             # the first command on each pooled connection fails). Safe: every write is
             # idempotent by its id (bet, step, round).
+            # A round's settlement is one Lua script: a round of 100,000 bets keeps Redis
+            # busy for seconds (docs/benchmarks.md), past redis-py's 5 s default timeout.
             self.redis = Redis(
                 connection_pool=BlockingConnectionPool.from_url(
                     settings.redis_url, max_connections=512, timeout=10,
-                    health_check_interval=5),
+                    health_check_interval=5, socket_timeout=60),
                 retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
                 retry_on_error=[RedisConnectionError, RedisTimeoutError])
             self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
