@@ -64,7 +64,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "set_mode": frozenset({"idle", "settled", "cancelled"}),
 }
 
-#: What the Redis and SQLite stores need to know of a round for bet intake.
+#: What a dealer types (or a scanner reads) when the cut card comes out of the shoe.
 CUT_CARD_TOKENS = frozenset({"CUT", "CUTCARD", "CUT_CARD"})
 
 

@@ -18,10 +18,9 @@ from __future__ import annotations
 import random
 import secrets
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from livetable.rules.cards import DECK, Card, CardError, parse_card
+from livetable.rules.cards import DECK, Card, CardError
 from livetable.rules.settlement import DEAL_ORDER, Position
 
 DECKS = 8
@@ -159,11 +158,3 @@ class Shoe:
     def deal_round(self) -> list[tuple[Slot, Card]]:
         """The 13 cards of one round from an auto shoe, each with its slot."""
         return [(slot, self.draw()) for slot in ROUND_SLOTS]
-
-
-def new_shoe_from_seed(seed: int, cut_range: tuple[int, int] = DEFAULT_CUT_RANGE) -> Shoe:
-    return Shoe.shuffled(random.Random(seed), cut_range=cut_range)
-
-
-def cards_from(tokens: Iterable[str]) -> list[Card]:
-    return [parse_card(t) for t in tokens]
