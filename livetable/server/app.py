@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -36,7 +35,7 @@ from livetable.store.base import Store
 from livetable.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
-    from livetable.server.scaleout import LeasedTables
+    from livetable.server.scaleout import LeasedTables, RedisControl
 
 log = logging.getLogger("livetable.app")
 
@@ -84,6 +83,7 @@ class Services:
         self.redis: Any = None
         self.pubsub_redis: Any = None
         self.lease_redis: Any = None
+        self.control: RedisControl | None = None
         execute = self.execute
         if settings.redis_url and store is None:
             from redis.asyncio import BlockingConnectionPool, Redis
@@ -125,8 +125,9 @@ class Services:
                 self.leases = LeasedTables(self.lease_redis, redis_store,
                                            settings.table_names,
                                            lambda t: self._runner(t, (FencedOut,)))
+            self.control = RedisControl(self.redis)
             if "engine" not in roles:
-                execute = RedisControl(self.redis).execute
+                execute = self.control.execute
         else:
             self.store = store or SQLiteStore(settings.db_path, settings.event_log_size * 4)
             self.bus = bus or MemoryBus()
@@ -144,10 +145,8 @@ class Services:
     async def execute(self, table: str, command: DealerAction) -> p.Ack | p.Error:
         runner = self.runners.get(table)
         if runner is None or not runner.alive:
-            if self.redis is not None:  # the table may be held by another engine
-                from livetable.server.scaleout import RedisControl
-
-                return await RedisControl(self.redis).execute(table, command)
+            if self.control is not None:  # the table may be held by another engine
+                return await self.control.execute(table, command)
             return p.Error(code="unknown_table", message=f"no table {table!r} here")
         return await runner.execute(command)
 
@@ -242,7 +241,7 @@ def create_app(settings: Settings, services: Services | None = None,
         feed = gateway.feeds.get(request.path_params["table"])
         if feed is None:
             return _error(404, "unknown_table", "no such table")
-        snap = msgspec.json.decode(feed.snapshot, type=p.TableSnapshot)
+        snap = feed.view()
         return _json(p.ENCODER.encode({"table": snap.id, "shoe_id": snap.shoe_id,
                                        "roadmap": snap.roadmap}))
 

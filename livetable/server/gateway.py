@@ -65,6 +65,14 @@ class TableFeed:
     snapshot: bytes
     ring: deque[tuple[int, str]]
     clients: set[Client] = field(default_factory=set)
+    _view: tuple[bytes, p.TableSnapshot] | None = None
+
+    def view(self) -> p.TableSnapshot:
+        """The snapshot decoded — once per table step, however many clients join."""
+        if self._view is None or self._view[0] is not self.snapshot:
+            self._view = (self.snapshot, msgspec.json.decode(self.snapshot,
+                                                             type=p.TableSnapshot))
+        return self._view[1]
 
     def frames_after(self, seq: int) -> list[tuple[int, str]] | None:
         """Every frame after ``seq`` up to the head, or None if the ring no longer has them."""
@@ -506,7 +514,7 @@ class Gateway:
         if replay is not None and len(replay) + len(settled) > budget:
             replay = None
         settled = settled[-budget:] if budget else []
-        welcome = p.Welcome(v=p.PROTOCOL_VERSION, player=player, table=_raw_snapshot(feed),
+        welcome = p.Welcome(v=p.PROTOCOL_VERSION, player=player, table=feed.view(),
                             epoch=feed.epoch, seq=feed.seq, server_time=now_ms(),
                             resumed=replay is not None)
         client.table = table
@@ -613,7 +621,3 @@ def _settled_rounds(frames: list[tuple[int, str]]) -> list[str]:
             if isinstance(event, p.RoundSettled | p.RoundCancelled):
                 rounds.append(event.round_id)
     return rounds
-
-
-def _raw_snapshot(feed: TableFeed) -> p.TableSnapshot:
-    return msgspec.json.decode(feed.snapshot, type=p.TableSnapshot)
