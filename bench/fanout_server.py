@@ -11,8 +11,6 @@
   connection). This isolates fan-out from the game's timing.
 * ``ws`` — a bare ``websockets`` server (its asyncio API) sending with
   ``websockets.broadcast``: about the least work Python can do per frame.
-* ``livetable-direct`` — livetable with a prototype of a faster fan-out patched in (see
-  :mod:`bench.direct_write`): what a proposed change would gain, measured side by side.
 * ``sio`` — python-socketio's ASGI server on uvicorn with ``AsyncRedisManager``: each emit
   goes through Redis pub/sub and back, as in a multi-process socket.io deployment.
 
@@ -165,12 +163,9 @@ class Bench:
 
 
 def livetable_ws() -> Any:
-    """The websocket protocol ``livetable serve`` gives uvicorn: its own framed-write
-    protocol where livetable has one (livetable.server.wsproto), else websockets-sansio."""
-    try:
-        from livetable.server.wsproto import FramedWebSocketProtocol
-    except ImportError:
-        return "websockets-sansio"
+    """The websocket protocol ``livetable serve`` gives uvicorn (its framed-write one)."""
+    from livetable.server.wsproto import FramedWebSocketProtocol
+
     return FramedWebSocketProtocol
 
 
@@ -270,18 +265,13 @@ async def run_sio(bench: Bench, args: argparse.Namespace) -> None:
 async def main(args: argparse.Namespace) -> None:
     bench = Bench(args)
     threading.Thread(target=bench.read_stdin, daemon=True).start()
-    if args.kind == "livetable-direct":
-        from bench.direct_write import install
-
-        install()
-    run = {"livetable": run_livetable, "livetable-direct": run_livetable, "ws": run_ws,
-           "sio": run_sio}[args.kind]
+    run = {"livetable": run_livetable, "ws": run_ws, "sio": run_sio}[args.kind]
     await run(bench, args)
 
 
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kind", choices=["livetable", "livetable-direct", "ws", "sio"],
+    parser.add_argument("--kind", choices=["livetable", "ws", "sio"],
                         required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--data-dir", default="")

@@ -45,7 +45,7 @@ QUICK: dict[str, Any] = {
 }
 FULL: dict[str, Any] = {
     "workers": 3, "sizes": [1000, 5000, 10000, 19900],
-    "kinds": ["livetable", "livetable-direct", "ws", "sio"], "events": 10, "interval": 1.0,
+    "kinds": ["livetable", "ws", "sio"], "events": 10, "interval": 1.0,
     "pad": 0, "profile_n": 10000, "bet_players": 2000, "bets_per_player": 10,
     "betting_seconds": 20.0, "settle_players": 5000, "settle_bets_per_player": 20,
     "storm_sizes": [1000, 5000], "timeout": 240.0,
@@ -61,7 +61,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="directory for the JSON results (default bench/results)")
     parser.add_argument("--workers", type=int, help="load generator processes")
     parser.add_argument("--sizes", help="fan-out viewer counts, e.g. 1000,5000")
-    parser.add_argument("--kinds", help="fan-out servers, of livetable,livetable-direct,ws,sio "
+    parser.add_argument("--kinds", help="fan-out servers, of livetable,ws,sio "
                                          "(default: all; --quick: livetable,ws,sio)")
     parser.add_argument("--redis", choices=["auto", "yes", "no"], default="auto",
                         help="also run bets and settlement in Redis mode (auto: when "
@@ -97,12 +97,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.kinds:
         cfg["kinds"] = [k for k in args.kinds.split(",") if k]
-    from bench.direct_write import built_in
-
-    if built_in() and "livetable-direct" in cfg["kinds"]:  # the prototype became livetable
-        cfg["kinds"] = [k for k in cfg["kinds"] if k != "livetable-direct"]
-        print("bench: livetable frames table events itself now: no livetable-direct run",
-              file=sys.stderr)
     kinds = cfg["kinds"]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     command = "bench/run.py " + " ".join(argv if argv is not None else sys.argv[1:])

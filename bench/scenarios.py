@@ -47,17 +47,16 @@ from bench.common import (
 )
 from bench.loadgen import LoadGen
 
-PATHS = {"livetable": "/ws", "livetable-direct": "/ws", "ws": "/", "livetable-gcfreeze": "/ws",
+PATHS = {"livetable": "/ws", "ws": "/", "livetable-gcfreeze": "/ws",
          "livetable-gcoff": "/ws", "livetable-gctune": "/ws",
          "sio": "/socket.io/?EIO=4&transport=websocket"}
 KIND_NAMES = {"livetable": "livetable gateway", "ws": "bare websockets.broadcast",
               "sio": "python-socketio + AsyncRedisManager",
-              "livetable-direct": "livetable + direct-write prototype",
               "livetable-gcfreeze": "livetable, gc.freeze() before publishing",
               "livetable-gcoff": "livetable, gc.disable() while publishing",
               "livetable-gctune": "livetable, gc.freeze() + gc.set_threshold(50000, 20, 100)"}
 #: The client protocol each server kind speaks.
-CLIENT_KIND = {"livetable": "livetable", "livetable-direct": "livetable", "ws": "ws",
+CLIENT_KIND = {"livetable": "livetable", "ws": "ws",
                "sio": "sio", "livetable-gcfreeze": "livetable", "livetable-gcoff": "livetable",
                "livetable-gctune": "livetable"}
 SPOTS = ["P1", "P2", "P3", "P4", "P5", "P1_PAIR", "P2_PAIR", "P3_PAIR", "P4_PAIR", "P5_PAIR"]
