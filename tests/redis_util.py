@@ -16,12 +16,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+
+from procutil import free_port, kill, stop
 
 REDIS_SERVER = os.environ.get("LIVETABLE_REDIS_SERVER") or shutil.which("redis-server") \
     or "/usr/bin/redis-server"
@@ -31,12 +32,6 @@ STARTUP_TIMEOUT_S = 10.0
 
 def redis_available() -> bool:
     return Path(REDIS_SERVER).exists()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ping(port: int) -> bool:
@@ -99,18 +94,11 @@ class RedisServer:
 
     def kill(self) -> None:
         """SIGKILL: the server dies as in a crash (nothing flushed on the way out)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=10)
+        kill(self.process)
 
     def stop(self) -> None:
         """A clean shutdown (SIGTERM); falls back to SIGKILL if it takes too long."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop(self.process)
 
     def restart(self) -> RedisServer:
         """Start again on the same port and directory (stopping it cleanly if it still runs;
@@ -131,7 +119,7 @@ def start_redis(tmp_path: Path, appendonly: bool = False, *,
     """Start a fresh ``redis-server`` in ``tmp_path`` on a free port and wait for PING."""
     last: Exception | None = None
     for _ in range(5):  # another process may grab the free port between probe and bind
-        server = RedisServer(tmp_path, _free_port(), appendonly=appendonly,
+        server = RedisServer(tmp_path, free_port(), appendonly=appendonly,
                              appendfsync=appendfsync)
         try:
             return server.start()

@@ -10,9 +10,7 @@ Chromium is the system's (``/usr/bin/chromium``); these tests never download a b
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from procutil import free_port
 from table_page import Server, get_json, livetable_command
 
 CHROMIUM = os.environ.get("LIVETABLE_E2E_CHROMIUM", "/usr/bin/chromium")
@@ -40,11 +39,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
@@ -53,7 +47,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield Server(url=given.rstrip("/") + "/", env=dict(os.environ), data=None, process=None)
         return
     data = tmp_path_factory.mktemp("livetable-e2e")
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ)
     env.update({
         "LIVETABLE_SECRET": SECRET,

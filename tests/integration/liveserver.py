@@ -21,8 +21,6 @@ import contextlib
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from procutil import free_port, kill, stop
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -42,12 +41,6 @@ TABLE = "t1"
 WAIT = 20.0
 
 Frame = dict[str, Any]
-
-
-def free_port() -> int:
-    with contextlib.closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def livetable_command() -> list[str]:
@@ -150,17 +143,10 @@ class LiveServer:
 
     def kill(self) -> None:
         """kill -9: no graceful shutdown, no last write."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=10)
+        kill(self.process)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop(self.process)
 
     def token(self, *args: str) -> str:
         """``livetable token ARGS --data-dir DIR``: signed with the server's secret."""
