@@ -9,13 +9,17 @@ on ``/ws/dealer`` and a player or guest token never is.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import time
 from dataclasses import dataclass
 from typing import Literal
+
+from livetable.accounts import AccountError, check_player_id
 
 Kind = Literal["player", "guest", "dealer"]
 
@@ -40,11 +44,26 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
+_B64URL = re.compile(r"[A-Za-z0-9_-]*")
+
+
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """Strict base64url: only the alphabet, no padding, and the one canonical spelling
+    (Python's decoder would skip stray characters and ignore trailing bits, so many strings
+    would name one token)."""
+    if not _B64URL.fullmatch(text) or len(text) % 4 == 1:
+        raise ValueError("not base64url")
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise ValueError("not canonical base64url")
+    return data
 
 
 def mint(secret: bytes, kind: Kind, subject: str, name: str, ttl_seconds: int) -> str:
+    """A signed token. A player's or guest's ``subject`` must be a valid player id
+    (:func:`livetable.accounts.check_player_id`): :class:`AccountError` otherwise."""
+    if kind in ("player", "guest"):
+        check_player_id(subject)
     payload = json.dumps(
         {"k": kind, "sub": subject, "name": name, "exp": int(time.time()) + ttl_seconds},
         separators=(",", ":"),
@@ -57,7 +76,7 @@ def verify(secret: bytes, token: str, now: float | None = None) -> Identity:
     try:
         payload_text, signature_text = token.split(".")
         payload, signature = _unb64(payload_text), _unb64(signature_text)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, binascii.Error):
         raise TokenError("malformed token") from None
     expected = hmac.new(secret, payload, hashlib.sha256).digest()
     if not hmac.compare_digest(signature, expected):
@@ -70,6 +89,11 @@ def verify(secret: bytes, token: str, now: float | None = None) -> Identity:
         raise TokenError("malformed token payload") from None
     if identity.kind not in ("player", "guest", "dealer"):
         raise TokenError("unknown token kind")
+    if identity.is_player:
+        try:
+            check_player_id(identity.id)
+        except AccountError as exc:  # signed, but for an id no player may have
+            raise TokenError(str(exc)) from None
     if identity.expires < (time.time() if now is None else now):
         raise TokenError("token expired")
     return identity

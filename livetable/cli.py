@@ -334,6 +334,7 @@ def _add_roles(commands: Commands) -> None:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
+    from livetable.accounts import AccountError
     from livetable.auth import mint
 
     settings = _settings(args)
@@ -347,9 +348,12 @@ def cmd_token(args: argparse.Namespace) -> int:
     else:
         if not args.player:
             raise UsageError("give --player ID (and --name NAME), or --dealer")
-        if args.player.startswith("g_") or args.player in ("house", "external"):
+        if args.player.startswith("g_"):
             raise UsageError(f"player id {args.player!r} is reserved (g_… ids are guests')")
-        token = mint(secret, "player", args.player, args.name or args.player, ttl)
+        try:
+            token = mint(secret, "player", args.player, args.name or args.player, ttl)
+        except AccountError as exc:  # an id in the ledger's own namespace, e.g. hold:…
+            raise UsageError(str(exc)) from None
     print(token)
     return 0
 

@@ -98,6 +98,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
 from livetable import protocol as p
+from livetable.accounts import AccountError, check_player_id
 from livetable.engine.table import CancelRound, Effect, OpenRound, SetBetting, SettleRound
 from livetable.rules import BetSpot
 from livetable.store.base import AuditReport, BetRequest, Settled, precheck, rejected
@@ -149,6 +150,9 @@ local MAX_EXACT = 9007199254740991
 -- One transfer, double entry: both balances, both running totals and a journal line.
 -- Returns the debit and the credit account's new balances.
 local function transfer(id, debit, credit, amount, kind, ref, at)
+  if debit == credit then  -- before any write: it would log money that never moved
+    error('SAME_ACCOUNT transfer ' .. id .. ' debits and credits ' .. debit)
+  end
   local d = redis.call('HINCRBY', BALANCES, debit, -amount)
   redis.call('HINCRBY', DEBITS, debit, amount)
   local c = redis.call('HINCRBY', BALANCES, credit, amount)
@@ -196,7 +200,7 @@ _DEPOSIT_LUA = _LEDGER_LUA + """
 local DEPOSIT_IDS = KEYS[6]
 local tid, account, amount, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 open_ledger()
-if not redis.call('HGET', ACCOUNTS, account) then return {'no_account'} end
+if redis.call('HGET', ACCOUNTS, account) ~= 'player' then return {'no_account'} end
 if amount > 0 and not redis.call('HGET', DEPOSIT_IDS, tid) then
   if balance(account) + amount > MAX_EXACT or amount - balance('external') > MAX_EXACT then
     return {'overflow', balance(account)}
@@ -284,6 +288,14 @@ if fence ~= '' then
   if holder ~= fence then return {'fenced', holder or ''} end
 end
 local effects = cmsgpack.unpack(ARGV[4])
+-- A round opens only on an escrow account that is the round's own (checked before any
+-- write: a script that fails half-way keeps what it wrote).
+for _, e in ipairs(effects) do
+  if e[1] == 'open' then
+    local kind = redis.call('HGET', ACCOUNTS, 'hold:' .. e[3])
+    if kind and kind ~= 'hold' then return {'hold_taken', e[3], kind} end
+  end
+end
 
 local function hmget_all(key, fields)
   local out = {}
@@ -596,6 +608,7 @@ class RedisStore:
 
     async def ensure_player(self, player_id: str, name: str, initial_balance: int,
                             now: int) -> p.PlayerView:
+        check_player_id(player_id)
         if initial_balance > MAX_EXACT:
             raise AmountOverflow(f"initial balance {initial_balance} exceeds {MAX_EXACT}")
         k = self.keys
@@ -603,7 +616,7 @@ class RedisStore:
             keys=[*k.money, k.names, k.created],
             args=[player_id, name, initial_balance, now])
         if reply[0] != b"ok":
-            raise ValueError(f"{player_id!r} is a {_s(reply[1])} account, not a player")
+            raise AccountError(f"{player_id!r} is a {_s(reply[1])} account, not a player")
         return p.PlayerView(id=player_id, name=_s(reply[1]), balance=int(reply[2]))
 
     async def player(self, player_id: str) -> p.PlayerView | None:
@@ -618,6 +631,7 @@ class RedisStore:
         return p.PlayerView(id=player_id, name=_s(name or b""), balance=int(balance or 0))
 
     async def deposit(self, transfer_id: str, player_id: str, amount: int, now: int) -> int:
+        check_player_id(player_id)
         if amount > MAX_EXACT:
             raise AmountOverflow(f"deposit {amount} exceeds {MAX_EXACT}")
         k = self.keys
@@ -740,10 +754,15 @@ class RedisStore:
         except ResponseError as exc:
             if str(exc).startswith("MISSING_SPOT"):
                 raise KeyError(str(exc).split(" ", 1)[1]) from None
+            if "SAME_ACCOUNT" in str(exc):
+                raise AccountError(str(exc)) from None
             raise
         if reply[0] == b"fenced":
             assert token is not None
             raise FencedOut(table, token, _s(reply[1]) or None)
+        if reply[0] == b"hold_taken":
+            raise AccountError(f"round {_s(reply[1])}: its escrow account already exists as "
+                               f"a {_s(reply[2])} account")
         return [
             Settled(_s(pid), p.BetSettled(
                 bet_id=_s(bet_id), round_id=_s(round_id), spot=_s(spot), amount=int(amount),

@@ -20,6 +20,7 @@ import sqlite3
 from pathlib import Path
 
 from livetable import protocol as p
+from livetable.accounts import AccountError, check_player_id, hold_account
 from livetable.engine.table import CancelRound, Effect, OpenRound, SetBetting, SettleRound
 from livetable.rules import BetSpot
 from livetable.store.base import (
@@ -150,6 +151,8 @@ class SQLiteStore:
     def _transfer(self, tid: str, debit: str, credit: str, amount: int, kind: str,
                   ref: str, now: int) -> bool:
         """Move ``amount`` from ``debit`` to ``credit`` once; False if already applied."""
+        if debit == credit:  # would create money in the transfer log and move none
+            raise AccountError(f"transfer {tid} debits and credits the same account {debit!r}")
         if amount <= 0:
             return False
         cur = self.db.execute(
@@ -173,6 +176,7 @@ class SQLiteStore:
 
     async def ensure_player(self, player_id: str, name: str, initial_balance: int,
                             now: int) -> p.PlayerView:
+        check_player_id(player_id)
         self.db.execute("BEGIN IMMEDIATE")
         try:
             cur = self.db.execute(
@@ -182,7 +186,7 @@ class SQLiteStore:
                 self._transfer(f"open:{player_id}", "external", player_id, initial_balance,
                                "deposit", player_id, now)
             elif self._kind(player_id) != "player":
-                raise ValueError(f"{player_id!r} is not a player account")
+                raise AccountError(f"{player_id!r} is not a player account")
             elif name:
                 self.db.execute("UPDATE accounts SET name = ? WHERE id = ?", (name, player_id))
             self.db.execute("COMMIT")
@@ -200,9 +204,10 @@ class SQLiteStore:
         return None if row is None else p.PlayerView(id=row[0], name=row[1], balance=row[2])
 
     async def deposit(self, transfer_id: str, player_id: str, amount: int, now: int) -> int:
+        check_player_id(player_id)
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            if self._balance(player_id) is None:
+            if self._kind(player_id) != "player":
                 raise KeyError(f"no player {player_id!r}")
             self._transfer(f"deposit:{transfer_id}", "external", player_id, amount, "deposit",
                            player_id, now)
@@ -297,7 +302,7 @@ class SQLiteStore:
              now, balance))
         # The transfer id is the bet's row, not "player:bet_id": both are free text, and
         # "a" betting "b:c" must not be taken for "a:b" betting "c" (a bet without money).
-        self._transfer(f"bet:{cur.lastrowid}", bet.player_id, f"hold:{bet.round_id}", deducted,
+        self._transfer(f"bet:{cur.lastrowid}", bet.player_id, hold_account(bet.round_id), deducted,
                        "bet", bet.round_id, now)
         return p.BetAccepted(bet_id=bet.bet_id, round_id=bet.round_id, spot=bet.spot,
                              amount=bet.amount, deducted=deducted, balance=balance)
@@ -340,8 +345,14 @@ class SQLiteStore:
                 "closes_at, limits, opened_at) VALUES (?, ?, ?, ?, 'betting', ?, ?, ?)",
                 (effect.round_id, effect.table, effect.shoe_id, effect.round_no,
                  effect.closes_at, json.dumps(_limits_dict(effect.limits)), now))
-            db.execute("INSERT OR IGNORE INTO accounts (id, kind, created_at) "
-                       "VALUES (?, 'hold', ?)", (f"hold:{effect.round_id}", now))
+            hold = hold_account(effect.round_id)
+            kind = self._kind(hold)
+            if kind is None:
+                db.execute("INSERT INTO accounts (id, kind, created_at) VALUES (?, 'hold', ?)",
+                           (hold, now))
+            elif kind != "hold":  # raising rolls the step back: the round does not open
+                raise AccountError(f"round {effect.round_id}: its escrow account {hold!r} "
+                                   f"already exists as a {kind} account")
             return []
         if isinstance(effect, SetBetting):
             db.execute("UPDATE rounds SET state = ?, closes_at = ? WHERE round_id = ? AND "
@@ -381,7 +392,7 @@ class SQLiteStore:
             "state = 'accepted'", (round_id,)).fetchone()[0]
         if total_held == 0:
             return []
-        self._transfer(f"settle:{round_id}", f"hold:{round_id}", "house", total_held, "settle",
+        self._transfer(f"settle:{round_id}", hold_account(round_id), "house", total_held, "settle",
                        round_id, now)
         # One CASE per column maps a bet's spot to its result: two passes over the round's
         # bets in all (payouts per player, then the bets themselves).
@@ -426,7 +437,7 @@ class SQLiteStore:
             "SELECT seq, player_id, bet_id, spot, amount, deducted FROM bets "
             "WHERE round_id = ? AND state = 'accepted' ORDER BY seq", (effect.round_id,)
         ).fetchall()
-        hold = f"hold:{effect.round_id}"
+        hold = hold_account(effect.round_id)
         for seq, pid, _bet_id, _spot, _amount, deducted in bets:
             self._transfer(f"refund:{seq}", hold, pid, deducted, "refund", effect.round_id,
                            now)

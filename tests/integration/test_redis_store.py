@@ -27,12 +27,14 @@ import msgspec
 import pytest
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
+from redis.exceptions import ResponseError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from redis_util import RedisServer, start_redis
 
 from livetable import protocol as p
+from livetable.accounts import AccountError
 from livetable.engine import (
     CancelRound,
     OpenRound,
@@ -156,7 +158,7 @@ async def test_an_engine_driven_table_is_the_same_on_sqlite_and_redis(
 ) -> None:
     rng = random.Random(seed)
     twin = Twin(SQLiteStore(":memory:"), store)
-    players = [f"p{n}" for n in range(6)] + ["guest:a", "guest:a:b"]  # ids with colons
+    players = [f"p{n}" for n in range(6)] + ["guest.a", "guest.a_b"]  # ids with dots
     for pid in players:
         start = rng.choice([0, 50, 500, 5_000, 50_000])
         await twin.both("ensure_player", pid, pid.upper(), start, T0)
@@ -518,6 +520,32 @@ async def test_a_house_account_is_not_a_player(store: RedisStore) -> None:
         assert isinstance(answer, p.BetRejected) and answer.code == "not_a_player"
     assert (await store.audit()).ok
 
+
+
+async def test_a_round_does_not_open_on_a_taken_escrow_account(store: RedisStore) -> None:
+    # Written before the fix: a player account named like the next round's escrow. Opening
+    # the round fails loudly, and the step writes nothing (no round, no state, no events).
+    k = store.keys
+    await store.redis.hset(k.accounts, f"hold:{R1}", "player")
+    with pytest.raises(AccountError, match="escrow"):
+        await store.commit_step(TABLE, b"s1", [frame(1)], [open_round()], T0)
+    assert await store.load_table(TABLE) is None
+    assert await store.round_view(R1) is None
+    assert await store.redis.xlen(k.table_events(TABLE)) == 0
+
+
+async def test_no_lua_transfer_from_an_account_to_itself(store: RedisStore) -> None:
+    from livetable.store.redis import _LEDGER_LUA
+
+    await store.ensure_player("alice", "Alice", 1_000, T0)
+    journal = await store.redis.xlen(store.keys.money[4])
+    with pytest.raises(ResponseError, match="SAME_ACCOUNT"):
+        await store.redis.eval(
+            _LEDGER_LUA + "transfer('t-self', 'alice', 'alice', 100, 'bet', 'r', 0)",
+            5, *store.keys.money)
+    assert await store.redis.xlen(store.keys.money[4]) == journal
+    assert await balance(store, "alice") == 1_000
+    assert (await store.audit()).ok
 
 
 async def test_a_cluster_client_is_refused_up_front() -> None:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import pytest
 
 from livetable import protocol as p
+from livetable.accounts import AccountError
 from livetable.engine import CancelRound, OpenRound, SetBetting, SettleRound
 from livetable.rules import BetSpot, Position, hand_of, parse_cards, settle_bet, settle_round
 from livetable.store import REJECTIONS, BetRequest, SQLiteStore, Store
@@ -621,19 +622,52 @@ async def test_audit_detects_a_bet_left_open_in_an_ended_round_sqlite() -> None:
 
 
 async def test_ids_with_colons_do_not_collide(store: Store) -> None:
-    # Player and bet ids are free text: "a" betting "b:c" is not "a:b" betting "c".
+    # Bet ids are free text: "a" betting "b:c" and "a" betting "b" then "c" are apart.
     await store.ensure_player("a", "A", 10_000, T0)
-    await store.ensure_player("a:b", "AB", 10_000, T0)
+    await store.ensure_player("a.b", "AB", 10_000, T0)
     await open_round(store)
-    first = await accepted(store, bet("a:b", "c", "P1", 100))
+    first = await accepted(store, bet("a.b", "c", "P1", 100))
     second = await accepted(store, bet("a", "b:c", "P1", 100))
-    assert (first.balance, second.balance) == (9_800, 9_800)
-    assert await balance(store, "a") == 9_800
-    assert await balance(store, "a:b") == 9_800
+    third = await accepted(store, bet("a", "b", "P2", 100))
+    assert (first.balance, second.balance, third.balance) == (9_800, 9_800, 9_600)
+    assert await balance(store, "a") == 9_600
+    assert await balance(store, "a.b") == 9_800
     assert (await store.audit()).ok
     refunds = await commit(store, cancel())
-    assert {(s.player_id, s.message.returned) for s in refunds} == {("a", 200), ("a:b", 200)}
+    assert sorted((s.player_id, s.message.returned) for s in refunds) == [
+        ("a", 200), ("a", 200), ("a.b", 200)]
     assert await balance(store, "a") == 10_000
-    assert await balance(store, "a:b") == 10_000
+    assert await balance(store, "a.b") == 10_000
     report = await store.audit()
     assert report.ok and report.house == 0
+
+
+# --- the account namespace (issue 10, attack 1) ------------------------------------------------
+
+
+@pytest.mark.parametrize("player_id", ["hold:t1.1.2", "house", "external", "a:b", ""])
+async def test_no_player_account_can_take_an_internal_id(store: Store, player_id: str) -> None:
+    # The attack: "hold:<next round>" signed up before the round opened, owned its escrow,
+    # took every stake placed in it and bet with money that was never its own.
+    await store.ensure_player("alice", "Alice", 1_000, T0)
+    with pytest.raises(AccountError):
+        await store.ensure_player(player_id, "Escrow", 0, T0)
+    with pytest.raises(AccountError):
+        await store.deposit("d-1", player_id, 17_000, T0)
+    assert await store.player(player_id) is None
+    await open_round(store, R2)
+    await accepted(store, bet("alice", "b1", "P1", 100, round_id=R2))
+    report = await store.audit()
+    assert report.ok, report.problems
+    assert report.deposits == 1_000
+
+
+async def test_a_deposit_reaches_only_a_player(store: Store) -> None:
+    await store.ensure_player("alice", "Alice", 1_000, T0)
+    await open_round(store)
+    await accepted(store, bet("alice", "b1", "P1", 100))
+    for account in ("house", "external", f"hold:{R1}"):
+        with pytest.raises((AccountError, KeyError)):
+            await store.deposit(f"d-{account}", account, 5_000, T0)
+    assert await store.deposit("d-alice", "alice", 5_000, T0) == 5_800
+    assert (await store.audit()).ok
