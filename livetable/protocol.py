@@ -12,10 +12,18 @@ writer, and encoded once for all their receivers.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 import msgspec
-from msgspec import Struct, field
+from msgspec import Meta, Struct, field
+
+# --- what a client may send: bounds in the schema, so a bad value is a bad_frame -----------
+#: Ids and names a client sends (tables, rounds, bet ids are checked again by the store).
+ShortText = Annotated[str, Meta(max_length=128)]
+#: Counters kept exactly everywhere (SQLite's integers, Lua's doubles): 0 … 2^53 - 1.
+Counter = Annotated[int, Meta(ge=0, le=2**53 - 1)]
+#: A Bet Record page cursor: the ``next`` of the page before (a bet's sequence number).
+Cursor = Annotated[str, Meta(pattern=r"^[0-9]{1,15}$")]
 
 PROTOCOL_VERSION = 1
 
@@ -27,8 +35,8 @@ BetState = Literal["accepted", "settled", "refunded"]
 
 
 class ResumePoint(Struct, kw_only=True):
-    epoch: int
-    seq: int
+    epoch: Counter
+    seq: Counter
 
 
 class Limits(Struct, kw_only=True):
@@ -118,21 +126,21 @@ class BetRecordEntry(Struct, kw_only=True):
 
 class Hello(Struct, tag="hello", tag_field="type", kw_only=True):
     v: int
-    table: str
-    token: str | None = None
+    table: ShortText
+    token: Annotated[str, Meta(max_length=2048)] | None = None
     resume: ResumePoint | None = None
 
 
 class PlaceBet(Struct, tag="place_bet", tag_field="type", kw_only=True):
-    bet_id: str
-    round_id: str
-    spot: str
-    amount: int
+    bet_id: str  # its length is the store's bad_bet_id, with the bet named
+    round_id: ShortText
+    spot: ShortText
+    amount: int  # its range is the store's bad_amount, with the bet named
 
 
 class GetBets(Struct, tag="get_bets", tag_field="type", kw_only=True):
-    limit: int | None = None
-    before: str | None = None
+    limit: int | None = None  # clamped to 1…200
+    before: Cursor | None = None
 
 
 class Ping(Struct, tag="ping", tag_field="type", kw_only=True):
@@ -150,7 +158,7 @@ class StartShoe(Struct, tag="start_shoe", tag_field="type", kw_only=True):
 
 
 class OpenBetting(Struct, tag="open_betting", tag_field="type", kw_only=True):
-    betting_ms: int | None = None
+    betting_ms: Annotated[int, Meta(ge=1_000, le=3_600_000)] | None = None
 
 
 class CloseBetting(Struct, tag="close_betting", tag_field="type", kw_only=True):
@@ -158,7 +166,7 @@ class CloseBetting(Struct, tag="close_betting", tag_field="type", kw_only=True):
 
 
 class CardIn(Struct, tag="card", tag_field="type", kw_only=True):
-    card: str
+    card: Annotated[str, Meta(max_length=16)]
 
 
 class Reveal(Struct, tag="reveal", tag_field="type", kw_only=True):
@@ -166,7 +174,7 @@ class Reveal(Struct, tag="reveal", tag_field="type", kw_only=True):
 
 
 class Pause(Struct, tag="pause", tag_field="type", kw_only=True):
-    reason: str = ""
+    reason: Annotated[str, Meta(max_length=200)] = ""
 
 
 class ResumeTable(Struct, tag="resume", tag_field="type", kw_only=True):
@@ -174,7 +182,7 @@ class ResumeTable(Struct, tag="resume", tag_field="type", kw_only=True):
 
 
 class CancelRound(Struct, tag="cancel_round", tag_field="type", kw_only=True):
-    reason: str = ""
+    reason: Annotated[str, Meta(max_length=200)] = ""
 
 
 class SetMode(Struct, tag="set_mode", tag_field="type", kw_only=True):
@@ -327,8 +335,27 @@ ServerMessage = (
 # --- the one encoder and the decoders ---------------------------------------------------------
 
 ENCODER = msgspec.json.Encoder()
-PLAYER_DECODER = msgspec.json.Decoder(PlayerCommand)
-DEALER_DECODER = msgspec.json.Decoder(DealerCommand)
+
+T = TypeVar("T")
+
+
+class FrameDecoder(Generic[T]):
+    """msgspec's decoder for what clients send, with the one failure msgspec leaves to
+    Python turned into a bad frame like any other: JSON nested deeper than the interpreter's
+    stack (2,000 brackets fit in one 4 KiB frame) raises ``RecursionError``."""
+
+    def __init__(self, kind: Any) -> None:
+        self._decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(kind)
+
+    def decode(self, data: str | bytes) -> T:
+        try:
+            return self._decoder.decode(data)
+        except RecursionError:
+            raise msgspec.DecodeError("JSON nested too deeply") from None
+
+
+PLAYER_DECODER: FrameDecoder[PlayerCommand] = FrameDecoder(PlayerCommand)
+DEALER_DECODER: FrameDecoder[DealerCommand] = FrameDecoder(DealerCommand)
 EVENT_DECODER = msgspec.json.Decoder(AnyTableEvent)
 SERVER_DECODER = msgspec.json.Decoder(ServerMessage)
 

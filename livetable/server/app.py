@@ -13,8 +13,9 @@ import os
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -201,6 +202,13 @@ class Services:
         return ok, checks
 
 
+class BetsQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
+    """The query of ``GET /api/bets``: the same bounds as ``get_bets`` on the websocket."""
+
+    limit: Annotated[int, msgspec.Meta(ge=-(2**53), le=2**53)] = 20  # clamped to 1…200
+    before: p.Cursor | None = None
+
+
 def _json(data: bytes, status: int = 200) -> Response:
     return Response(data, status_code=status, media_type="application/json")
 
@@ -272,11 +280,10 @@ def create_app(settings: Settings, services: Services | None = None,
         if isinstance(identity, Response):
             return identity
         try:
-            limit = int(request.query_params.get("limit", "20"))
-        except ValueError:
-            return _error(400, "bad_request", "limit must be an integer")
-        entries, cursor = await svc.store.bet_record(identity.id, limit,
-                                                     request.query_params.get("before"))
+            query = msgspec.convert(dict(request.query_params), BetsQuery, strict=False)
+        except msgspec.ValidationError as exc:
+            return _error(400, "bad_request", str(exc))
+        entries, cursor = await svc.store.bet_record(identity.id, query.limit, query.before)
         return _json(p.ENCODER.encode({"bets": entries, "next": cursor}))
 
     guest_buckets: dict[str, TokenBucket] = {}

@@ -417,7 +417,7 @@ class Gateway:
                                    "only on /ws/dealer, with a dealer token")
         return p.Error(code="bad_frame", message=str(exc))
 
-    async def _hello(self, client: Client, decoder: msgspec.json.Decoder[Any]) -> p.Hello | None:
+    async def _hello(self, client: Client, decoder: p.FrameDecoder[Any]) -> p.Hello | None:
         while True:
             text = await self._receive(client)
             if text is None:

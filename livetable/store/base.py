@@ -73,6 +73,17 @@ def precheck(bet: BetRequest) -> p.BetRejected | None:
     return None
 
 
+def cursor_of(before: str | None) -> int | None:
+    """A Bet Record cursor (``next`` of the page before) as a bet sequence number; None
+    for the first page. Anything else is refused, never passed on to SQL or Redis (a number
+    past 2^63 overflowed SQLite's integers)."""
+    if before is None or before == "":
+        return None
+    if not (before.isascii() and before.isdigit() and len(before) <= 15):
+        raise ValueError(f"not a Bet Record cursor: {before[:32]!r}")
+    return int(before)
+
+
 def spot_limits(limits: p.Limits, spot: str) -> tuple[int, int]:
     if BetSpot(spot).is_pair:
         return limits.pair_min, limits.pair_max

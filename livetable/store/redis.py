@@ -101,7 +101,7 @@ from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id
 from livetable.engine.table import CancelRound, Effect, OpenRound, SetBetting, SettleRound
 from livetable.rules import BetSpot
-from livetable.store.base import AuditReport, BetRequest, Settled, precheck, rejected
+from livetable.store.base import AuditReport, BetRequest, Settled, cursor_of, precheck, rejected
 
 #: How many events per table the log keeps for resume (``XADD MAXLEN ~``: at least this).
 DEFAULT_EVENT_RETENTION = 20_000
@@ -809,7 +809,7 @@ class RedisStore:
     async def bet_record(self, player_id: str, limit: int,
                          before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
         limit = max(1, min(limit, 200))
-        cursor = int(before) if before and before.isascii() and before.isdigit() else None
+        cursor = cursor_of(before)
         members = await self.redis.zrevrangebyscore(
             self.keys.player_bets(player_id), "+inf" if cursor is None else f"({cursor}",
             "-inf", start=0, num=limit + 1)

@@ -27,6 +27,7 @@ from livetable.store.base import (
     AuditReport,
     BetRequest,
     Settled,
+    cursor_of,
     precheck,
     rejected,
     spot_limits,
@@ -489,7 +490,7 @@ class SQLiteStore:
     async def bet_record(self, player_id: str, limit: int,
                          before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
         limit = max(1, min(limit, 200))
-        cursor = int(before) if before and before.isascii() and before.isdigit() else None
+        cursor = cursor_of(before)
         rows = self.db.execute(
             "SELECT b.seq, b.bet_id, b.table_id, r.shoe_id, b.round_id, r.round_no, b.spot, "
             "b.amount, b.deducted, b.placed_at, b.state, b.outcome, b.odds, b.returned, "

@@ -53,6 +53,15 @@ BAD_FRAMES: list[tuple[str, Any, str, str]] = [
      "frame_too_large", "4096"),
     ("binary frame", json.dumps({"type": "ping", "t": 1}).encode(), "bad_frame", "text"),
     ("second hello", {"type": "hello", "v": 1, "table": "t1"}, "already_hello", "hello"),
+    # issue 10, attack 6: these crashed a handler (RecursionError; OverflowError in SQLite)
+    ("nested 2,000 deep", '{"type": "ping", "pad": ' + "[" * 2000 + "]" * 2000 + "}",
+     "bad_frame", "nested"),
+    ("nested 2,000 deep, no type", "[" * 2000 + "]" * 2000, "bad_frame", "object"),
+    ("cursor past 2^63", {"type": "get_bets", "before": "1" + "0" * 26}, "bad_frame",
+     "$.before"),
+    ("cursor not a number", {"type": "get_bets", "before": "abc"}, "bad_frame", "$.before"),
+    ("round id of 4,000 characters", {"type": "place_bet", "bet_id": "b", "round_id": "r" * 4000,
+                                      "spot": "P1", "amount": 10}, "bad_frame", "$.round_id"),
 ]
 
 
@@ -145,7 +154,8 @@ def _tampered(token: str) -> str:
 async def test_forged_or_expired_tokens_are_closed_4001(auto_server: LiveServer) -> None:
     token, _ = auto_server.guest()
     expired = auto_server.token("--player", "p-expired", "--ttl", "-60")
-    for bad, word in ((_tampered(token), "signature"), ("abc.def", "signature"),
+    for bad, word in ((_tampered(token), "signature"), ("abc.dew", "signature"),
+                      ("abc.def", "malformed"),  # trailing bits set: not canonical base64
                       ("no-dot-at-all", "malformed"), (expired, "expired")):
         client = await WireClient.connect(auto_server.ws, "forger")
         try:
@@ -232,3 +242,29 @@ async def test_a_player_cannot_use_dealer_commands(auto_server: LiveServer) -> N
     finally:
         await misplaced.close()
     await assert_serving(auto_server)
+
+
+async def test_a_resume_point_past_2_53_is_a_bad_frame(auto_server: LiveServer) -> None:
+    client = await WireClient.connect(auto_server.ws, "resume")
+    try:
+        await client.send({"type": "hello", "v": 1, "table": "t1",
+                           "resume": {"epoch": 1, "seq": 10**26}})
+        error = await client.expect("error")
+        assert error["code"] == "bad_frame" and "$.resume.seq" in error["message"], error
+    finally:
+        await client.close()
+    await assert_serving(auto_server)
+
+
+@pytest.mark.parametrize(("query", "word"), [("before=" + "1" + "0" * 26, "before"),
+                                             ("before=abc", "before"),
+                                             ("limit=" + "9" * 30, "limit"),
+                                             ("limit=x", "limit")])
+def test_a_bad_bet_record_query_is_a_400(auto_server: LiveServer, query: str,
+                                         word: str) -> None:
+    token, _ = auto_server.guest()
+    answer = auto_server.get(f"/api/bets?{query}", token)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["code"] == "bad_request"
+    assert word in answer.json()["error"]["message"]
+    assert auto_server.get("/api/bets?limit=5", token).status_code == 200
