@@ -275,11 +275,19 @@ def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
     else:
         print(f"livetable: health and metrics at http://{shown}:{settings.port}/readyz, "
               f"/metrics", flush=True)
+    from livetable.server.guard import ConnectionGuard
     from livetable.server.wsproto import FramedWebSocketProtocol
 
+    guard = ConnectionGuard(head_timeout=settings.request_head_timeout,
+                            per_address=settings.connections_per_address,
+                            trusted=settings.trusted_proxies)
+    # X-Forwarded-For only from the proxies named: uvicorn would trust 127.0.0.1 (or
+    # FORWARDED_ALLOW_IPS) by default, and any local process could claim any address.
     uvicorn.run(app, host=settings.host, port=settings.port, ws=FramedWebSocketProtocol,
-                ws_max_size=64 * 1024, log_level=args.log_level, lifespan="on",
-                timeout_graceful_shutdown=5)
+                http=guard.protocol(), ws_max_size=64 * 1024, log_level=args.log_level,
+                lifespan="on", timeout_graceful_shutdown=5,
+                proxy_headers=bool(settings.trusted_proxies),
+                forwarded_allow_ips=",".join(settings.trusted_proxies) or None)
     return 0
 
 

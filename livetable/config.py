@@ -60,6 +60,24 @@ class Settings:
     pair_max: int = field(default_factory=lambda: int(_env("PAIR_MAX", "1000")))
     round_max: int = field(default_factory=lambda: int(_env("ROUND_MAX", "20000")))
     token_ttl: int = field(default_factory=lambda: int(_env("TOKEN_TTL", str(30 * 24 * 3600))))
+    #: Addresses (or networks) of the reverse proxies whose X-Forwarded-For is believed;
+    #: none by default, so no client can claim another address.
+    trusted_proxies: list[str] = field(
+        default_factory=lambda: [a.strip() for a in _env("TRUSTED_PROXIES", "").split(",")
+                                 if a.strip()])
+    #: Seconds a connection has to complete a request's head (request line and headers).
+    request_head_timeout: float = field(
+        default_factory=lambda: float(_env("REQUEST_HEAD_TIMEOUT", "10")))
+    #: Open connections allowed from one client address (trusted proxies exempt); 0 = no cap.
+    connections_per_address: int = field(
+        default_factory=lambda: int(_env("CONNECTIONS_PER_ADDRESS", "256")))
+    #: HTTP API requests per client address (``limits`` notation), and Bet Record reads.
+    api_rate: str = field(default_factory=lambda: _env("API_RATE", "50/second"))
+    bet_record_rate: str = field(default_factory=lambda: _env("BET_RECORD_RATE", "10/second"))
+    #: Frames refused for rate in a row before a connection is closed (4029).
+    rate_strikes: int = field(default_factory=lambda: int(_env("RATE_STRIKES", "50")))
+    #: Seconds a closing websocket has to finish its close before its socket is aborted.
+    close_timeout: float = field(default_factory=lambda: float(_env("CLOSE_TIMEOUT", "3")))
 
     @property
     def db_path(self) -> Path:

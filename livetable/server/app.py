@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from livetable import protocol as p
@@ -29,8 +31,9 @@ from livetable.bus import Bus, MemoryBus
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import Timing
-from livetable.server.gateway import Gateway, TokenBucket
+from livetable.server.gateway import Gateway
 from livetable.server.metrics import Metrics
+from livetable.server.ratelimit import RateLimits
 from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import Store
 from livetable.store.sqlite import SQLiteStore
@@ -213,8 +216,35 @@ def _json(data: bytes, status: int = 200) -> Response:
     return Response(data, status_code=status, media_type="application/json")
 
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+def _error(status: int, code: str, message: str, retry_after: int | None = None
+           ) -> JSONResponse:
+    headers = None if retry_after is None else {"retry-after": str(retry_after)}
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status,
+                        headers=headers)
+
+
+class ApiRateLimit:
+    """``/api/*`` requests per client address (``api_rate``): 429 with Retry-After past it.
+
+    Pure ASGI, so websockets and static files pass untouched. The address is the peer's,
+    or the one a trusted proxy forwarded (uvicorn's proxy-headers middleware, outside this).
+    """
+
+    def __init__(self, app: ASGIApp, limits: RateLimits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/api/"):
+            client = scope.get("client")
+            address = client[0] if client else "?"
+            if not self.limits.allow(self.limits.api, "api", address):
+                response = _error(429, "rate_limited", "too many requests from this address",
+                                  retry_after=self.limits.retry_after(self.limits.api, "api",
+                                                                      address))
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def create_app(settings: Settings, services: Services | None = None,
@@ -279,6 +309,10 @@ def create_app(settings: Settings, services: Services | None = None,
         identity = identity_of(request)
         if isinstance(identity, Response):
             return identity
+        address = request.client.host if request.client else "?"
+        if not limits.allow(limits.bet_record, "bets", address):
+            return _error(429, "rate_limited", "too many Bet Record reads, slow down",
+                          retry_after=limits.retry_after(limits.bet_record, "bets", address))
         try:
             query = msgspec.convert(dict(request.query_params), BetsQuery, strict=False)
         except msgspec.ValidationError as exc:
@@ -286,21 +320,14 @@ def create_app(settings: Settings, services: Services | None = None,
         entries, cursor = await svc.store.bet_record(identity.id, query.limit, query.before)
         return _json(p.ENCODER.encode({"bets": entries, "next": cursor}))
 
-    guest_buckets: dict[str, TokenBucket] = {}
+    limits = gateway.limits
 
     async def guest(request: Request) -> Response:
         if not settings.demo:
             return _error(403, "demo_off", "guest play is off on this server")
-        if settings.guests_per_minute > 0:
-            address = request.client.host if request.client else "?"
-            bucket = guest_buckets.get(address)
-            if bucket is None:
-                if len(guest_buckets) > 10_000:
-                    guest_buckets.clear()
-                rate = settings.guests_per_minute / 60
-                bucket = guest_buckets[address] = TokenBucket(rate, settings.guests_per_minute)
-            if not bucket.take():
-                return _error(429, "rate_limited", "too many new guests from this address")
+        address = request.client.host if request.client else "?"
+        if not limits.allow(limits.guests, "guest", address):
+            return _error(429, "rate_limited", "too many new guests from this address")
         guest_id = new_guest_id()
         name = f"Guest {guest_id[-4:].upper()}"
         token = mint(svc.secret, "guest", guest_id, name, settings.token_ttl)
@@ -345,6 +372,7 @@ def create_app(settings: Settings, services: Services | None = None,
     ]
     if STATIC_DIR.is_dir():
         routes.append(Mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="static"))
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    middleware=[Middleware(ApiRateLimit, limits=gateway.limits)])
     app.state.services = svc
     return app

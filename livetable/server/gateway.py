@@ -36,7 +36,8 @@ from livetable.bus import TableBatch
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.server.metrics import Metrics
-from livetable.server.wsproto import ARRIVED_AT, EXTENSION, text_frame
+from livetable.server.ratelimit import RateLimits
+from livetable.server.wsproto import ABORT, ARRIVED_AT, EXTENSION, text_frame
 from livetable.store.base import BetRequest, Store, rejected
 
 log = logging.getLogger("livetable.gateway")
@@ -49,6 +50,10 @@ CLOSE_HELLO_TIMEOUT = 4002  # no hello within the time allowed
 CLOSE_UNKNOWN_TABLE = 4004
 CLOSE_TOO_SLOW = 4008  # the send queue overflowed: resume to catch up
 CLOSE_RESYNC = 4011  # this gateway lost events of the table: resume to catch up
+CLOSE_RATE_LIMITED = 4029  # kept sending past its frame rate: back off, then reconnect
+#: Refusals answered with ``rate_limited`` in one streak; past these the frames are dropped
+#: unanswered (answering each would cost what the flood costs), then the socket is closed.
+ANSWERED_STRIKES = 3
 
 Execute = Callable[[str, p.StartShoe | p.OpenBetting | p.CloseBetting | p.CardIn | p.Reveal
                     | p.Pause | p.ResumeTable | p.CancelRound | p.SetMode],
@@ -123,6 +128,9 @@ class Client:
         self.arrived_at = 0  # when the last frame from this client arrived (epoch ms)
         extensions = ws.scope.get("extensions") or {}
         self.write_frame: Callable[[bytes], bool] | None = extensions.get(EXTENSION)
+        self.abort_after: Callable[[float], None] | None = extensions.get(ABORT)
+        self.strikes = 0  # frames refused for rate since the last one taken
+        self.expiry: asyncio.TimerHandle | None = None  # closes the socket when the token does
         self.closed = False
         self.close_code: int | None = None
         self.close_reason = ""
@@ -186,6 +194,8 @@ class Client:
         self.closed = True
         self.close_code = code
         self.close_reason = reason
+        if self.abort_after is not None:  # a peer that does not read never takes the close
+            self.abort_after(self.gateway.settings.close_timeout)
         if code == CLOSE_TOO_SLOW:
             self.queue.clear()
             if self.writer is not None:
@@ -211,7 +221,10 @@ class Gateway:
         self.secret = secret
         self.feeds: dict[str, TableFeed] = {}
         self.players: dict[str, set[Client]] = {}
-        self.player_buckets: dict[str, TokenBucket] = {}
+        self.limits = RateLimits(
+            bets_per_second=settings.player_frames_per_second,
+            bet_record=settings.bet_record_rate, api=settings.api_rate,
+            guests_per_minute=settings.guests_per_minute)
         self.clients: set[Client] = set()
         self.accepting = True
         self._tasks: set[asyncio.Task[None]] = set()
@@ -319,6 +332,8 @@ class Gateway:
                     await asyncio.wait_for(client.writer, 1.0)
 
     def _forget(self, client: Client) -> None:
+        if client.expiry is not None:
+            client.expiry.cancel()
         self.clients.discard(client)
         if client.table and client.table in self.feeds:
             self.feeds[client.table].clients.discard(client)
@@ -328,7 +343,6 @@ class Gateway:
                 others.discard(client)
                 if not others:
                     del self.players[client.identity.id]
-                    self.player_buckets.pop(client.identity.id, None)
 
     async def _receive(self, client: Client) -> str | None:
         """The next text frame; None (after an error frame) for a frame we refuse."""
@@ -337,6 +351,18 @@ class Gateway:
         if message["type"] == "websocket.disconnect":
             raise WebSocketDisconnect(message.get("code", 1000))
         self.metrics.frames_in += 1
+        # Every frame counts against the rate, the bad ones too. A client that keeps
+        # sending past it is answered a few times, then not at all, then closed.
+        if not client.bucket.take():
+            self.metrics.inc("livetable_rate_limited_total")
+            client.strikes += 1
+            if client.strikes >= self.settings.rate_strikes:
+                self.metrics.inc("livetable_rate_limit_closes_total")
+                client.close(CLOSE_RATE_LIMITED, "too many frames: slow down, then reconnect")
+            elif client.strikes <= ANSWERED_STRIKES:
+                client.send_message(p.Error(code="rate_limited", message="too many frames"))
+            return None
+        client.strikes = 0
         text = message.get("text")
         if text is None:
             client.send_message(p.Error(code="bad_frame", message="frames are JSON text"))
@@ -346,10 +372,6 @@ class Gateway:
             client.send_message(p.Error(
                 code="frame_too_large",
                 message=f"frames are at most {self.settings.max_frame} bytes"))
-            return None
-        if not client.bucket.take():
-            self.metrics.inc("livetable_rate_limited_total")
-            client.send_message(p.Error(code="rate_limited", message="too many frames"))
             return None
         return str(text)
 
@@ -466,7 +488,19 @@ class Gateway:
                 client.close(CLOSE_UNAUTHORIZED)
                 return None
             client.identity = identity
+            if identity is not None:
+                self._close_at_expiry(client, identity)
             return hello
+
+    def _close_at_expiry(self, client: Client, identity: Identity) -> None:
+        """A token is checked at hello; the connection it opened ends when it expires."""
+        def expire() -> None:
+            client.send_message(p.Error(code="token_expired",
+                                        message="your session expired: sign in again"))
+            client.close(CLOSE_UNAUTHORIZED, "token expired")
+
+        delay = max(0.0, identity.expires - time.time())
+        client.expiry = asyncio.get_running_loop().call_later(delay, expire)
 
     async def _welcome(self, client: Client, hello: p.Hello) -> None:
         table = hello.table
@@ -573,6 +607,10 @@ class Gateway:
                 client.send_message(p.Error(code="not_a_player",
                                             message="sign in as a player to see your bets"))
                 return
+            if not self.limits.allow(self.limits.bet_record, "bets", client.identity.id):
+                client.send_message(p.Error(code="rate_limited",
+                                            message="too many Bet Record reads, slow down"))
+                return
             entries, cursor = await self.store.bet_record(client.identity.id,
                                                           command.limit or 20, command.before)
             client.send_message(p.Bets(bets=entries, next=cursor))
@@ -587,11 +625,7 @@ class Gateway:
             client.send_message(rejected(bet.bet_id, "not_a_player"))
             self.metrics.bet("not_a_player")
             return
-        bucket = self.player_buckets.get(identity.id)
-        if bucket is None:
-            rate = self.settings.player_frames_per_second
-            bucket = self.player_buckets[identity.id] = TokenBucket(rate, rate * 2)
-        if not bucket.take():
+        if not self.limits.allow(self.limits.bets, "bet", identity.id):
             client.send_message(rejected(bet.bet_id, "rate_limited"))
             self.metrics.bet("rate_limited")
             return

@@ -32,6 +32,8 @@ from typing import Any
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 EXTENSION = "livetable.write_frame"
+#: ``scope["extensions"][ABORT](seconds)``: abort the socket unless it is gone by then.
+ABORT = "livetable.abort_after"
 ARRIVED_AT = "livetable.arrived_at"
 #: Messages read ahead of the app per connection before reading pauses (back-pressure).
 READ_AHEAD = 32
@@ -53,6 +55,21 @@ class FramedWebSocketProtocol(WebSocketsSansIOProtocol):
         scope: Any = getattr(self, "scope", None)
         if scope is not None:  # the app's task has not started yet: it will see this
             scope["extensions"][EXTENSION] = self.write_frame
+            scope["extensions"][ABORT] = self.abort_after
+
+    def abort_after(self, seconds: float) -> None:
+        """Drop the socket if it is still open ``seconds`` from now.
+
+        Why: a close is a frame like any other. A client that stopped reading never takes
+        it — uvicorn's ``send`` even waits for the paused transport before writing it — and
+        ``transport.close()`` waits to flush what the kernel holds: the socket stays
+        ESTABLISHED with megabytes of buffers. Aborting sends RST and frees both at once.
+        """
+        def abort() -> None:
+            if not self.disconnected:
+                self.transport.abort()
+
+        self.loop.call_later(seconds, abort)
 
     def write_frame(self, frame: bytes) -> bool:
         if (not self.handshake_complete or self.close_sent or self.disconnected

@@ -1,0 +1,119 @@
+"""Connections that never become requests: the HTTP protocol with a guard at the door.
+
+Why: uvicorn starts no timer before a request's head is complete, so a connection that says
+nothing — or dribbles its headers a byte at a time — holds a file descriptor for ever; 1,100
+of them from one address exhausted the process's descriptors and ``/healthz`` failed. The
+guard adds two checks below the ASGI app, where the app cannot see:
+
+* **request head timeout** — a connection must complete each request's head (the request
+  line and headers) within :attr:`ConnectionGuard.head_timeout` seconds of its first byte
+  (or of connecting); else it is aborted. Websocket upgrades are requests too, so the
+  websocket hello timeout (in the gateway) takes over from here.
+* **connections per address** — at most :attr:`ConnectionGuard.per_address` open
+  connections from one peer address; the next gets ``429`` and is closed. A trusted proxy's
+  address is exempt (its own ``limit_conn`` limits each client: deploy/nginx.conf), because
+  every client behind it shares that address.
+
+uvicorn's h11 protocol is subclassed (httptools is not a dependency). The state is plain:
+a dict of open transports per address, pruned of closed ones as it is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+from collections.abc import Iterable
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+_TOO_MANY = (b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: text/plain\r\n"
+             b"content-length: 43\r\nconnection: close\r\n\r\n"
+             b"too many connections from this address\r\n\r\n")
+
+
+class ConnectionGuard:
+    def __init__(self, *, head_timeout: float, per_address: int,
+                 trusted: Iterable[str] = ()) -> None:
+        self.head_timeout = head_timeout
+        self.per_address = per_address
+        self.trusted = [ipaddress.ip_network(t, strict=False) for t in trusted]
+        self.open: dict[str, set[asyncio.BaseTransport]] = {}
+        self.refused = 0
+        self.timed_out = 0
+
+    def admit(self, address: str, transport: asyncio.BaseTransport) -> bool:
+        """Count ``transport`` against ``address``; False if the address is at its cap."""
+        if self.per_address <= 0 or self.is_trusted(address):
+            return True
+        if len(self.open) > 50_000:  # addresses seen once: forget those with nothing open
+            for key in [k for k, v in self.open.items()
+                        if all(t.is_closing() for t in v)]:
+                del self.open[key]
+        held = self.open.setdefault(address, set())
+        for gone in [t for t in held if t.is_closing()]:
+            held.discard(gone)
+        if len(held) >= self.per_address:
+            self.refused += 1
+            return False
+        held.add(transport)
+        return True
+
+    def is_trusted(self, address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:  # a unix socket's peer, say
+            return False
+        return any(ip in network for network in self.trusted)
+
+    def protocol(self) -> type[H11Protocol]:
+        """The uvicorn HTTP protocol class that applies this guard."""
+        return type("GuardedH11Protocol", (GuardedH11Protocol,), {"guard": self})
+
+
+class GuardedH11Protocol(H11Protocol):
+    guard: ConnectionGuard
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn narrows the base's BaseTransport the same way
+        super().connection_made(transport)
+        address = self.client[0] if self.client else ""
+        if not self.guard.admit(address, transport):
+            transport.write(_TOO_MANY)
+            transport.close()
+            return
+        self._start_head_timer()
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_timer is None and self._between_requests():
+            self._start_head_timer()
+        super().data_received(data)
+        if self._head_timer is not None and not self._between_requests():
+            self._head_timer.cancel()  # the head is complete: the app answers from here
+            self._head_timer = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().connection_lost(exc)
+
+    def _between_requests(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def _start_head_timer(self) -> None:
+        if self.guard.head_timeout > 0:
+            self._head_timer = self.loop.call_later(self.guard.head_timeout,
+                                                    self._head_deadline)
+
+    def _head_deadline(self) -> None:
+        self._head_timer = None
+        transport = self.transport
+        if transport.is_closing() or transport.get_protocol() is not self:
+            return  # closed, or upgraded to a websocket (the hello timeout rules there)
+        if self._between_requests():
+            self.guard.timed_out += 1
+            transport.abort()
