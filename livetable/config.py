@@ -76,6 +76,12 @@ class Settings:
     bet_record_rate: str = field(default_factory=lambda: _env("BET_RECORD_RATE", "10/second"))
     #: Frames refused for rate in a row before a connection is closed (4029).
     rate_strikes: int = field(default_factory=lambda: int(_env("RATE_STRIKES", "50")))
+    #: Seconds between two ledger audits by an engine (0 = never); a failed audit holds the
+    #: tables and turns /readyz red.
+    audit_interval: float = field(default_factory=lambda: float(_env("AUDIT_INTERVAL", "60")))
+    #: The identity the store must carry (``livetable`` prints it at start); empty = take
+    #: the store's own. Pinning it keeps a process off a wiped or different store.
+    store_id: str = field(default_factory=lambda: _env("STORE_ID", ""))
     #: Seconds a closing websocket has to finish its close before its socket is aborted.
     close_timeout: float = field(default_factory=lambda: float(_env("CLOSE_TIMEOUT", "3")))
 

@@ -7,6 +7,7 @@ of it: the SQLite store, the in-process bus, a runner per table and the gateway.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -88,6 +89,11 @@ class Services:
         self.pubsub_redis: Any = None
         self.lease_redis: Any = None
         self.control: RedisControl | None = None
+        #: The store's identity when this process started on it (see Store.identity).
+        self.store_identity: str | None = None
+        #: Why the ledger is not to be trusted now (a failed audit, a changed store), if so.
+        self.ledger_problem: str | None = None
+        self._watch: asyncio.Task[None] | None = None
         execute = self.execute
         if settings.redis_url and store is None:
             from redis.asyncio import BlockingConnectionPool, Redis
@@ -158,6 +164,15 @@ class Services:
         load_scripts = getattr(self.store, "load_scripts", None)
         if load_scripts is not None:
             await load_scripts()
+        self.store_identity = await self.store.identity(create=True)
+        pinned = self.settings.store_id
+        if pinned and pinned != self.store_identity:
+            raise RuntimeError(f"the store's identity is {self.store_identity}, not the "
+                               f"LIVETABLE_STORE_ID {pinned}: a wiped or different store")
+        log.info("store identity %s", self.store_identity)
+        self.metrics.gauges["livetable_ledger_ok"] = 1.0
+        if "engine" in self.roles and self.settings.audit_interval > 0:
+            self._watch = asyncio.create_task(self._watch_ledger(), name="ledger-watch")
         if "gateway" in self.roles:
             self.bus.subscribe(self.gateway.deliver)
         await self.bus.start()
@@ -169,7 +184,54 @@ class Services:
         for table in self.settings.table_names:
             await self._runner(table).start()
 
+    async def _watch_ledger(self) -> None:
+        """Audit the ledger every ``audit_interval`` seconds. A failure holds this
+        process's tables (a round in play is paused), turns /readyz red and shows in
+        /metrics, until an audit passes again."""
+        while True:
+            await asyncio.sleep(self.settings.audit_interval)
+            try:
+                await self.check_ledger()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # an unreachable store is /readyz's business, not a finding
+                log.exception("ledger audit could not run")
+
+    async def check_ledger(self) -> str | None:
+        """One audit (and identity check); returns the problem found, if any."""
+        current = await self.store.identity()
+        pause = True
+        problem: str | None
+        if current != self.store_identity:
+            problem = (f"the store's identity changed (started on {self.store_identity}, "
+                       f"now {current}): a wiped or different store")
+            pause = False  # write nothing to a store that is not ours
+        else:
+            report = await self.store.audit()
+            problem = None if report.ok else "ledger audit failed: " + "; ".join(
+                report.problems[:5])
+        self.metrics.inc("livetable_ledger_audits_total")
+        if problem is not None:
+            if problem != self.ledger_problem:
+                log.error("%s: holding tables %s", problem, ",".join(self.runners) or "-")
+            self.ledger_problem = problem
+            self.metrics.inc("livetable_ledger_audit_failures_total")
+            self.metrics.gauges["livetable_ledger_ok"] = 0.0
+            for runner in list(self.runners.values()):
+                await runner.halt(problem, pause=pause)
+        elif self.ledger_problem is not None:
+            log.warning("ledger audit passes again: releasing the tables")
+            self.ledger_problem = None
+            self.metrics.gauges["livetable_ledger_ok"] = 1.0
+            for runner in self.runners.values():
+                runner.release()
+        return problem
+
     async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
         await self.gateway.shutdown()
         if self.leases is not None:
             await self.leases.stop()
@@ -196,11 +258,17 @@ class Services:
         elif "engine" in self.roles:
             checks["tables"] = {t: r.alive for t, r in self.runners.items()}
         try:
-            await self.store.player("house")
-            checks["store"] = True
+            current = await self.store.identity()
+            checks["store"] = True if current == self.store_identity else (
+                f"the store's identity changed (started on {self.store_identity}, now "
+                f"{current}): a wiped or different store")
         except Exception as exc:  # any store failure means not ready
             checks["store"] = f"{type(exc).__name__}: {exc}"
-        ok = (checks["store"] is True and checks.get("bus", True) is True
+        if checks["store"] is not True:
+            self.metrics.gauges["livetable_ledger_ok"] = 0.0
+        checks["ledger"] = self.ledger_problem or True
+        ok = (checks["store"] is True and checks["ledger"] is True
+              and checks.get("bus", True) is True
               and all(checks.get("tables", {}).values()))
         return ok, checks
 

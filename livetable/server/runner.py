@@ -66,6 +66,9 @@ class TableRunner:
         #: Errors after which this runner must stop driving the table (fenced out).
         self.fatal = fatal
         self.alive = False
+        #: Why the table is held still (a failed ledger audit, a store that changed): it
+        #: takes no tick and no dealer command but pause and cancel until released.
+        self.halted: str | None = None
 
     async def start(self) -> None:
         saved = await self.store.load_table(self.table)
@@ -120,9 +123,33 @@ class TableRunner:
         assert self.engine is not None
         return self.engine.snapshot()
 
+    async def halt(self, reason: str, *, pause: bool) -> None:
+        """Hold the table still. With ``pause``, a round in play is paused first (its bets
+        refused from now on) — not when the store is not ours any more (nothing is written
+        to a store that changed under us)."""
+        first = self.halted is None
+        self.halted = reason
+        if not (first and pause and self.engine is not None):
+            return
+        async with self._lock:
+            try:
+                step = self.engine.pause(reason, self.clock())
+            except EngineError:
+                return  # no round in play: holding still is enough
+            await self._commit(step, force=True)
+
+    def release(self) -> None:
+        """Let the table move again (a paused round stays paused until a dealer resumes)."""
+        self.halted = None
+        self._wake.set()
+
     async def _run(self) -> None:
         assert self.engine is not None
         while True:
+            if self.halted is not None:
+                await self._wake.wait()
+                self._wake.clear()
+                continue
             deadline = self.engine.next_deadline()
             if deadline is not None:
                 delay = (deadline - self.clock()) / 1000
@@ -178,6 +205,8 @@ class TableRunner:
         """A dealer command: run it on the engine, store and publish the step."""
         assert self.engine is not None
         name = _command_name(command)
+        if self.halted is not None and not isinstance(command, p.Pause | p.CancelRound):
+            return p.Error(code="table_halted", message=f"the table is held: {self.halted}")
         async with self._lock:
             if self._stale:
                 await self._reload()

@@ -144,4 +144,13 @@ class Store(Protocol):
 
     async def audit(self) -> AuditReport: ...
 
+    async def identity(self, create: bool = False) -> str | None:
+        """This store's identity: a random id written once, when the ledger is new.
+
+        A process remembers the identity it started on; a store that answers another one,
+        or none (a Redis that restarted empty, a database swapped under it), is not the
+        ledger it was using, and the process turns not-ready instead of carrying on. With
+        ``create`` a missing identity is written (what a process does at start)."""
+        ...
+
     async def close(self) -> None: ...

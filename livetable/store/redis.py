@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -522,6 +523,7 @@ class _Keys:
         self.names = f"{ledger}:names"
         self.created = f"{ledger}:created"
         self.deposit_ids = f"{ledger}:deposit-ids"
+        self.identity = f"{ledger}:identity"
         self.bets = f"{ledger}:bets"
         self.bet_seq = f"{ledger}:bet-seq"
         self.rounds = f"{ledger}:rounds"
@@ -931,6 +933,12 @@ class RedisStore:
             problems.append(f"{stuck} bets of ended rounds are neither settled nor refunded")
         return AuditReport(ok=not problems, total=total, deposits=-balances.get("external", 0),
                            house=balances.get("house", 0), problems=problems)
+
+    async def identity(self, create: bool = False) -> str | None:
+        if create:
+            await self.redis.set(self.keys.identity, uuid.uuid4().hex, nx=True)
+        value = await self.redis.get(self.keys.identity)
+        return None if value is None else _s(value)
 
     async def close(self) -> None:
         if self._owns_client:

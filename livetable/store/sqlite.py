@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import sqlite3
+import uuid
 from pathlib import Path
 
 from livetable import protocol as p
@@ -102,6 +103,10 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     INSERT INTO accounts (id, kind, name) VALUES ('house', 'house', 'House');
     INSERT INTO accounts (id, kind, name) VALUES ('external', 'external', 'Deposits');
+    """,
+    # 2: the store's identity (see Store.identity)
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
 ]
 
@@ -551,6 +556,13 @@ class SQLiteStore:
         house = self._balance("house") or 0
         return AuditReport(ok=not problems, total=total, deposits=deposits, house=house,
                            problems=problems)
+
+    async def identity(self, create: bool = False) -> str | None:
+        if create:
+            self.db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)",
+                            (uuid.uuid4().hex,))
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+        return None if row is None else str(row[0])
 
     async def close(self) -> None:
         self.db.close()

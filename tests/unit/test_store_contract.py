@@ -671,3 +671,12 @@ async def test_a_deposit_reaches_only_a_player(store: Store) -> None:
             await store.deposit(f"d-{account}", account, 5_000, T0)
     assert await store.deposit("d-alice", "alice", 5_000, T0) == 5_800
     assert (await store.audit()).ok
+
+
+async def test_a_store_carries_one_identity(store: Store) -> None:
+    # written once, when the ledger is new; a process that started on it can tell a wiped
+    # or swapped store from its own
+    assert await store.identity() is None
+    first = await store.identity(create=True)
+    assert first and await store.identity(create=True) == first
+    assert await store.identity() == first
