@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -170,7 +171,7 @@ class Services:
             raise RuntimeError(f"the store's identity is {self.store_identity}, not the "
                                f"LIVETABLE_STORE_ID {pinned}: a wiped or different store")
         log.info("store identity %s", self.store_identity)
-        self.metrics.gauges["livetable_ledger_ok"] = 1.0
+        self.metrics.set_gauge("livetable_ledger_ok", 1.0)
         if "engine" in self.roles and self.settings.audit_interval > 0:
             self._watch = asyncio.create_task(self._watch_ledger(), name="ledger-watch")
         if "gateway" in self.roles:
@@ -216,13 +217,13 @@ class Services:
                 log.error("%s: holding tables %s", problem, ",".join(self.runners) or "-")
             self.ledger_problem = problem
             self.metrics.inc("livetable_ledger_audit_failures_total")
-            self.metrics.gauges["livetable_ledger_ok"] = 0.0
+            self.metrics.set_gauge("livetable_ledger_ok", 0.0)
             for runner in list(self.runners.values()):
                 await runner.halt(problem, pause=pause)
         elif self.ledger_problem is not None:
             log.warning("ledger audit passes again: releasing the tables")
             self.ledger_problem = None
-            self.metrics.gauges["livetable_ledger_ok"] = 1.0
+            self.metrics.set_gauge("livetable_ledger_ok", 1.0)
             for runner in self.runners.values():
                 runner.release()
         return problem
@@ -254,7 +255,7 @@ class Services:
             checks["leases_held"] = self.leases.held
             for table in self.settings.table_names:
                 held = 1.0 if table in self.leases.runners else 0.0
-                self.metrics.gauges[f'livetable_lease_held{{table="{table}"}}'] = held
+                self.metrics.set_gauge("livetable_lease_held", held, table=table)
         elif "engine" in self.roles:
             checks["tables"] = {t: r.alive for t, r in self.runners.items()}
         try:
@@ -265,7 +266,7 @@ class Services:
         except Exception as exc:  # any store failure means not ready
             checks["store"] = f"{type(exc).__name__}: {exc}"
         if checks["store"] is not True:
-            self.metrics.gauges["livetable_ledger_ok"] = 0.0
+            self.metrics.set_gauge("livetable_ledger_ok", 0.0)
         checks["ledger"] = self.ledger_problem or True
         ok = (checks["store"] is True and checks["ledger"] is True
               and checks.get("bus", True) is True
@@ -411,8 +412,7 @@ def create_app(settings: Settings, services: Services | None = None,
 
     async def metrics(request: Request) -> Response:
         await svc.ready()  # refreshes the lease gauges
-        return PlainTextResponse(svc.metrics.render(),
-                                 media_type="text/plain; version=0.0.4")
+        return Response(svc.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     async def dealer_page(request: Request) -> Response:
         return RedirectResponse("/dealer.html")

@@ -1,37 +1,22 @@
-"""Prometheus metrics, without a client library: a few counters, gauges and histograms
-rendered in the text exposition format at ``GET /metrics``."""
+"""Prometheus metrics at ``GET /metrics``, exposed by ``prometheus_client``.
+
+The library owns the exposition format (types, help, label escaping — a table id with a
+quote or a newline in it stays one label value). The hot paths keep plain integers
+(``frames_out`` is bumped once per frame per connection during a fan-out, where even an
+uncontended lock per increment would show): a custom collector reads them at scrape time.
+Histograms are the library's own, observed once per fan-out batch or settlement.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 _BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-
-
-class Histogram:
-    def __init__(self) -> None:
-        self.counts = [0] * (len(_BUCKETS) + 1)
-        self.total = 0.0
-        self.n = 0
-
-    def observe(self, seconds: float) -> None:
-        self.n += 1
-        self.total += seconds
-        for i, bound in enumerate(_BUCKETS):
-            if seconds <= bound:
-                self.counts[i] += 1
-                return
-        self.counts[-1] += 1
-
-    def render(self, name: str) -> list[str]:
-        lines, running = [], 0
-        for bound, count in zip(_BUCKETS, self.counts, strict=False):
-            running += count
-            lines.append(f'{name}_bucket{{le="{bound}"}} {running}')
-        lines.append(f'{name}_bucket{{le="+Inf"}} {self.n}')
-        lines.append(f"{name}_sum {self.total}")
-        lines.append(f"{name}_count {self.n}")
-        return lines
 
 
 class Metrics:
@@ -41,13 +26,26 @@ class Metrics:
         self.frames_out = 0
         self.counters: dict[str, int] = defaultdict(int)
         self.bets: dict[str, int] = defaultdict(int)
-        self.fanout_latency = Histogram()
-        self.settlement = Histogram()
-        #: series (a name, with labels if any: 'x{table="t1"}') -> value
-        self.gauges: dict[str, float] = {}
+        #: gauge name -> label values (as a sorted tuple of pairs) -> value
+        self._gauges: dict[str, dict[tuple[tuple[str, str], ...], float]] = defaultdict(dict)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.fanout_latency = Histogram(
+            "livetable_fanout_seconds", "Time to hand one table step to every connection",
+            buckets=_BUCKETS, registry=self.registry)
+        self.settlement = Histogram(
+            "livetable_settlement_seconds", "Time from a round's settlement step to its "
+            "private results being published", buckets=_BUCKETS, registry=self.registry)
+        self.registry.register(_Plain(self))
 
     def inc(self, name: str, by: int = 1) -> None:
+        """Count ``by`` on the counter ``name`` (ending in ``_total``)."""
         self.counters[name] += by
+
+    def set_gauge(self, name: str, value: float, **labels: str) -> None:
+        self._gauges[name][tuple(sorted(labels.items()))] = value
+
+    def gauge(self, name: str, **labels: str) -> float | None:
+        return self._gauges.get(name, {}).get(tuple(sorted(labels.items())))
 
     def bet(self, code: str) -> None:
         self.bets[code] += 1
@@ -60,29 +58,35 @@ class Metrics:
         self.settlement.observe(seconds)
         self.counters["livetable_bets_settled_total"] += bets
 
-    def render(self) -> str:
-        lines = [
-            "# TYPE livetable_connections gauge",
-            f"livetable_connections {self.connections}",
-            "# TYPE livetable_frames_in_total counter",
-            f"livetable_frames_in_total {self.frames_in}",
-            "# TYPE livetable_frames_out_total counter",
-            f"livetable_frames_out_total {self.frames_out}",
-            "# TYPE livetable_bets_total counter",
-        ]
-        lines += [f'livetable_bets_total{{result="{code}"}} {n}' for code, n in
-                  sorted(self.bets.items())]
-        for name, value in sorted(self.counters.items()):
-            lines += [f"# TYPE {name} counter", f"{name} {value}"]
-        typed = set()
-        for series, gauge in sorted(self.gauges.items()):
-            name = series.split("{", 1)[0]
-            if name not in typed:
-                typed.add(name)
-                lines.append(f"# TYPE {name} gauge")
-            lines.append(f"{series} {gauge}")
-        lines.append("# TYPE livetable_fanout_seconds histogram")
-        lines += self.fanout_latency.render("livetable_fanout_seconds")
-        lines.append("# TYPE livetable_settlement_seconds histogram")
-        lines += self.settlement.render("livetable_settlement_seconds")
-        return "\n".join(lines) + "\n"
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _Plain(Collector):
+    """The plain numbers of :class:`Metrics`, as metric families at scrape time."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        yield GaugeMetricFamily("livetable_connections", "Open websocket connections",
+                                value=m.connections)
+        yield CounterMetricFamily("livetable_frames_in", "Frames received from clients",
+                                  value=m.frames_in)
+        yield CounterMetricFamily("livetable_frames_out", "Frames sent to clients",
+                                  value=m.frames_out)
+        bets = CounterMetricFamily("livetable_bets", "Bets answered, by result",
+                                   labels=["result"])
+        for code, n in sorted(m.bets.items()):
+            bets.add_metric([code], n)
+        yield bets
+        for name, value in sorted(m.counters.items()):
+            yield CounterMetricFamily(name.removesuffix("_total"), name, value=value)
+        for name, series in sorted(m._gauges.items()):
+            names = sorted({k for key in series for k, _ in key})
+            family = GaugeMetricFamily(name, name, labels=names)
+            for key, reading in series.items():
+                values = dict(key)
+                family.add_metric([values.get(n, "") for n in names], reading)
+            yield family

@@ -219,3 +219,18 @@ async def test_table_events_go_straight_to_idle_connections_framed_once(
         await ws.close(1000)
     async with asyncio.timeout(2):
         await asyncio.gather(*sessions)
+
+
+def test_metrics_escape_label_values() -> None:
+    # issue 16: table ids went into labels unescaped; a quote or a newline broke the page
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from livetable.server.metrics import Metrics
+
+    metrics = Metrics()
+    metrics.set_gauge("livetable_lease_held", 1.0, table='t"1\nx')
+    metrics.inc("livetable_welcomes_total", 2)
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render().decode())}
+    (sample,) = families["livetable_lease_held"].samples
+    assert sample.labels == {"table": 't"1\nx'} and sample.value == 1.0
+    assert families["livetable_welcomes"].samples[0].value == 2.0
