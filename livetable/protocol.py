@@ -356,8 +356,6 @@ class FrameDecoder(Generic[T]):
 
 PLAYER_DECODER: FrameDecoder[PlayerCommand] = FrameDecoder(PlayerCommand)
 DEALER_DECODER: FrameDecoder[DealerCommand] = FrameDecoder(DealerCommand)
-EVENT_DECODER = msgspec.json.Decoder(AnyTableEvent)
-SERVER_DECODER = msgspec.json.Decoder(ServerMessage)
 
 
 def encode(message: Struct) -> bytes:

@@ -11,7 +11,7 @@ Embedded mode uses :class:`MemoryBus` (a direct call); scale-out uses the Redis 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Protocol
 
 import msgspec
@@ -31,8 +31,6 @@ class TableBatch(msgspec.Struct, kw_only=True, array_like=True):
 
 BATCH_ENCODER = msgspec.msgpack.Encoder()
 BATCH_DECODER = msgspec.msgpack.Decoder(TableBatch)
-
-Deliver = Callable[[TableBatch], Awaitable[None] | None]
 
 
 class Bus(Protocol):

@@ -105,10 +105,6 @@ class Shoe:
     def size(self) -> int:
         return 52 * self.decks
 
-    @property
-    def cards_left(self) -> int:
-        return self.size - self.drawn
-
     def draw(self) -> Card:
         """Take the next card of an auto shoe; the cut card comes out on its own."""
         if self.is_manual:

@@ -119,10 +119,6 @@ class TableRunner:
                 await self._task
             self._task = None
 
-    def snapshot(self) -> p.TableSnapshot:
-        assert self.engine is not None
-        return self.engine.snapshot()
-
     async def halt(self, reason: str, *, pause: bool) -> None:
         """Hold the table still. With ``pause``, a round in play is paused first (its bets
         refused from now on) — not when the store is not ours any more (nothing is written

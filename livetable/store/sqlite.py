@@ -148,10 +148,6 @@ class SQLiteStore:
                 self.db.execute("ROLLBACK")
                 raise
 
-    @property
-    def schema_version(self) -> int:
-        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
-
     # --- helpers (inside a transaction) -------------------------------------------------
 
     def _transfer(self, tid: str, debit: str, credit: str, amount: int, kind: str,
