@@ -158,7 +158,7 @@ class StartShoe(Struct, tag="start_shoe", tag_field="type", kw_only=True):
 
 
 class OpenBetting(Struct, tag="open_betting", tag_field="type", kw_only=True):
-    betting_ms: Annotated[int, Meta(ge=1_000, le=3_600_000)] | None = None
+    betting_ms: int | None = None  # its range is the engine's bad_command
 
 
 class CloseBetting(Struct, tag="close_betting", tag_field="type", kw_only=True):
