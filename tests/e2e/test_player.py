@@ -198,9 +198,9 @@ def test_languages_switch_and_stick(server: Server, page: Page, page_errors: lis
     expect(page.get_by_role("link", name="दांव रिकॉर्ड")).to_be_visible()
 
     page.goto(f"{server.url}rules.html")
-    expect(page.get_by_role("heading", level=1)).to_have_text("पॉक डेंग कैसे खेलें")
+    expect(page.get_by_role("heading", level=1)).to_have_text("पॉक डेंग गेम के नियम")
     page.get_by_test_id("lang-switch").select_option("en")
-    expect(page.get_by_role("heading", level=1)).to_have_text("How to play Pok Deng")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Pok Deng Game Rules")
     assert not page_errors, page_errors
 
 
