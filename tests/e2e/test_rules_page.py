@@ -246,8 +246,11 @@ def test_the_whole_sheet_is_on_the_page(server: Server, page: Page, lang: str) -
     expect(sheet.get_by_test_id("roadmap-symbols").locator(".rm")).to_have_count(5)
     # The special combinations, each illustrated with hands of exactly that value.
     combos = sheet.get_by_test_id("combos").locator("tbody tr").evaluate_all(
-        """(rows) => rows.map((r) => [r.dataset.value, Array.from(r.querySelectorAll('.cards-inline'))
-            .map((c) => Array.from(c.querySelectorAll('.card[data-card]')).map((x) => x.dataset.card))])""")
+        """(rows) => rows.map((r) => [
+            r.dataset.value,
+            Array.from(r.querySelectorAll('.cards-inline')).map((c) =>
+                Array.from(c.querySelectorAll('.card[data-card]')).map((x) => x.dataset.card)),
+        ])""")
     assert [v for v, _ in combos] == ["7.5", "7.4", "7.3", "7.2", "7.1"]
     for value, pairs in combos:
         assert len(pairs) >= 3
@@ -342,9 +345,9 @@ def test_the_sheet_fits_a_phone(server: Server, browser: Browser, lang: str) -> 
             "data-value", re.compile(r"\d+"))
         overflow = page.evaluate("""() => ({
             page: document.documentElement.scrollWidth - window.innerWidth,
-            wide: Array.from(document.querySelectorAll('.table-wrap, .example, p, li'))
+            wide: [...document.querySelectorAll(".table-wrap, .example, p, li")]
                 .filter((e) => e.scrollWidth > e.clientWidth + 1)
-                .map((e) => (e.id || e.className || e.tagName) + ' ' + e.scrollWidth + '>' + e.clientWidth),
+                .map((e) => `${e.id || e.className} ${e.scrollWidth}/${e.clientWidth}`),
         })""")
         assert overflow == {"page": 0, "wide": []}
         # Body text at a readable size, and each script drawn by a font made for it.
