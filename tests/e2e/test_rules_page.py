@@ -311,6 +311,21 @@ def test_limits_that_cannot_be_loaded_say_so(server: Server, page: Page) -> None
     expect(page.get_by_test_id("example-9")).to_be_visible()   # the rest of the sheet stands
 
 
+def test_a_sheet_that_cannot_be_loaded_says_so_and_a_switch_retries(
+    server: Server, page: Page
+) -> None:
+    page.route("**/sheet/th.html", lambda route: route.fulfill(status=503, body="down"))
+    open_rules(page, server, "en")
+    page.get_by_test_id("lang-switch").select_option("th")
+    expect(page.get_by_test_id("sheet-error")).to_be_visible()
+    expect(page.get_by_test_id("sheet")).to_have_count(0)
+    page.unroute("**/sheet/th.html")
+    page.get_by_test_id("lang-switch").select_option("en")
+    expect(page.get_by_test_id("sheet")).to_have_attribute("data-lang", "en")
+    page.get_by_test_id("lang-switch").select_option("th")     # fetched again, not cached
+    expect(page.get_by_test_id("sheet")).to_have_attribute("data-lang", "th")
+
+
 def test_tables_with_different_limits_each_get_their_own(server: Server, page: Page) -> None:
     real = server.api("/api/tables")["tables"]
     fake = [dict(real[0], id="t1", name="Pok Deng T1"),
