@@ -93,6 +93,10 @@ function row(b) {
   td("records.round", h("div", {}, h("div", { text: b.table }), roundLink, detail)),
   td("records.bet", spotName(b.spot)),
   td("records.amount", money(b.amount), "num"),
+  // As the rules sheet's examples show a bet: the amount, the withholding (a Player bet's
+  // second amount; none for a Pair bet) and the total deducted.
+  td("records.withholding", h("span", { "data-testid": "record-withholding",
+    "data-value": b.deducted - b.amount, text: money(b.deducted - b.amount) }), "num"),
   td("records.deducted", money(b.deducted), "num"),
   td("records.cards", cards),
   td("records.result", result),

@@ -1,93 +1,156 @@
-// The rules page, in the project's own words, built from the i18n dictionaries so that it
-// follows the language switch like every other page. Hand values in the examples come
-// from cards.js, the same evaluator the Bet Record uses.
+// The rules page: the whole rules sheet, in the page's language.
+//
+// The sheet's words live in static/sheet/<lang>.html, one file per language, fetched for the
+// current language only (and again when the language changes): they are a document, not UI
+// strings, so they stay out of the i18n dictionaries. This module only adds what is not
+// words: drawn cards where the sheet names cards (data-cards), the roadmap symbols
+// (data-roadmap), the table of contents, and the table limits, which come from the server
+// (GET /api/tables) because an operator sets them per table.
+//
+// The worked examples are data in the sheet (data-spot, data-amount, data-cards, and the
+// amounts it shows in [data-field] elements); tests/e2e/test_rules_page.py computes each one
+// with livetable.rules, so a sheet that says something the server does not pay fails a test.
 
-import { t, onLangChange } from "./i18n.js";
-import { $, h, handLabel, spotName, initPage } from "./common.js";
-import { evaluate, cardEl } from "./cards.js";
-import { roadmapLegend } from "./roadmap.js";
+import { lang, onLangChange } from "./i18n.js";
+import { $, $$, h, money, initPage } from "./common.js";
+import { cardEl } from "./cards.js";
+import { roadmapCell } from "./roadmap.js";
+import { getJSON } from "./api.js";
 
-const COMBOS = [
-  ["7.5", ["AD", "KD"], ["AS", "KS"]],
-  ["7.4", ["AS", "AC"], ["5H", "5D"], ["6S", "6H"], ["10C", "10D"]],
-  ["7.3", ["JS", "JH"], ["QD", "KH"], ["KD", "KC"]],
-  ["7.2", ["10H", "JH"], ["10C", "QH"], ["10S", "KH"]],
-  ["7.1", ["AD", "9D"], ["2H", "8H"], ["3C", "7C"], ["4D", "6D"]],
-];
+const SHEET_LANGS = new Set(["en", "th", "hi"]);
+const fetched = new Map(); // lang → Promise<string>: a language switched back is not refetched
 
-// [key, banker cards, player cards, spot, amount, returned]
-const EXAMPLES = [
-  ["ex1", ["4H", "8C"], ["6C", "7S"], "P1", 100, 300],
-  ["ex2", ["QC", "10C"], ["QC", "JC"], "P1", 100, 400],
-  ["ex3", ["2H", "4H"], ["5C", "5C"], "P1", 100, 300],
-  ["ex4", ["9D", "7C"], ["KH", "9H"], "P1", 100, 400],
-  ["ex5", ["8C", "JC"], ["9D", "6C"], "P1", 100, 0],
-  ["ex6", ["6S", "8S"], ["10C", "10H"], "P1_PAIR", 100, 1200],
-];
-
-const cards = (list) => h("span", { class: "cards-inline" }, ...list.map((c) => cardEl(c, { small: true })));
-const p = (key, params) => h("p", { text: t(key, params) });
-const section = (id, key, ...body) => h("section", { id, "aria-labelledby": `${id}-h` },
-  h("h2", { id: `${id}-h`, text: t(key) }), ...body);
-
-function render() {
-  const main = $("#main");
-  const order = ["9", "8", "7.5", "7.4", "7.3", "7.2", "7.1", "7", "6", "5", "4", "3", "2", "1", "0"];
-  main.replaceChildren(
-    h("h1", { text: t("rules.title") }),
-    section("intro", "rules.intro.h", p("rules.intro.p1"), p("rules.intro.p2")),
-    section("bets", "rules.bets.h", p("rules.bets.p1"), p("rules.bets.p2")),
-    section("flow", "rules.flow.h", p("rules.flow.p1"), p("rules.flow.p2")),
-    section("points", "rules.points.h", p("rules.points.p1"), p("rules.points.p2")),
-    section("combos", "rules.combos.h", p("rules.combos.p"),
-      h("table", {},
-        h("thead", {}, h("tr", {},
-          h("th", { scope: "col", text: t("rules.col.value") }),
-          h("th", { scope: "col", text: t("rules.col.name") }),
-          h("th", { scope: "col", text: t("rules.col.what") }),
-          h("th", { scope: "col", text: t("rules.col.examples") }))),
-        h("tbody", {}, ...COMBOS.map(([v, ...ex]) => h("tr", {},
-          h("td", { text: v }),
-          h("td", { text: t(`combo.${v}`) }),
-          h("td", { text: t(`rules.combo.${v}`) }),
-          h("td", {}, ...ex.map((pairOf) => cards(pairOf))))))),
-      p("rules.order", { order: order.map((v) => (v.includes(".") ? t(`combo.${v}`) : v)).join(" > ") }),
-      p("rules.tie")),
-    section("special", "rules.special.h", p("rules.special.p")),
-    section("pay", "rules.pay.h", p("rules.pay.p1"),
-      h("table", {},
-        h("thead", {}, h("tr", {},
-          h("th", { scope: "col", text: t("rules.col.result") }),
-          h("th", { scope: "col", text: t("rules.col.odds") }),
-          h("th", { scope: "col", text: t("rules.col.returned") }))),
-        h("tbody", {}, ...[
-          ["rules.pay.win", "1:1", 300], ["rules.pay.win_special", "2:1", 400],
-          ["rules.pay.win_special_06", "1:1", 300], ["rules.pay.win_strong", "2:1", 400],
-          ["rules.pay.tie", "—", 200], ["rules.pay.lose", "1:1", 100], ["rules.pay.lose_special", "2:1", 0],
-        ].map(([k, odds, ret]) => h("tr", {}, h("td", { text: t(k) }), h("td", { text: odds }),
-          h("td", { text: String(ret) }))))),
-      p("rules.pay.p2")),
-    section("pair", "rules.pair.h", p("rules.pair.p1")),
-    section("examples", "rules.examples.h", ...EXAMPLES.map(example)),
-    section("shoe", "rules.shoe.h", p("rules.shoe.p1"), p("rules.shoe.p2"), p("rules.shoe.p3")),
-    section("roadmap", "roadmap.title", p("rules.roadmap.p"), roadmapLegend()),
-    section("disconnect", "rules.disconnect.h", p("rules.disconnect.p")),
-    section("errors", "rules.errors.h", p("rules.errors.p")),
-    section("rtp", "rules.rtp.h", p("rules.rtp.p")),
-    h("p", { class: "note", text: t("rules.prevail") }),
-  );
+function sheetText(code) {
+  if (!fetched.has(code)) {
+    const p = fetch(`sheet/${code}.html`, { headers: { Accept: "text/html" } }).then((r) => {
+      if (!r.ok) throw new Error(`sheet/${code}.html: ${r.status} ${r.statusText}`);
+      return r.text();
+    });
+    p.catch(() => fetched.delete(code)); // a failed fetch is retried on the next render
+    fetched.set(code, p);
+  }
+  return fetched.get(code);
 }
 
-function example([key, banker, player, spot, amount, returned]) {
-  const b = evaluate(banker[0], banker[1]);
-  const pl = evaluate(player[0], player[1]);
-  const deducted = spot.endsWith("_PAIR") ? amount : 2 * amount;
-  return h("div", { class: "example" },
-    h("h3", { text: t(`rules.${key}.h`) }),
-    h("p", {}, `${t("hand.banker")}: `, cards(banker), ` ${handLabel(b.value)} · ${spotName(spot.slice(0, 2))}: `,
-      cards(player), ` ${handLabel(pl.value)}`),
-    h("p", { text: t("rules.example.bet", { spot: spotName(spot), amount, deducted, returned }) }),
-    h("p", { text: t(`rules.${key}.p`) }));
+let limitsPromise = null;
+function tableLimits() {
+  if (!limitsPromise) {
+    limitsPromise = getJSON("/api/tables").then((r) => r.tables || []);
+    limitsPromise.catch(() => { limitsPromise = null; });
+  }
+  return limitsPromise;
+}
+
+let renderSeq = 0;
+
+async function render() {
+  const seq = ++renderSeq;
+  const code = SHEET_LANGS.has(lang()) ? lang() : "en";
+  const main = $("#main");
+  main.setAttribute("aria-busy", "true");
+  let text;
+  try {
+    text = await sheetText(code);
+  } catch (err) {
+    if (seq !== renderSeq) return;
+    main.removeAttribute("aria-busy");
+    main.replaceChildren(h("p", { class: "banner banner--bad", "data-testid": "sheet-error", role: "alert" },
+      "The rules could not be loaded. Reload the page to try again. · ",
+      "โหลดกติกาไม่สำเร็จ โปรดโหลดหน้าใหม่ · नियम लोड नहीं हो सके, पेज फिर से लोड करें।"));
+    console.warn(err);
+    return;
+  }
+  if (seq !== renderSeq) return; // the language changed while this one was loading
+  const tpl = document.createElement("template");
+  tpl.innerHTML = text; // our own static file, same origin
+  const sheet = tpl.content.querySelector("article.sheet");
+  drawCards(sheet);
+  drawRoadmapSymbols(sheet);
+  fillToc(sheet);
+  const hash = location.hash;
+  main.replaceChildren(sheet);
+  main.removeAttribute("aria-busy");
+  // The sheet arrived after the browser looked for the #fragment: scroll to it now (once;
+  // a language switch keeps the reader where they are).
+  if (seq === 1 && hash.length > 1) document.getElementById(decodeURIComponent(hash.slice(1)))?.scrollIntoView();
+  await fillLimits(sheet, seq);
+}
+
+/** Replace every [data-cards="4H 8C"] span's text with drawn cards. */
+function drawCards(root) {
+  for (const el of $$(".cards-inline[data-cards]", root)) {
+    const cards = el.dataset.cards.split(/\s+/).filter(Boolean);
+    el.replaceChildren(...cards.map((c) => cardEl(c, { small: true })));
+  }
+}
+
+function drawRoadmapSymbols(root) {
+  const symbols = {
+    win: { outcome: "win" }, lose: { outcome: "lose" }, tie: { outcome: "tie" },
+    flush: { outcome: "legend", flush: true }, pair: { outcome: "legend", pair: true },
+  };
+  for (const el of $$("[data-roadmap]", root)) {
+    const cell = roadmapCell(symbols[el.dataset.roadmap], null);
+    cell.setAttribute("aria-hidden", "true");
+    el.replaceChildren(cell);
+  }
+}
+
+function fillToc(root) {
+  const list = $("[data-toc]", root);
+  if (!list) return;
+  list.replaceChildren(...$$("section[id] > h2", root).map((h2) =>
+    h("li", {}, h("a", { href: `#${h2.parentElement.id}`, text: h2.textContent }))));
+}
+
+/**
+ * Fill the limits table from GET /api/tables. Tables with the same limits share one table;
+ * tables with different limits get one each, captioned with their names.
+ */
+async function fillLimits(root, seq) {
+  const template = $("table.limits", root);
+  const error = $("[data-limits-error]", root);
+  if (!template) return;
+  let tables;
+  try {
+    tables = await tableLimits();
+  } catch (err) {
+    if (seq !== renderSeq) return;
+    error.hidden = false;
+    template.closest(".table-wrap").hidden = true;
+    console.warn("limits:", err);
+    return;
+  }
+  if (seq !== renderSeq) return;
+  const groups = new Map();
+  for (const tb of tables) {
+    const key = JSON.stringify(tb.limits);
+    if (!groups.has(key)) groups.set(key, { limits: tb.limits, names: [] });
+    groups.get(key).names.push(tb.name || tb.id);
+  }
+  if (!groups.size) {
+    error.hidden = false;
+    template.closest(".table-wrap").hidden = true;
+    return;
+  }
+  const wrap = template.closest(".table-wrap");
+  const copies = [...groups.values()].map(({ limits, names }, i) => {
+    const table = i === 0 ? template : template.cloneNode(true);
+    for (const cell of $$("[data-key]", table)) {
+      const v = limits[cell.dataset.key];
+      cell.dataset.value = String(v);
+      cell.textContent = money(v);
+    }
+    const caption = $("[data-limits-caption]", table);
+    caption.textContent = names.join(", ");
+    caption.hidden = false;
+    table.dataset.tables = names.join(",");
+    if (i === 0) return wrap;
+    const w = wrap.cloneNode(false);
+    w.append(table);
+    return w;
+  });
+  wrap.after(...copies.slice(1));
 }
 
 initPage({ active: "rules" });

@@ -104,6 +104,10 @@ def test_lobby_join_bet_watch_reveal_and_payout(
     top_two = [rows.nth(i) for i in range(2)]
     assert sum(int(r.get_attribute("data-returned") or 0) for r in top_two) == returned
     assert int(top_two[0].get_attribute("data-balance-after") or 0) == start - taken + returned
+    # As the sheet's examples show a bet: the withholding beside it (none for a Pair bet).
+    withheld = rows.get_by_test_id("record-withholding").evaluate_all(
+        "(els) => els.map((e) => Number(e.dataset.value)).sort((x, y) => x - y)")
+    assert withheld == sorted([a, 0])
     # Paged with the server's cursor: one bet a page, then the older one.
     page.goto(f"{server.url}records.html?limit=1")
     expect(rows).to_have_count(1)
@@ -198,9 +202,9 @@ def test_languages_switch_and_stick(server: Server, page: Page, page_errors: lis
     expect(page.get_by_role("link", name="दांव रिकॉर्ड")).to_be_visible()
 
     page.goto(f"{server.url}rules.html")
-    expect(page.get_by_role("heading", level=1)).to_have_text("पॉक डेंग कैसे खेलें")
+    expect(page.get_by_role("heading", level=1)).to_have_text("पॉक डेंग गेम के नियम")
     page.get_by_test_id("lang-switch").select_option("en")
-    expect(page.get_by_role("heading", level=1)).to_have_text("How to play Pok Deng")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Pok Deng Game Rules")
     assert not page_errors, page_errors
 
 

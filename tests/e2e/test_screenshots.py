@@ -8,6 +8,7 @@ tests/e2e/test_screenshots.py`` refreshes the ones in the repository).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -95,7 +96,42 @@ def test_screenshots(server: Server, browser: Browser, shots: Path) -> None:
             )
             page.screenshot(path=shots / f"table-phone-{lang}.png", full_page=True)
             _saved(shots / f"table-phone-{lang}.png")
-            page.goto(f"{server.url}rules.html")
-            page.screenshot(path=shots / f"rules-phone-{lang}.png", full_page=False)
+        finally:
+            phone.close()
+
+
+def _rules_page(page: Page, server: Server, lang: str) -> None:
+    page.add_init_script(f"localStorage.setItem('livetable.lang', '{lang}')")
+    page.goto(f"{server.url}rules.html")
+    expect(page.get_by_test_id("sheet")).to_have_attribute("data-lang", lang)
+    expect(page.get_by_test_id("limits").locator("[data-key=max]")).to_have_attribute(
+        "data-value", re.compile(r"\d+"))
+
+
+def test_rules_screenshots(server: Server, browser: Browser, shots: Path) -> None:
+    """The rules sheet on a desktop (English) and on a 390×844 phone (Thai, Hindi)."""
+    desk = browser.new_context(viewport={"width": 1440, "height": 900}, locale="en-US",
+                               reduced_motion="reduce")
+    try:
+        page = desk.new_page()
+        _rules_page(page, server, "en")
+        page.screenshot(path=shots / "rules-desktop-en.png")
+        _saved(shots / "rules-desktop-en.png")
+        page.locator("#example-3").scroll_into_view_if_needed()
+        page.evaluate("document.getElementById('examples').scrollIntoView()")
+        page.screenshot(path=shots / "rules-examples-en.png")
+        _saved(shots / "rules-examples-en.png")
+    finally:
+        desk.close()
+    for lang in ("th", "hi"):
+        phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2,
+                                    is_mobile=True, has_touch=True, reduced_motion="reduce")
+        try:
+            page = phone.new_page()
+            _rules_page(page, server, lang)
+            # The worked examples: the cards, the amounts and the scripts' typography.
+            page.evaluate("document.getElementById('example-3').scrollIntoView()")
+            page.screenshot(path=shots / f"rules-phone-{lang}.png")
+            _saved(shots / f"rules-phone-{lang}.png")
         finally:
             phone.close()
