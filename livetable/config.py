@@ -84,6 +84,14 @@ class Settings:
     store_id: str = field(default_factory=lambda: _env("STORE_ID", ""))
     #: Seconds a closing websocket has to finish its close before its socket is aborted.
     close_timeout: float = field(default_factory=lambda: float(_env("CLOSE_TIMEOUT", "3")))
+    #: The key that seals engine states at rest (store/sealing.py): LIVETABLE_SHOE_KEY, or
+    #: the file LIVETABLE_SHOE_KEY_FILE; else the signing secret. Never in the data directory.
+    shoe_key: bytes | None = field(
+        default_factory=lambda: v.encode() if (v := _env("SHOE_KEY", "")) else None)
+    shoe_key_file: Path | None = field(
+        default_factory=lambda: Path(v) if (v := _env("SHOE_KEY_FILE", "")) else None)
+    #: Where load_secret found (or made) the secret, when it came from a file.
+    secret_path: Path | None = field(default=None, init=False)
 
     @property
     def db_path(self) -> Path:
@@ -101,6 +109,7 @@ class Settings:
         path = self.data_dir / "secret"
         if path.exists():
             self.secret = path.read_bytes().strip()
+            self.secret_path = path
             return self.secret
         if not create:
             raise FileNotFoundError(
@@ -111,4 +120,52 @@ class Settings:
         with os.fdopen(fd, "wb") as f:
             f.write(value)
         self.secret = value
+        self.secret_path = path
         return value
+
+    def state_key(self) -> tuple[bytes, str, list[str]]:
+        """The master key that seals engine states at rest, where it came from, and what is
+        wrong with where it lives (warnings for the log).
+
+        A dedicated key (LIVETABLE_SHOE_KEY, or the file LIVETABLE_SHOE_KEY_FILE) wins;
+        else the signing secret. Keys kept inside the data directory protect nothing against
+        a copy of that directory, so that is warned about (docs/security.md).
+        """
+        from livetable.store.sealing import MIN_KEY_BYTES
+
+        warnings: list[str] = []
+        if self.shoe_key is not None:
+            key, source = self.shoe_key, "LIVETABLE_SHOE_KEY"
+        elif self.shoe_key_file is not None:
+            try:
+                key = self.shoe_key_file.read_bytes().strip()
+            except OSError as exc:
+                raise ValueError(f"LIVETABLE_SHOE_KEY_FILE {self.shoe_key_file}: "
+                                 f"{exc.strerror}") from None
+            source = f"the key file {self.shoe_key_file}"
+            if _inside(self.shoe_key_file, self.data_dir):
+                warnings.append(f"the shoe key file {self.shoe_key_file} is inside the data "
+                                f"directory {self.data_dir}: a copy of the directory can "
+                                "read every future card; keep it elsewhere")
+        else:
+            key = self.load_secret()
+            source = "the signing secret"
+            if self.secret_path is not None:
+                source = f"the signing secret {self.secret_path}"
+                warnings.append(f"engine states are sealed with a key derived from "
+                                f"{self.secret_path}, kept in the data directory beside the "
+                                "database: a copy of the directory (a backup) can read every "
+                                "future card; in production set LIVETABLE_SECRET or "
+                                "LIVETABLE_SHOE_KEY(_FILE) from outside it")
+        dedicated = self.shoe_key is not None or self.shoe_key_file is not None
+        if dedicated and len(key) < MIN_KEY_BYTES:
+            raise ValueError(f"{source} holds {len(key)} bytes; a shoe key needs at least "
+                             f"{MIN_KEY_BYTES} (e.g. openssl rand -hex 32)")
+        return key, source, warnings
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(directory.resolve())
+    except OSError:
+        return False

@@ -85,6 +85,8 @@ class TableSnapshot(Struct, kw_only=True):
     round_id: str | None = None
     round_no: int = 0
     shoe_id: str | None = None
+    #: The commitment of this shoe (DESIGN §7); null for a manual shoe.
+    shoe_commitment: str | None = None
     closes_at: int | None = None
     limits: Limits = field(default_factory=Limits)
     hands: list[HandView] = field(default_factory=list)
@@ -210,6 +212,17 @@ class ShoeStarted(TableEvent, tag="shoe_started"):
     shoe_id: str
     burn_card: str
     burned: int
+    #: SHA-256 over the shoe's order, cut card and salt (DESIGN §7); null for a manual shoe.
+    commitment: str | None = None
+
+
+class ShoeRevealed(TableEvent, tag="shoe_revealed"):
+    """An auto shoe has ended: what its commitment was computed from."""
+
+    shoe_id: str
+    salt: str
+    cut_at: int
+    order: list[str]
 
 
 class RoundOpened(TableEvent, tag="round_opened"):
@@ -261,7 +274,7 @@ class TableResumed(TableEvent, tag="table_resumed"):
 
 AnyTableEvent = (
     ShoeStarted | RoundOpened | BettingClosed | CardDealt | HandRevealed | RoundSettled
-    | RoundCancelled | TablePaused | TableResumed
+    | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
 )
 
 
@@ -328,7 +341,7 @@ class Ack(Struct, tag="ack", tag_field="type", kw_only=True):
 ServerMessage = (
     Welcome | BetAccepted | BetRejected | BetSettled | Bets | Pong | Error | Ack
     | ShoeStarted | RoundOpened | BettingClosed | CardDealt | HandRevealed | RoundSettled
-    | RoundCancelled | TablePaused | TableResumed
+    | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
 )
 
 

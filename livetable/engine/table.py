@@ -46,6 +46,7 @@ from livetable.rules import (
     settle_round,
 )
 from livetable.rules.cards import Card
+from livetable.rules.fairness import commitment
 from livetable.rules.shoe import DEFAULT_CUT_RANGE
 
 Phase = p.Phase
@@ -118,7 +119,25 @@ class CancelRound(msgspec.Struct, tag="cancel_round", kw_only=True):
     reason: str
 
 
-Effect = OpenRound | SetBetting | SettleRound | CancelRound
+class RevealShoe(msgspec.Struct, tag="reveal_shoe", kw_only=True):
+    """An auto shoe has ended: keep it for ``GET /api/shoes/{shoe_id}`` (DESIGN §7).
+
+    ``rounds``: each round of the shoe (round id, how many cards it took out of the shoe,
+    its burn included), in order.
+    """
+
+    table: str
+    shoe_id: str
+    commitment: str
+    salt: str
+    cut_at: int
+    order: list[str]
+    burn_card: str
+    burned: int
+    rounds: list[tuple[str, int]]
+
+
+Effect = OpenRound | SetBetting | SettleRound | CancelRound | RevealShoe
 
 
 @dataclass
@@ -144,6 +163,13 @@ class ShoeState(msgspec.Struct, kw_only=True):
     cut_out: bool
     seen: dict[str, int]
     awaiting_open_card: bool = False
+    #: Auto shoes (DESIGN §7): the salt and the commitment published in shoe_started, where
+    #: in ``order`` each round began, and whether the shoe was revealed. A shoe stored
+    #: before commitments existed has none: it is never revealed.
+    salt: str | None = None
+    commitment: str | None = None
+    round_starts: list[int] = msgspec.field(default_factory=list)
+    revealed: bool = False
 
 
 class Timing(msgspec.Struct, kw_only=True):
@@ -299,6 +325,7 @@ class TableEngine:
             round_id=s.round_id,
             round_no=s.round_no,
             shoe_id=shoe.shoe_id if shoe else None,
+            shoe_commitment=shoe.commitment if shoe else None,
             closes_at=s.closes_at if s.phase == "betting" else None,
             limits=s.limits,
             hands=[hand_view(pos, self._cards_of(pos)) for pos in DEAL_ORDER[: s.revealed]],
@@ -354,6 +381,7 @@ class TableEngine:
         self._check("start_shoe")
         s = self.state
         step = Step()
+        self._reveal_shoe(step)  # the shoe it replaces has ended
         s.shoe_no += 1
         shoe_id = f"{s.table}.{s.shoe_no}"
         s.round_no = 0
@@ -361,11 +389,14 @@ class TableEngine:
         s.last_round = False
         if s.mode == "auto":
             shoe = Shoe.shuffled(self.rng, cut_range=s.timing.cut_range)
+            salt = self.rng.randbytes(32).hex()
             burn_card, burned = shoe.open()
             s.shoe = _shoe_state(shoe, shoe_id)
+            s.shoe.salt = salt
+            s.shoe.commitment = commitment(salt, shoe.cut_at, s.shoe.order)
             self._live_shoe = (shoe_id, shoe)
             self._emit(step, p.ShoeStarted(shoe_id=shoe_id, burn_card=str(burn_card),
-                       burned=burned))
+                       burned=burned, commitment=s.shoe.commitment))
         else:
             shoe = Shoe.manual()
             s.shoe = _shoe_state(shoe, shoe_id, awaiting=True)
@@ -396,6 +427,8 @@ class TableEngine:
         s.next_at = None
         if s.shoe.cut_out:
             s.last_round = True
+        if s.shoe.commitment is not None:
+            s.shoe.round_starts.append(s.shoe.drawn)
         self._emit(step, p.RoundOpened(round_id=s.round_id, shoe_id=s.shoe.shoe_id,
                    round_no=s.round_no, closes_at=s.closes_at))
         step.effects.append(OpenRound(table=s.table, round_id=s.round_id,
@@ -522,8 +555,29 @@ class TableEngine:
         ))
         self._emit(step, p.RoundSettled(round_id=s.round_id, results=results,
                    last_round=s.last_round))
+        if s.last_round:
+            self._reveal_shoe(step)
         s.next_at = now + s.timing.between_rounds_ms if s.mode == "auto" else None
         return step
+
+    def _reveal_shoe(self, step: Step) -> None:
+        """The shoe has ended: publish its order and salt (an auto shoe, once)."""
+        s = self.state
+        shoe = s.shoe
+        if shoe is None or shoe.commitment is None or shoe.salt is None or shoe.revealed:
+            return
+        shoe.revealed = True
+        ends = [*shoe.round_starts[1:], shoe.drawn]
+        rounds = [(f"{shoe.shoe_id}.{n}", end - start)
+                  for n, (start, end) in enumerate(zip(shoe.round_starts, ends, strict=True),
+                                                   start=1)]
+        opening = parse_card(shoe.order[0])
+        step.effects.append(RevealShoe(
+            table=s.table, shoe_id=shoe.shoe_id, commitment=shoe.commitment, salt=shoe.salt,
+            cut_at=shoe.cut_at, order=list(shoe.order), burn_card=str(opening),
+            burned=opening.burn_count, rounds=rounds))
+        self._emit(step, p.ShoeRevealed(shoe_id=shoe.shoe_id, salt=shoe.salt,
+                                        cut_at=shoe.cut_at, order=list(shoe.order)))
 
     def pause(self, reason: str, now: int) -> Step:
         self._check("pause")
@@ -573,6 +627,8 @@ class TableEngine:
         reason = reason or "cancelled by the dealer"
         step.effects.append(CancelRound(table=s.table, round_id=s.round_id, reason=reason))
         self._emit(step, p.RoundCancelled(round_id=s.round_id, reason=reason))
+        if s.last_round:
+            self._reveal_shoe(step)
         s.phase = "cancelled"
         s.closes_at = None
         s.paused_from = None
@@ -587,11 +643,13 @@ class TableEngine:
         s = self.state
         if s.mode == mode:
             return Step(detail={"mode": mode})
+        step = Step(detail={"mode": mode})
+        self._reveal_shoe(step)  # an auto shoe set aside has ended
         s.mode = mode
         s.shoe = None
         s.last_round = False
         s.next_at = now if mode == "auto" else None
-        return Step(detail={"mode": mode})
+        return step
 
     def tick(self, now: int) -> Step:
         """The clock: close betting at its deadline; in auto mode deal, reveal, go on."""

@@ -38,6 +38,7 @@ from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits
 from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import Store
+from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -82,6 +83,12 @@ class Services:
         self.settings = settings
         self.roles = roles
         self.secret = settings.load_secret()
+        key, source, warnings = settings.state_key()
+        for warning in warnings:
+            log.warning("%s", warning)
+        log.info("engine states are sealed at rest with a key from %s", source)
+        #: Seals every table's engine state at rest (store/sealing.py).
+        self.seal = StateSeal(key)
         self.metrics = Metrics()
         self.rng = rng
         self.runners: dict[str, TableRunner] = {}
@@ -121,7 +128,8 @@ class Services:
                 retry_on_error=[RedisConnectionError, RedisTimeoutError])
             self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
                                       if settings.redis_pubsub_cluster else None)
-            redis_store = RedisStore(self.redis, event_retention=settings.event_log_size * 4)
+            redis_store = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
+                                     seal=self.seal)
             self.store: Store = redis_store
             self.bus: Bus = RedisBus(self.pubsub_redis or self.redis, settings.table_names,
                                      redis_store,
@@ -140,7 +148,8 @@ class Services:
             if "engine" not in roles:
                 execute = self.control.execute
         else:
-            self.store = store or SQLiteStore(settings.db_path, settings.event_log_size * 4)
+            self.store = store or SQLiteStore(settings.db_path, settings.event_log_size * 4,
+                                              seal=self.seal)
             self.bus = bus or MemoryBus()
         self.gateway = Gateway(settings, self.store, execute, self.metrics, self.secret)
 
@@ -362,6 +371,14 @@ def create_app(settings: Settings, services: Services | None = None,
                              for spot, r in spots.items()}
         return JSONResponse(view)
 
+    async def shoe(request: Request) -> Response:
+        # Only an ended auto shoe has a record: nothing of a shoe in play is ever served.
+        record = await svc.store.shoe_view(request.path_params["shoe_id"])
+        if record is None:
+            return _error(404, "unknown_shoe", "no ended shoe with that id: a shoe is revealed "
+                          "when it ends, and a manual (physical) shoe never is")
+        return _json(p.ENCODER.encode(record))
+
     def identity_of(request: Request) -> Any:
         header = request.headers.get("authorization", "")
         if not header.lower().startswith("bearer "):
@@ -434,6 +451,7 @@ def create_app(settings: Settings, services: Services | None = None,
         Route("/api/tables/{table}", table),
         Route("/api/tables/{table}/roadmap", roadmap),
         Route("/api/rounds/{round_id}", round_),
+        Route("/api/shoes/{shoe_id}", shoe),
         Route("/api/bets", bets),
         Route("/api/guest", guest, methods=["POST"]),
         Route("/dealer", dealer_page),

@@ -92,6 +92,15 @@ class TableRunner:
             engine.state.limits = limits
         if timing is not None:
             engine.state.timing = timing
+        shoe = engine.state.shoe
+        legacy = shoe is not None and bool(shoe.order) and shoe.commitment is None
+        if shoe is not None and legacy and not engine.state.last_round:
+            # An auto shoe without a commitment was stored before states were sealed: its
+            # order sat in plain form in the store (and in every backup of it). The round in
+            # play is its last; the next one deals from a new, committed shoe.
+            log.warning("table %s: shoe %s was stored in plain form; it ends after this "
+                        "round", self.table, shoe.shoe_id)
+            engine.state.last_round = True
         return engine
 
     async def _reload(self) -> None:

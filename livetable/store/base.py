@@ -26,6 +26,7 @@ import msgspec
 from livetable import protocol as p
 from livetable.engine.table import Effect
 from livetable.rules import BetSpot
+from livetable.rules.fairness import ShoeRecord
 
 MAX_AMOUNT = 10**12
 MAX_BET_ID = 64
@@ -141,6 +142,10 @@ class Store(Protocol):
     ) -> tuple[list[p.BetRecordEntry], str | None]: ...
 
     async def round_view(self, round_id: str) -> dict[str, object] | None: ...
+
+    async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
+        """An ended auto shoe, revealed (DESIGN §7); None for any other shoe id."""
+        ...
 
     async def audit(self) -> AuditReport: ...
 

@@ -50,11 +50,14 @@ Key layout (``lt`` is the default prefix; ``<t>`` a table id, ``<r>`` a round id
     lt:{ledger}:player:<p>:bet-ids hash  bet_id -> seq (the (player, bet_id) key)
     lt:{ledger}:player:<p>:bets   zset   seq (score and member): the Bet Record
     lt:{ledger}:player:<p>:rounds hash   round id -> "seq,seq,…" (resume settlements)
-    lt:table:{<t>}:state          hash   state (engine bytes), epoch, seq (the log head)
+    lt:{ledger}:shoes             hash   shoe id -> table (ended auto shoes only)
+    lt:table:{<t>}:state          hash   state (the engine's bytes, sealed: store/sealing.py),
+                                         epoch, seq (the log head)
     lt:table:{<t>}:events         stream epoch seq frame, XADD MAXLEN ~ event_retention
     lt:table:{<t>}:round:<r>:info   hash the round: state closes_at limits cards spots …
     lt:table:{<t>}:round:<r>:bets   list its bet seqs in order
     lt:table:{<t>}:round:<r>:totals hash "<spot>:<p>" -> amount, "*:<p>" -> deducted
+    lt:table:{<t>}:shoe:<s>:info  hash   an ended auto shoe: commitment salt cut_at order …
     lease:{<t>}:token             string the table lease's fencing token (the lease holder
                                          writes it; see :func:`lease_token_key`)
 
@@ -100,9 +103,18 @@ from redis.exceptions import ResponseError
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id
-from livetable.engine.table import CancelRound, Effect, OpenRound, SetBetting, SettleRound
+from livetable.engine.table import (
+    CancelRound,
+    Effect,
+    OpenRound,
+    RevealShoe,
+    SetBetting,
+    SettleRound,
+)
 from livetable.rules import BetSpot
+from livetable.rules.fairness import ShoeRecord, ShoeRound
 from livetable.store.base import AuditReport, BetRequest, Settled, cursor_of, precheck, rejected
+from livetable.store.sealing import StateSeal, open_state, seal_state
 
 #: How many events per table the log keeps for resume (``XADD MAXLEN ~``: at least this).
 DEFAULT_EVENT_RETENTION = 20_000
@@ -281,6 +293,8 @@ return {'accepted', rid, spot, amount, deducted, after}
 #          {'betting', info, status, closes_at or ''}
 #          {'settle', info, bets, round, cards json, spots json, {spot: {outcome, odds, mult}}}
 #          {'cancel', info, bets, round, reason}
+#          {'shoe', info, shoes index, shoe, table, commitment, salt, cut_at, burn_card,
+#           burned, order json, rounds json}
 _STEP_LUA = _LEDGER_LUA + """
 local BETS, ROUNDS, STATE, EVENTS, LEASE = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local fence, now = ARGV[1], ARGV[2]
@@ -397,6 +411,12 @@ for _, e in ipairs(effects) do
           close_bet(b, 'settled', result[1], result[2], r[6] * result[3], after[r[1]])
         end
       end
+    end
+  elseif kind == 'shoe' then
+    if redis.call('HSETNX', KEYS[e[3]], e[4], e[5]) == 1 then
+      redis.call('HSET', info, 'shoe_id', e[4], 'table', e[5], 'commitment', e[6],
+                 'salt', e[7], 'cut_at', e[8], 'burn_card', e[9], 'burned', e[10],
+                 'order', e[11], 'rounds', e[12], 'ended_at', now)
     end
   elseif kind == 'cancel' then
     local state = redis.call('HGET', info, 'state')
@@ -527,6 +547,7 @@ class _Keys:
         self.bets = f"{ledger}:bets"
         self.bet_seq = f"{ledger}:bet-seq"
         self.rounds = f"{ledger}:rounds"
+        self.shoes = f"{ledger}:shoes"
 
     @property
     def money(self) -> list[str]:
@@ -559,13 +580,16 @@ class _Keys:
     def round_totals(self, table: str, round_id: str) -> str:
         return f"{self.table(table)}:round:{round_id}:totals"
 
+    def shoe_info(self, table: str, shoe_id: str) -> str:
+        return f"{self.table(table)}:shoe:{shoe_id}:info"
+
 
 class RedisStore:
     """The :class:`~livetable.store.base.Store` contract on one Redis primary."""
 
     def __init__(self, client: Redis, *, prefix: str = "lt",
                  event_retention: int = DEFAULT_EVENT_RETENTION,
-                 owns_client: bool = False) -> None:
+                 owns_client: bool = False, seal: StateSeal | None = None) -> None:
         if isinstance(client, RedisCluster):
             raise TypeError("RedisStore needs one Redis primary, not a cluster: its scripts "
                             "touch the {ledger} slot and a table's slot together (see the "
@@ -573,6 +597,8 @@ class RedisStore:
         self.redis = client
         self.keys = _Keys(prefix)
         self.event_retention = event_retention
+        #: Seals engine states at rest (store/sealing.py); None only in tests.
+        self.seal = seal
         #: table -> our fencing token; set by the table's lease holder (see FencedOut).
         self.fence_tokens: dict[str, int] = {}
         self._pending_bets: list[tuple[tuple[list[str], list[Any]], asyncio.Future[Any]]] = []
@@ -740,6 +766,11 @@ class RedisStore:
                              key(k.round_bets(effect.table, effect.round_id)), effect.round_id,
                              json.dumps(effect.cards), json.dumps(effect.spots),
                              {spot: list(result) for spot, result in effect.spots.items()}])
+            elif isinstance(effect, RevealShoe):
+                plan.append(["shoe", key(k.shoe_info(effect.table, effect.shoe_id)),
+                             key(k.shoes), effect.shoe_id, effect.table, effect.commitment,
+                             effect.salt, effect.cut_at, effect.burn_card, effect.burned,
+                             json.dumps(effect.order), json.dumps(effect.rounds)])
             elif isinstance(effect, CancelRound):
                 plan.append(["cancel", key(k.round_info(effect.table, effect.round_id)),
                              key(k.round_bets(effect.table, effect.round_id)), effect.round_id,
@@ -747,7 +778,8 @@ class RedisStore:
             else:
                 raise TypeError(f"unknown effect {effect!r}")
         args: list[bytes | str | int] = [
-            "" if token is None else str(token), now, state, msgspec.msgpack.encode(plan),
+            "" if token is None else str(token), now, seal_state(self.seal, table, state),
+            msgspec.msgpack.encode(plan),
             self.event_retention]
         for epoch, seq, frame in events:
             args += [epoch, seq, frame]
@@ -777,7 +809,7 @@ class RedisStore:
 
     async def load_table(self, table: str) -> bytes | None:
         state = await self.redis.hget(self.keys.table_state(table), "state")
-        return None if state is None else _b(state)
+        return None if state is None else open_state(self.seal, table, _b(state))
 
     async def events_after(self, table: str, epoch: int, seq: int,
                            limit: int) -> list[bytes] | None:
@@ -854,6 +886,32 @@ class RedisStore:
                 "reason": _s(info[b"reason"]) if b"reason" in info else None,
                 "opened_at": int(info[b"opened_at"]),
                 "ended_at": _int_or_none(info.get(b"ended_at"))}
+
+    async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
+        table = await self.redis.hget(self.keys.shoes, shoe_id)
+        if table is None:
+            return None
+        raw = await self.redis.hgetall(self.keys.shoe_info(_s(table), shoe_id))
+        if not raw:
+            return None
+        info = {_s(name): _s(value) for name, value in raw.items()}
+        taken: list[tuple[str, int]] = [(r, n) for r, n in json.loads(info["rounds"])]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for round_id, _ in taken:
+                pipe.hmget(self.keys.round_info(_s(table), round_id),
+                           ["round_no", "state", "cards"])
+            stored = await pipe.execute()
+        rounds = []
+        for (round_id, dealt), (round_no, state, cards) in zip(taken, stored, strict=True):
+            state = _s(state) if state else "unknown"
+            rounds.append(ShoeRound(
+                round_id=round_id, round_no=int(round_no or 0), state=state, dealt=dealt,
+                cards=json.loads(cards) if cards and state == "settled" else None))
+        return ShoeRecord(shoe_id=shoe_id, table=info["table"], commitment=info["commitment"],
+                          salt=info["salt"], cut_at=int(info["cut_at"]),
+                          burn_card=info["burn_card"], burned=int(info["burned"]),
+                          order=json.loads(info["order"]), rounds=rounds,
+                          ended_at=int(info["ended_at"]))
 
     async def audit(self) -> AuditReport:
         """Prove the ledger, without stopping Redis for the length of the whole history.

@@ -22,8 +22,16 @@ from pathlib import Path
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id, hold_account
-from livetable.engine.table import CancelRound, Effect, OpenRound, SetBetting, SettleRound
+from livetable.engine.table import (
+    CancelRound,
+    Effect,
+    OpenRound,
+    RevealShoe,
+    SetBetting,
+    SettleRound,
+)
 from livetable.rules import BetSpot
+from livetable.rules.fairness import ShoeRecord, ShoeRound
 from livetable.store.base import (
     AuditReport,
     BetRequest,
@@ -33,6 +41,7 @@ from livetable.store.base import (
     rejected,
     spot_limits,
 )
+from livetable.store.sealing import StateSeal, open_state, seal_state
 
 MIGRATIONS: list[str] = [
     # 1: the first schema
@@ -108,6 +117,22 @@ MIGRATIONS: list[str] = [
     """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    # 3: ended auto shoes, revealed for anyone to verify (DESIGN §7). Nothing is written
+    # here before a shoe ends: the order of a shoe in play is only in the sealed state.
+    """
+    CREATE TABLE shoes (
+        shoe_id TEXT PRIMARY KEY,
+        table_id TEXT NOT NULL,
+        commitment TEXT NOT NULL,
+        salt TEXT NOT NULL,
+        cut_at INTEGER NOT NULL,
+        burn_card TEXT NOT NULL,
+        burned INTEGER NOT NULL,
+        card_order TEXT NOT NULL,      -- JSON list of the 416 cards
+        rounds TEXT NOT NULL,          -- JSON [[round_id, cards taken], ...]
+        ended_at INTEGER NOT NULL
+    );
+    """,
 ]
 
 #: How many events per table the log keeps for resume (older ones are trimmed).
@@ -117,8 +142,11 @@ DEFAULT_EVENT_RETENTION = 20_000
 class SQLiteStore:
     """The :class:`~livetable.store.base.Store` contract on SQLite."""
 
-    def __init__(self, path: str | Path, event_retention: int = DEFAULT_EVENT_RETENTION) -> None:
+    def __init__(self, path: str | Path, event_retention: int = DEFAULT_EVENT_RETENTION,
+                 seal: StateSeal | None = None) -> None:
         self.path = str(path)
+        #: Seals engine states at rest (store/sealing.py); None only in tests.
+        self.seal = seal
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -332,7 +360,7 @@ class SQLiteStore:
                 "ON CONFLICT (table_id) DO UPDATE SET state = excluded.state, "
                 "epoch = CASE WHEN excluded.seq > 0 THEN excluded.epoch ELSE epoch END, "
                 "seq = CASE WHEN excluded.seq > 0 THEN excluded.seq ELSE seq END",
-                (table, state, *epoch_seq))
+                (table, seal_state(self.seal, table, state), *epoch_seq))
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -365,6 +393,15 @@ class SQLiteStore:
             return self._settle(effect, now)
         if isinstance(effect, CancelRound):
             return self._refund(effect, now)
+        if isinstance(effect, RevealShoe):
+            db.execute(
+                "INSERT OR IGNORE INTO shoes (shoe_id, table_id, commitment, salt, cut_at, "
+                "burn_card, burned, card_order, rounds, ended_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (effect.shoe_id, effect.table, effect.commitment, effect.salt, effect.cut_at,
+                 effect.burn_card, effect.burned, json.dumps(effect.order),
+                 json.dumps(effect.rounds), now))
+            return []
         raise TypeError(f"unknown effect {effect!r}")
 
     def _settle(self, effect: SettleRound, now: int) -> list[Settled]:
@@ -457,7 +494,7 @@ class SQLiteStore:
 
     async def load_table(self, table: str) -> bytes | None:
         row = self.db.execute("SELECT state FROM tables WHERE table_id = ?", (table,)).fetchone()
-        return None if row is None else bytes(row[0])
+        return None if row is None else open_state(self.seal, table, bytes(row[0]))
 
     async def events_after(self, table: str, epoch: int, seq: int,
                            limit: int) -> list[bytes] | None:
@@ -523,6 +560,27 @@ class SQLiteStore:
                 "state": row[4], "cards": json.loads(row[5]) if row[5] else None,
                 "spots": json.loads(row[6]) if row[6] else None, "reason": row[7],
                 "opened_at": row[8], "ended_at": row[9]}
+
+    async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
+        row = self.db.execute(
+            "SELECT table_id, commitment, salt, cut_at, burn_card, burned, card_order, rounds, "
+            "ended_at FROM shoes WHERE shoe_id = ?", (shoe_id,)).fetchone()
+        if row is None:
+            return None
+        taken: list[tuple[str, int]] = [(r, n) for r, n in json.loads(row[7])]
+        marks = ",".join("?" * len(taken))
+        stored = {r[0]: r[1:] for r in self.db.execute(
+            f"SELECT round_id, round_no, state, cards FROM rounds WHERE round_id IN ({marks})",
+            [r for r, _ in taken])} if taken else {}
+        rounds = []
+        for round_id, dealt in taken:
+            round_no, state, cards = stored.get(round_id, (0, "unknown", None))
+            rounds.append(ShoeRound(
+                round_id=round_id, round_no=round_no, state=state, dealt=dealt,
+                cards=json.loads(cards) if cards and state == "settled" else None))
+        return ShoeRecord(shoe_id=shoe_id, table=row[0], commitment=row[1], salt=row[2],
+                          cut_at=row[3], burn_card=row[4], burned=row[5],
+                          order=json.loads(row[6]), rounds=rounds, ended_at=row[8])
 
     async def audit(self) -> AuditReport:
         db = self.db

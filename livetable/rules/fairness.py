@@ -1,0 +1,152 @@
+"""The provably fair shoe: the commitment, and the check anyone can run on a revealed shoe.
+
+Why. In auto mode the server shuffles, so a player must otherwise trust that it did not
+pick the next cards after seeing the bets. Before the first bet of a shoe the server
+publishes a *commitment* — a SHA-256 over the whole shoe order, its cut card and a random
+salt (DESIGN §7) — and reveals the order and the salt only when the shoe has ended. The
+hash binds the server to the order (it cannot find another order with the same hash); the
+salt hides it (without the salt, the last few unknown cards could be found by trying every
+arrangement against the hash).
+
+:func:`check_shoe` is the whole check, pure: the hash, a full 8-deck shoe, the opening card
+and its burns (DESIGN §1), and every round's cards as the next slots of ``order`` in the
+dealing order (one burn, then P1 … P5, Banker, twice). ``livetable verify-shoe`` runs it on
+``GET /api/shoes/{shoe_id}``; the browser's static/js/verify.js is the same check in
+JavaScript.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+
+import msgspec
+
+from livetable.rules.cards import DECK, CardError, parse_card
+from livetable.rules.settlement import DEAL_ORDER
+from livetable.rules.shoe import CARDS_PER_ROUND, DECKS, ROUND_SLOTS
+
+SALT = re.compile(r"[0-9a-f]{64}")
+HEX_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def commitment(salt: str, cut_at: int, order: list[str]) -> str:
+    """Lowercase hex SHA-256 of ``salt + ":" + str(cut_at) + ":" + ",".join(order)``."""
+    text = f"{salt}:{cut_at}:{','.join(order)}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class ShoeRound(msgspec.Struct, kw_only=True):
+    """One round of a revealed shoe, as ``GET /api/shoes/{shoe_id}`` serves it.
+
+    ``cards``: the hands as they were revealed and settled (position → two cards), None for
+    a cancelled round. ``dealt``: how many cards the round took out of the shoe, its burn
+    included (13 for a settled round; 0 … 13 for a cancelled one).
+    """
+
+    round_id: str
+    round_no: int
+    state: str
+    cards: dict[str, list[str]] | None
+    dealt: int
+
+
+class ShoeRecord(msgspec.Struct, kw_only=True):
+    """An ended shoe, as ``GET /api/shoes/{shoe_id}`` serves it (DESIGN §7)."""
+
+    shoe_id: str
+    commitment: str
+    salt: str
+    cut_at: int
+    order: list[str]
+    rounds: list[ShoeRound]
+    table: str = ""
+    burn_card: str | None = None
+    burned: int | None = None
+    ended_at: int | None = None
+
+
+def check_shoe(shoe: ShoeRecord, seen_commitment: str | None = None) -> list[str]:
+    """Every way ``shoe`` fails to be the fair shoe it claims to be; empty when it is fair.
+
+    ``seen_commitment``: the commitment the checker saw in ``shoe_started`` before betting.
+    Without it the check proves that the record is consistent, not that the server committed
+    to this order before the bets (it could have published another commitment then).
+    """
+    problems: list[str] = []
+    if seen_commitment is not None and seen_commitment.lower() != shoe.commitment:
+        problems.append(f"the record's commitment {shoe.commitment} is not the one published "
+                        f"when the shoe started ({seen_commitment})")
+    if not SALT.fullmatch(shoe.salt):
+        problems.append("salt is not 64 lowercase hex characters (32 bytes)")
+    if not HEX_SHA256.fullmatch(shoe.commitment):
+        problems.append("commitment is not 64 lowercase hex characters (a SHA-256)")
+    computed = commitment(shoe.salt, shoe.cut_at, shoe.order)
+    if computed != shoe.commitment:
+        problems.append(f"SHA-256 of salt:cut_at:order is {computed}, not the commitment "
+                        f"{shoe.commitment}: the order, the cut card or the salt was changed")
+    size = 52 * DECKS
+    try:
+        cards = [parse_card(c) for c in shoe.order]
+    except CardError as exc:
+        return [*problems, f"order: {exc}"]
+    if [str(c) for c in cards] != shoe.order:
+        problems.append("order: cards are not written as on the wire (e.g. 10D, KH)")
+    if len(cards) != size:
+        problems.append(f"order holds {len(cards)} cards, not {size}")
+    counts = Counter(cards)
+    wrong = sorted(str(c) for c in DECK if counts[c] != DECKS)
+    if wrong:
+        problems.append(f"order is not {DECKS} full decks: {', '.join(wrong[:8])}"
+                        f"{' …' if len(wrong) > 8 else ''} do not appear {DECKS} times")
+    if not 0 < shoe.cut_at < len(cards):
+        problems.append(f"cut_at {shoe.cut_at} is outside the shoe")
+    if not cards:
+        return problems
+
+    # The opening: one card face up, then burn its value (A=1 … 9=9, 10/J/Q/K=10).
+    opening = cards[0]
+    if shoe.burn_card is not None and shoe.burn_card != str(opening):
+        problems.append(f"shoe_started showed {shoe.burn_card} face up, but the order opens "
+                        f"with {opening}")
+    if shoe.burned is not None and shoe.burned != opening.burn_count:
+        problems.append(f"{shoe.burned} cards were burned after the opening {opening}, the "
+                        f"rules say {opening.burn_count}")
+    at = 1 + opening.burn_count
+
+    # Each round: one burn, then P1 … P5, Banker, twice — the next slots of the order.
+    # The round in which the cut card comes out (or the first after it) is the shoe's last.
+    cut_out = shoe.cut_at < at
+    ended = False
+    for index, rnd in enumerate(shoe.rounds, start=1):
+        where = f"round {rnd.round_id}"
+        if rnd.round_no != index or rnd.round_id != f"{shoe.shoe_id}.{index}":
+            problems.append(f"{where}: expected round {index} ({shoe.shoe_id}.{index}) here")
+        if ended:
+            problems.append(f"{where} was dealt after the shoe's last round (the one in which "
+                            "the cut card came out)")
+        if not 0 <= rnd.dealt <= CARDS_PER_ROUND:
+            problems.append(f"{where}: took {rnd.dealt} cards, a round takes at most "
+                            f"{CARDS_PER_ROUND}")
+            return problems
+        if rnd.state == "settled" and rnd.dealt != CARDS_PER_ROUND:
+            problems.append(f"{where}: settled with {rnd.dealt} cards dealt, not "
+                            f"{CARDS_PER_ROUND}")
+        if at + rnd.dealt > len(cards):
+            problems.append(f"{where}: deals past the end of the order")
+            return problems
+        if rnd.cards is not None:
+            dealt: dict[str, list[str]] = {pos.value: [] for pos in DEAL_ORDER}
+            for slot, card in zip(ROUND_SLOTS, shoe.order[at:at + rnd.dealt], strict=False):
+                if slot.position is not None:
+                    dealt[slot.position.value].append(card)
+            for pos in DEAL_ORDER:
+                shown = rnd.cards.get(pos.value)
+                if shown != dealt[pos.value]:
+                    problems.append(f"{where}: {pos.value} was revealed as {shown}, but the "
+                                    f"order deals it {dealt[pos.value]} (slots {at} …)")
+        cut_out = cut_out or at <= shoe.cut_at < at + rnd.dealt
+        ended = cut_out
+        at += rnd.dealt
+    return problems
