@@ -613,7 +613,8 @@ class RedisStore:
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "lt",
                  event_retention: int = DEFAULT_EVENT_RETENTION,
-                 max_connections: int = 64, pool_timeout: float = 10.0) -> RedisStore:
+                 max_connections: int = 64, pool_timeout: float = 10.0,
+                 seal: StateSeal | None = None) -> RedisStore:
         """A store with its own connection pool (closed by :meth:`close`).
 
         The pool blocks when all ``max_connections`` are busy (a burst of bets waits its
@@ -622,7 +623,7 @@ class RedisStore:
         pool = BlockingConnectionPool.from_url(url, max_connections=max_connections,
                                                timeout=pool_timeout)
         return cls(Redis.from_pool(pool), prefix=prefix, event_retention=event_retention,
-                   owns_client=True)
+                   owns_client=True, seal=seal)
 
     async def load_scripts(self) -> None:
         """Load every script now (a gateway does it at start: a broken script fails early,

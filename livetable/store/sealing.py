@@ -114,12 +114,15 @@ def seal_state(seal: StateSeal | None, table: str, plain: bytes) -> bytes:
 
 def open_state(seal: StateSeal | None, table: str, stored: bytes) -> bytes:
     """The plain state from what a store read; a plain (pre-sealing) state passes."""
-    if is_plain(stored):
-        if seal is not None:
-            log.warning("table %s: its state was stored in plain form (before sealing); it "
-                        "is sealed from the next step on", table)
-        return stored
-    if seal is None:
-        raise SealError(f"table {table!r}: the stored state is sealed, but this store has "
-                        "no state key")
-    return seal.open(table, stored)
+    if stored.startswith(MAGIC):
+        if seal is None:
+            raise SealError(f"table {table!r}: the stored state is sealed, but this store "
+                            "has no state key")
+        return seal.open(table, stored)
+    if seal is not None:
+        if not is_plain(stored):
+            raise SealError(f"table {table!r}: the stored state is neither sealed nor an "
+                            "engine state")
+        log.warning("table %s: its state was stored in plain form (before sealing); it is "
+                    "sealed from the next step on", table)
+    return stored

@@ -53,7 +53,7 @@ async def make_store(
 
     async def make(event_retention: int = DEFAULT_EVENT_RETENTION) -> Store:
         store = RedisStore.from_url(redis_server.url, prefix=f"c{next(_prefixes)}",
-                                    event_retention=event_retention)
+                                    event_retention=event_retention, seal=contract.SEAL)
         made.append(store)
         return store
 

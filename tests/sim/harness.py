@@ -54,6 +54,7 @@ from livetable.engine import (
     CancelRound,
     EngineError,
     OpenRound,
+    RevealShoe,
     SetBetting,
     SettleRound,
     Step,
@@ -73,6 +74,7 @@ from livetable.rules import (
     settle_bet,
     settle_round,
 )
+from livetable.rules.fairness import check_shoe
 from livetable.store import BetRequest, Settled, Store
 from livetable.store.base import MAX_AMOUNT, MAX_BET_ID, spot_limits
 
@@ -149,6 +151,7 @@ class Stats:
     retries: int = 0
     deposits: int = 0
     audits: int = 0
+    verified_shoes: int = 0
     rejections: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
     cpu_seconds: float = 0.0
@@ -157,7 +160,8 @@ class Stats:
         codes = ", ".join(f"{k} {v}" for k, v in sorted(self.rejections.items()))
         return (
             f"{self.rounds} rounds ({self.settled} settled, {self.cancelled} cancelled, "
-            f"{self.manual_rounds} manual, {self.shoes} shoes, {self.last_rounds} last rounds) "
+            f"{self.manual_rounds} manual, {self.shoes} shoes ({self.verified_shoes} revealed "
+            f"and verified), {self.last_rounds} last rounds) "
             f"in {self.seconds:.1f} s ({self.cpu_seconds:.1f} s CPU); {self.steps} steps, "
             f"{self.events} events; "
             f"{self.crashes} crashes ({self.lost_steps} lost steps, {self.recovered_settled} "
@@ -320,6 +324,9 @@ class Simulation:
         self.last_cards: dict[str, list[str]] = {}
         #: After a round ended: must the next auto round open a new shoe? (None: unknown)
         self.new_shoe_next: bool | None = None
+        #: Auto shoes: the commitment announced in shoe_started; the shoes revealed since.
+        self.commitments: dict[str, str] = {}
+        self.revealed_shoes: set[str] = set()
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -410,6 +417,11 @@ class Simulation:
             self.seq = ev.seq
             self.stats.events += 1
             kind = type(ev)
+            if isinstance(ev, p.ShoeRevealed):
+                # Every card of the shoe, once it has ended: checked with its RevealShoe below.
+                self.check(ev.shoe_id in self.commitments, f"{ev.shoe_id} revealed, never "
+                                                           "committed")
+                continue
             if kind not in MAY_NAME_CARDS and CARD_BYTES.search(frame):
                 raise self.fail(f"a card identity before its reveal: {frame!r}")
             if kind is p.CardDealt:
@@ -439,6 +451,12 @@ class Simulation:
                 self.new_shoe_next = None
             elif isinstance(ev, p.ShoeStarted):
                 self.stats.shoes += 1
+                auto = self.engine.state.mode == "auto"
+                self.check((ev.commitment is not None) == auto,
+                           f"a {'n auto' if auto else ' manual'} shoe with commitment "
+                           f"{ev.commitment}")
+                if ev.commitment is not None:
+                    self.commitments[ev.shoe_id] = ev.commitment
             elif isinstance(ev, p.TablePaused):
                 self.stats.pauses += 1
         if step.detail is not None and "mode" in step.detail:
@@ -461,11 +479,39 @@ class Simulation:
                 await self._settled(effect, announced[0], by_round.pop(effect.round_id, []))
             elif isinstance(effect, CancelRound):
                 await self._cancelled(effect, by_round.pop(effect.round_id, []))
+            elif isinstance(effect, RevealShoe):
+                await self._revealed(effect, step)
         self.check(not by_round, f"bet_settled for rounds that did not end: {list(by_round)}")
+
+    async def _revealed(self, effect: RevealShoe, step: Step) -> None:
+        """A shoe revealed (DESIGN §7): only once every round of it has ended, exactly as
+        announced, and fair by the same check ``livetable verify-shoe`` runs — against the
+        commitment announced when the shoe started and the cards the store kept."""
+        shoe_id = effect.shoe_id
+        announced = [ev for ev in step.events if isinstance(ev, p.ShoeRevealed)]
+        self.check([(ev.shoe_id, ev.salt, ev.cut_at, ev.order) for ev in announced]
+                   == [(shoe_id, effect.salt, effect.cut_at, effect.order)],
+                   f"{shoe_id}: shoe_revealed {announced} with its RevealShoe")
+        self.check(shoe_id not in self.revealed_shoes, f"{shoe_id} revealed twice")
+        self.revealed_shoes.add(shoe_id)
+        open_rounds = [rid for rid, r in self.model.rounds.items()
+                       if rid.startswith(shoe_id + ".") and not r.ended]
+        self.check(not open_rounds, f"{shoe_id} revealed with {open_rounds} not ended")
+        record = await self.store.shoe_view(shoe_id)
+        self.check(record is not None, f"{shoe_id}: no shoe_view after its reveal")
+        assert record is not None
+        self.check([r.round_id for r in record.rounds]
+                   == [rid for rid in self.model.rounds if rid.startswith(shoe_id + ".")],
+                   f"{shoe_id}: rounds {[r.round_id for r in record.rounds]}")
+        problems = check_shoe(record, seen_commitment=self.commitments[shoe_id])
+        self.check(problems == [], f"{shoe_id} does not verify: {problems}")
+        self.stats.verified_shoes += 1
 
     def _opened(self, effect: OpenRound) -> None:
         self.check(effect.round_id not in self.model.rounds,
                    f"round {effect.round_id} opened twice")
+        self.check(effect.shoe_id not in self.revealed_shoes,
+                   f"{effect.round_id} opened in {effect.shoe_id}, revealed already")
         self.model.rounds[effect.round_id] = RoundModel(
             effect.round_id, effect.table, "betting", effect.closes_at, effect.limits,
             manual=self.engine.state.mode == "manual")

@@ -36,6 +36,7 @@ from livetable.rules import (
     parse_cards,
     settle_round,
 )
+from livetable.rules.fairness import commitment
 
 T0 = 1_700_000_000_000
 SEED = 7
@@ -98,8 +99,10 @@ def refused(e: TableEngine, command: str, *args: Any, **kwargs: Any) -> EngineEr
     return info.value
 
 
-def shoe_of(ref: Shoe, shoe_id: str, awaiting: bool = False) -> dict[str, Any]:
-    """The persisted form of a reference shoe."""
+def shoe_of(ref: Shoe, shoe_id: str, awaiting: bool = False, *, salt: str | None = None,
+            round_starts: tuple[int, ...] = ()) -> dict[str, Any]:
+    """The persisted form of a reference shoe (an auto shoe has a ``salt``: DESIGN §7)."""
+    order = [str(c) for c in ref.order]
     return {
         "shoe_id": shoe_id,
         "order": [str(c) for c in ref.order],
@@ -108,6 +111,10 @@ def shoe_of(ref: Shoe, shoe_id: str, awaiting: bool = False) -> dict[str, Any]:
         "cut_out": ref.cut_out,
         "seen": {str(c): n for c, n in ref.seen.items()},
         "awaiting_open_card": awaiting,
+        "salt": salt,
+        "commitment": None if salt is None else commitment(salt, ref.cut_at, order),
+        "round_starts": list(round_starts),
+        "revealed": False,
     }
 
 
@@ -245,18 +252,22 @@ def same_future(e: TableEngine, before: bytes) -> None:
 
 def test_auto_round_step_by_step() -> None:
     e = auto_engine()
-    ref = Shoe.shuffled(random.Random(SEED), cut_range=TIMING.cut_range)
+    rng = random.Random(SEED)
+    ref = Shoe.shuffled(rng, cut_range=TIMING.cut_range)
+    salt = rng.randbytes(32).hex()  # the shoe's salt comes next from the engine's RNG
     burn_card, burned = ref.open()
+    starts = (ref.drawn,)
     assert e.next_deadline() is None  # a new auto table waits for its first open_betting
 
     # open_betting: the first shoe starts (shoe_started before round_opened), bets open.
     step, diff = act(e, "open_betting", T0)
     closes = T0 + BET_MS
-    assert diff == {"seq": 2, "phase": "betting", "shoe_no": 1, "shoe": shoe_of(ref, "t1.1"),
+    shoe = shoe_of(ref, "t1.1", salt=salt, round_starts=starts)
+    assert diff == {"seq": 2, "phase": "betting", "shoe_no": 1, "shoe": shoe,
                     "round_no": 1, "round_id": "t1.1.1", "closes_at": closes}
     assert [strip(f) for f in frames(step)] == [
         {"type": "shoe_started", "shoe_id": "t1.1", "burn_card": str(burn_card),
-         "burned": burned},
+         "burned": burned, "commitment": shoe["commitment"]},
         {"type": "round_opened", "round_id": "t1.1.1", "shoe_id": "t1.1", "round_no": 1,
          "closes_at": closes},
     ]
@@ -285,7 +296,8 @@ def test_auto_round_step_by_step() -> None:
         round_cards.append(str(ref.draw()))
         step, diff = act(e, "tick", due)
         last = i == len(ROUND_SLOTS) - 1
-        expected: dict[str, Any] = {"round_cards": round_cards, "shoe": shoe_of(ref, "t1.1"),
+        expected: dict[str, Any] = {"round_cards": round_cards,
+                                    "shoe": shoe_of(ref, "t1.1", salt=salt, round_starts=starts),
                                     "next_at": due + (REVEAL_MS if last else DEAL_MS)}
         if slot.position is None:
             assert step.events == []
@@ -332,7 +344,8 @@ def test_auto_round_step_by_step() -> None:
     step, diff = act(e, "tick", due)
     assert diff == {"seq": seq + 1, "phase": "betting", "round_no": 2, "round_id": "t1.1.2",
                     "closes_at": due + BET_MS, "round_cards": [], "revealed": 0, "results": [],
-                    "next_at": None}
+                    "next_at": None,
+                    "shoe": shoe_of(ref, "t1.1", salt=salt, round_starts=(*starts, ref.drawn))}
     assert [strip(f) for f in frames(step)] == [
         {"type": "round_opened", "round_id": "t1.1.2", "shoe_id": "t1.1", "round_no": 2,
          "closes_at": due + BET_MS}]
@@ -380,7 +393,8 @@ def test_manual_round_step_by_step() -> None:
     ref.burn_unseen(5)
     assert diff == {"seq": 1, "shoe": shoe_of(ref, "t1.1")}
     assert [strip(f) for f in frames(step)] == [
-        {"type": "shoe_started", "shoe_id": "t1.1", "burn_card": "5C", "burned": 5}]
+        {"type": "shoe_started", "shoe_id": "t1.1", "burn_card": "5C", "burned": 5,
+         "commitment": None}]
     assert step.detail == {"slot": "opening", "burned": 5}
 
     step, diff = act(e, "open_betting", T0 + 2, betting_ms=5_000)
@@ -707,9 +721,16 @@ def test_set_mode_between_rounds() -> None:
     e = engine_in("settled", "auto")
     step, diff = act(e, "set_mode", "auto", T0 + 1)
     assert diff == {} and step.detail == {"mode": "auto"}
+    shoe = e.state.shoe
+    assert shoe is not None and shoe.salt is not None
+    seq = e.state.seq
     step, diff = act(e, "set_mode", "manual", T0 + 1)
-    assert diff == {"mode": "manual", "shoe": None, "next_at": None}
-    assert step.events == [] and step.effects == []
+    assert diff == {"seq": seq + 1, "mode": "manual", "shoe": None, "next_at": None}
+    # The auto shoe set aside has ended: it is revealed (DESIGN §7).
+    assert [strip(f) for f in frames(step)] == [
+        {"type": "shoe_revealed", "shoe_id": "t1.1", "salt": shoe.salt, "cut_at": shoe.cut_at,
+         "order": shoe.order}]
+    assert [ef["type"] for ef in effects(step)] == ["reveal_shoe"]
     assert refused(e, "open_betting", T0 + 2).code == "no_shoe"
     step, diff = act(e, "set_mode", "auto", T0 + 3)
     assert diff == {"mode": "auto", "next_at": T0 + 3}
@@ -832,6 +853,8 @@ def _check_no_leak(steps: list[tuple[Step, p.TableSnapshot]]) -> int:
     """Check every frame and snapshot; return how many hands were revealed."""
     shown: list[str] = []  # cards of the current round's hands revealed so far
     revealed = 0
+    last_round_over = False  # the round that just ended was its shoe's last
+    ended: set[str] = set()  # shoes revealed: none of their rounds may follow
     for step, snapshot in steps:
         for ev in step.events:
             frame = p.encode(ev).decode()
@@ -839,6 +862,15 @@ def _check_no_leak(steps: list[tuple[Step, p.TableSnapshot]]) -> int:
             kind = json.loads(frame)["type"]
             if kind == "round_opened":
                 shown = []
+                assert json.loads(frame)["shoe_id"] not in ended
+                last_round_over = False
+            if kind == "shoe_revealed":  # the whole order, once the shoe's last round ended
+                assert last_round_over, frame
+                assert tokens == json.loads(frame)["order"]
+                ended.add(json.loads(frame)["shoe_id"])
+                continue
+            if kind == "round_settled":
+                last_round_over = json.loads(frame)["last_round"]
             if kind == "hand_revealed":
                 revealed += 1
                 cards = json.loads(frame)["cards"]

@@ -53,6 +53,7 @@ async def test_ten_thousand_rounds_with_faults() -> None:
     # The schedule reached everything it is meant to exercise.
     assert stats.settled > 0 and stats.cancelled > 0
     assert stats.manual_rounds > 0 and stats.last_rounds > 0 and stats.cut_cards > 0
+    assert stats.verified_shoes > 0  # every revealed shoe passes verify-shoe's check
     assert stats.crashes > 0 and stats.lost_steps > 0 and stats.recovered_settled > 0
     assert stats.pauses > 0 and stats.impossible_cards > 0 and stats.refused_commands > 0
     assert stats.retries > 0 and stats.deposits > 0

@@ -22,9 +22,19 @@ import pytest
 
 from livetable import protocol as p
 from livetable.accounts import AccountError
-from livetable.engine import CancelRound, OpenRound, SetBetting, SettleRound
-from livetable.rules import BetSpot, Position, hand_of, parse_cards, settle_bet, settle_round
+from livetable.engine import CancelRound, OpenRound, RevealShoe, SetBetting, SettleRound
+from livetable.rules import (
+    DECK,
+    BetSpot,
+    Position,
+    hand_of,
+    parse_cards,
+    settle_bet,
+    settle_round,
+)
+from livetable.rules.fairness import ShoeRecord, ShoeRound
 from livetable.store import REJECTIONS, BetRequest, SQLiteStore, Store
+from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import DEFAULT_EVENT_RETENTION
 
 StoreFactory = Callable[[pytest.FixtureRequest, int], Awaitable[Store]]
@@ -39,10 +49,20 @@ async def _sqlite_file(request: pytest.FixtureRequest, event_retention: int) -> 
     return SQLiteStore(tmp_path / "livetable.db", event_retention=event_retention)
 
 
+#: The key a store seals engine states with (store/sealing.py), as the server's stores do.
+SEAL = StateSeal(b"contract-test-shoe-key-0123456789abcdef")
+
+
+async def _sqlite_sealed(request: pytest.FixtureRequest, event_retention: int) -> Store:
+    tmp_path = request.getfixturevalue("tmp_path")
+    return SQLiteStore(tmp_path / "livetable.db", event_retention=event_retention, seal=SEAL)
+
+
 #: Every Store implementation under contract. The Redis store is added here, in one line.
 STORE_FACTORIES: dict[str, StoreFactory] = {
     "sqlite-memory": _sqlite_memory,
     "sqlite-file": _sqlite_file,
+    "sqlite-sealed": _sqlite_sealed,
 }
 
 T0 = 1_700_000_000_000
@@ -680,3 +700,38 @@ async def test_a_store_carries_one_identity(store: Store) -> None:
     first = await store.identity(create=True)
     assert first and await store.identity(create=True) == first
     assert await store.identity() == first
+
+
+# --- revealed shoes (DESIGN §7) -------------------------------------------------------------
+
+#: Any 416 cards: the store keeps what the engine revealed, it does not judge it.
+ORDER = [str(card) for card in DECK for _ in range(8)]
+ROUND_HANDS = {"P1": "9D 7C", "P2": "KH 9H", "P3": "AS AD", "P4": "2C 3C", "P5": "QS JH",
+               "BANKER": "5S 5H"}
+
+
+def reveal(shoe_id: str = "t1.1", salt: str = "cd" * 32) -> RevealShoe:
+    return RevealShoe(table=TABLE, shoe_id=shoe_id, commitment="ab" * 32, salt=salt,
+                      cut_at=350, order=ORDER, burn_card=ORDER[0], burned=1,
+                      rounds=[(R1, 13), (R2, 4)])
+
+
+async def test_a_shoe_is_kept_once_revealed_with_its_rounds(store: Store) -> None:
+    await open_round(store, R1)
+    await commit(store, betting("closed"), settle_effect(R1, ROUND_HANDS))
+    await open_round(store, R2)
+    await commit(store, cancel(R2))
+    assert await store.shoe_view("t1.1") is None  # nothing before the shoe is revealed
+    await commit(store, reveal(), now=T0 + 9)
+    expected = ShoeRecord(
+        shoe_id="t1.1", table=TABLE, commitment="ab" * 32, salt="cd" * 32, cut_at=350,
+        order=ORDER, burn_card=ORDER[0], burned=1, ended_at=T0 + 9,
+        rounds=[ShoeRound(round_id=R1, round_no=1, state="settled", dealt=13,
+                          cards={pos: text.split() for pos, text in ROUND_HANDS.items()}),
+                ShoeRound(round_id=R2, round_no=2, state="cancelled", dealt=4, cards=None)])
+    assert await store.shoe_view("t1.1") == expected
+    # Revealed once: a repeated step (a runner's retry) does not rewrite the record.
+    await commit(store, reveal(salt="ee" * 32), now=T0 + 10)
+    assert await store.shoe_view("t1.1") == expected
+    assert await store.shoe_view("t1.2") is None
+    assert await store.shoe_view("t9") is None
