@@ -1,0 +1,358 @@
+"""The provably fair shoe (DESIGN §7) and the engine state sealed at rest.
+
+A real shoe is dealt by the engine and committed to a sealed SQLite store the way the runner
+does it; its record (``shoe_view``, what ``GET /api/shoes/{id}`` serves) must pass the
+check, and every way of tampering with it must be caught — by :func:`check_shoe` and by
+``livetable verify-shoe``, from a file and over HTTP. The expected commitment is computed
+here with :mod:`hashlib` from DESIGN's formula, not with the code under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import random
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from livetable import protocol as p
+from livetable.bus import MemoryBus
+from livetable.cli import main
+from livetable.config import Settings
+from livetable.engine import Step, TableEngine, Timing
+from livetable.rules.fairness import ShoeRecord, check_shoe, commitment
+from livetable.server.runner import TableRunner
+from livetable.store.sealing import MAGIC, SealError, StateSeal, open_state, seal_state
+from livetable.store.sqlite import SQLiteStore
+
+T0 = 1_700_000_000_000
+KEY = b"unit-test-shoe-key-0123456789abcdef-0123"
+#: The cut card 380 cards from the end: the shoe ends within its first three rounds.
+SHORT_SHOE = Timing(cut_range=(380, 380), betting_ms=1_000)
+
+
+def test_commitment_is_designs_formula() -> None:
+    salt = "0f" * 32
+    order = ["AS", "10D", "KH"]
+    text = f"{salt}:35:AS,10D,KH"
+    assert commitment(salt, 35, order) == hashlib.sha256(text.encode()).hexdigest()
+
+
+# --- a shoe dealt by the engine, kept by a store ------------------------------------------------
+
+
+async def commit(store: SQLiteStore, engine: TableEngine, step: Step, now: int) -> None:
+    frames = [(ev.epoch, ev.seq, p.encode(ev)) for ev in step.events]
+    await store.commit_step(engine.state.table, engine.to_bytes(), frames, step.effects, now)
+
+
+async def deal_a_shoe(store: SQLiteStore, cancel_round: int | None = 2) -> tuple[str, str]:
+    """Deal shoe t1.1 to its end (round ``cancel_round`` cancelled mid-deal); return its
+    commitment as shoe_started announced it and the shoe id."""
+    e = TableEngine.new("t1", timing=SHORT_SHOE, rng=random.Random(11))
+    now = T0
+    announced: dict[str, str | None] = {}
+    revealed = False
+    for _ in range(2_000):
+        due = e.next_deadline()
+        now = due if due is not None else now + 1
+        step = e.tick(now) if due is not None else e.open_betting(now)
+        if (cancel_round is not None and e.state.round_no == cancel_round
+                and e.phase == "dealing" and len(e.state.round_cards) == 5):
+            step.extend(e.cancel_round("camera down", now))
+        await commit(store, e, step, now)
+        for ev in step.events:
+            if isinstance(ev, p.ShoeStarted):
+                announced[ev.shoe_id] = ev.commitment
+            revealed = revealed or isinstance(ev, p.ShoeRevealed)
+        if revealed:
+            break
+    assert revealed
+    seen = announced["t1.1"]
+    assert seen is not None
+    return seen, "t1.1"
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "db.sqlite3", seal=StateSeal(KEY))
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def fair(store: SQLiteStore) -> tuple[ShoeRecord, str]:
+    seen, shoe_id = await deal_a_shoe(store)
+    record = await store.shoe_view(shoe_id)
+    assert record is not None
+    return record, seen
+
+
+async def test_a_dealt_shoe_verifies(fair: tuple[ShoeRecord, str]) -> None:
+    record, seen = fair
+    assert check_shoe(record, seen_commitment=seen) == []
+    assert record.commitment == seen
+    expected = hashlib.sha256(
+        f"{record.salt}:{record.cut_at}:{','.join(record.order)}".encode()).hexdigest()
+    assert record.commitment == expected
+    states = [r.state for r in record.rounds]
+    assert "settled" in states and states[1] == "cancelled"
+    assert record.rounds[1].dealt == 5 and record.rounds[1].cards is None
+    # The cut card came out in the last round, and the record says which slots it took.
+    first = 1 + record.burned if record.burned is not None else 0
+    assert first + sum(r.dealt for r in record.rounds[:-1]) <= record.cut_at
+    assert record.cut_at < first + sum(r.dealt for r in record.rounds)
+
+
+def _rehash(shoe: ShoeRecord) -> ShoeRecord:
+    """A forger's record: changed, with the commitment recomputed to match."""
+    shoe.commitment = commitment(shoe.salt, shoe.cut_at, shoe.order)
+    return shoe
+
+
+def _copy(shoe: ShoeRecord) -> ShoeRecord:
+    return msgspec.json.decode(msgspec.json.encode(shoe), type=ShoeRecord)
+
+
+def _swap_in_first_round(shoe: ShoeRecord) -> ShoeRecord:
+    """Swap the P1's first card with a card of a later round, in the order only."""
+    start = 1 + (shoe.burned or 0) + 1  # P1's first card: after the round's burn
+    later = start + 40
+    while shoe.order[later] == shoe.order[start]:
+        later += 1
+    shoe.order[start], shoe.order[later] = shoe.order[later], shoe.order[start]
+    return shoe
+
+
+TAMPERED: dict[str, Any] = {
+    "two cards of the order swapped": (lambda s: _swap_in_first_round(s),
+                                       "not the commitment"),
+    "the salt changed": (lambda s: (setattr(s, "salt", "00" * 32), s)[1], "not the commitment"),
+    "the cut card moved": (lambda s: (setattr(s, "cut_at", s.cut_at + 1), s)[1],
+                           "not the commitment"),
+    "a round's card re-dealt (hash recomputed)": (
+        lambda s: _rehash(_swap_in_first_round(s)), "was revealed as"),
+    "a stacked shoe: a ninth ace (hash recomputed)": (
+        lambda s: _rehash((s.order.__setitem__(
+            len(s.order) - 1, "AS" if s.order[-1] != "AS" else "AH"), s)[1]),
+        "not 8 full decks"),
+    "the opening burn miscounted": (lambda s: (setattr(s, "burned", (s.burned or 0) + 1), s)[1],
+                                    "the rules say"),
+    "a cancelled round's cards skipped": (
+        lambda s: (setattr(s.rounds[1], "dealt", s.rounds[1].dealt + 1), s)[1],
+        "was revealed as"),
+    "a round dealt after the cut card": (
+        lambda s: (setattr(s, "rounds", [*s.rounds, msgspec.structs.replace(
+            s.rounds[0], round_id=f"{s.shoe_id}.{len(s.rounds) + 1}",
+            round_no=len(s.rounds) + 1, cards=None, state="cancelled", dealt=0)]), s)[1],
+        "after the shoe's last round"),
+    "a salt that is not 32 bytes (hash recomputed)": (
+        lambda s: _rehash((setattr(s, "salt", "xyz"), s)[1]), "salt is not 64"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TAMPERED))
+async def test_a_tampered_record_is_caught(fair: tuple[ShoeRecord, str], name: str) -> None:
+    record, _ = fair
+    tamper, says = TAMPERED[name]
+    forged = tamper(_copy(record))
+    problems = check_shoe(forged)
+    assert problems, name
+    assert any(says in problem for problem in problems), problems
+
+
+async def test_a_recomputed_commitment_is_caught_by_the_one_seen_before_the_bets(
+        fair: tuple[ShoeRecord, str]) -> None:
+    record, seen = fair
+    forged = _rehash(_swap_in_first_round(_copy(record)))
+    forged.rounds[0].cards = None  # pretend the round was cancelled: consistent again
+    forged.rounds[0].state = "cancelled"
+    assert check_shoe(forged) == []  # consistent in itself…
+    problems = check_shoe(forged, seen_commitment=seen)  # …but not the shoe announced
+    assert len(problems) == 1 and "not the one published" in problems[0]
+
+
+async def test_nothing_is_revealed_before_the_shoe_ends(store: SQLiteStore) -> None:
+    e = TableEngine.new("t1", rng=random.Random(3))
+    step = e.open_betting(T0)
+    await commit(store, e, step, T0)
+    assert e.state.shoe is not None and e.state.shoe.commitment is not None
+    assert await store.shoe_view("t1.1") is None
+    rows = store.db.execute("SELECT COUNT(*) FROM shoes").fetchone()[0]
+    assert rows == 0
+
+
+def test_a_manual_shoe_has_no_commitment_and_is_never_revealed() -> None:
+    e = TableEngine.new("t1", mode="manual", rng=random.Random(3))
+    e.start_shoe(T0)
+    step = e.card("3D", T0)
+    assert [(type(ev), getattr(ev, "commitment", "-")) for ev in step.events] == [
+        (p.ShoeStarted, None)]
+    assert json.loads(p.encode(step.events[0]))["commitment"] is None
+    step = e.set_mode("auto", T0 + 1)  # the manual shoe is set aside: nothing to reveal
+    assert step.events == [] and step.effects == []
+
+
+# --- verify-shoe ---------------------------------------------------------------------------------
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+async def test_verify_shoe_from_a_file(fair: tuple[ShoeRecord, str], tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    record, seen = fair
+    good = tmp_path / "shoe.json"
+    good.write_bytes(msgspec.json.encode(record))
+    code, out, err = run(capsys, "verify-shoe", "t1.1", "--file", str(good),
+                         "--commitment", seen)
+    assert (code, err) == (0, "")
+    assert out.startswith("shoe t1.1: verified.")
+    bad = tmp_path / "tampered.json"
+    bad.write_bytes(msgspec.json.encode(_rehash(_swap_in_first_round(_copy(record)))))
+    code, out, err = run(capsys, "verify-shoe", "t1.1", "--file", str(bad))
+    assert code == 1 and out == ""
+    assert err.startswith("shoe t1.1: NOT VERIFIED\n  - round t1.1.1: P1 was revealed as")
+    code, out, _ = run(capsys, "verify-shoe", "t1.1", "--file", str(bad), "--json")
+    assert code == 1 and json.loads(out)["ok"] is False
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"shoe_id": "t1.1", "commitment": 5}')
+    code, _, err = run(capsys, "verify-shoe", "t1.1", "--file", str(broken))
+    assert code == 1 and "does not parse" in err
+
+
+@pytest.fixture
+def shoe_server() -> Iterator[tuple[str, dict[str, bytes]]]:
+    """A tiny HTTP server answering GET /api/shoes/<id> from a dict (else 404)."""
+    records: dict[str, bytes] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = records.get(self.path.removeprefix("/api/shoes/"))
+            self.send_response(200 if body is not None else 404)
+            self.send_header("content-type", "application/json")
+            self.end_headers()
+            self.wfile.write(body if body is not None else b'{"error": {}}')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", records
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_verify_shoe_over_http(fair: tuple[ShoeRecord, str],
+                                     shoe_server: tuple[str, dict[str, bytes]],
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    record, seen = fair
+    url, records = shoe_server
+    records["t1.1"] = msgspec.json.encode(record)
+    code, out, _ = run(capsys, "verify-shoe", "--url", url, "t1.1", "--commitment", seen)
+    assert code == 0 and "verified" in out
+    code, _, err = run(capsys, "verify-shoe", "--url", url, "t1.1", "--commitment", "ab" * 32)
+    assert code == 1 and "not the one published" in err
+    tampered = _copy(record)
+    tampered.rounds[0].cards = {**(tampered.rounds[0].cards or {}), "BANKER": ["9S", "9H"]}
+    records["t1.1"] = msgspec.json.encode(tampered)
+    code, _, err = run(capsys, "verify-shoe", "--url", url, "t1.1")
+    assert code == 1 and "BANKER was revealed as ['9S', '9H']" in err
+    code, _, err = run(capsys, "verify-shoe", "--url", url, "t1.2")
+    assert code == 2 and "404" in err and "a shoe is revealed when it ends" in err
+
+
+# --- sealed at rest ------------------------------------------------------------------------------
+
+
+def test_a_sealed_state_opens_only_with_its_key_and_table() -> None:
+    seal = StateSeal(KEY)
+    plain = b'{"table": "t1", "shoe": {"order": ["AS", "KH"]}}'
+    sealed = seal.seal("t1", plain)
+    assert sealed.startswith(MAGIC) and b"AS" not in sealed and plain not in sealed
+    assert seal.open("t1", sealed) == plain
+    assert seal.seal("t1", plain) != sealed  # a fresh nonce each time
+    with pytest.raises(SealError, match="another key"):
+        StateSeal(b"another-key-" + KEY).open("t1", sealed)
+    with pytest.raises(SealError, match="does not authenticate"):
+        seal.open("t2", sealed)  # moved to another table
+    damaged = bytearray(sealed)
+    damaged[-1] ^= 1
+    with pytest.raises(SealError, match="does not authenticate"):
+        seal.open("t1", bytes(damaged))
+    # A state stored before sealing (plain JSON) still opens: the migration path.
+    assert open_state(seal, "t1", plain) == plain
+    with pytest.raises(SealError, match="neither sealed"):
+        open_state(seal, "t1", b"garbage")
+    with pytest.raises(SealError, match="no state key"):
+        open_state(None, "t1", sealed)
+    assert seal_state(None, "t1", plain) == plain
+
+
+def test_the_state_key_comes_from_outside_the_data_directory(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    s = Settings(data_dir=data, secret=None)
+    key, _, warnings = s.state_key()  # the default: the secret made in the data dir
+    assert key == (data / "secret").read_bytes().strip()
+    assert len(warnings) == 1 and "beside the database" in warnings[0]
+    s = Settings(data_dir=data, secret=b"from-the-environment")
+    assert s.state_key() == (b"from-the-environment", "the signing secret", [])
+    s = Settings(data_dir=data, secret=b"x", shoe_key=b"k" * 32)
+    assert s.state_key() == (b"k" * 32, "LIVETABLE_SHOE_KEY", [])
+    key_file = tmp_path / "shoe.key"
+    key_file.write_text("f" * 64 + "\n")
+    s = Settings(data_dir=data, secret=b"x", shoe_key_file=key_file)
+    assert s.state_key()[0] == b"f" * 64 and s.state_key()[2] == []
+    inside = data / "shoe.key"
+    inside.write_text("f" * 64)
+    assert "inside the data directory" in Settings(
+        data_dir=data, secret=b"x", shoe_key_file=inside).state_key()[2][0]
+    with pytest.raises(ValueError, match="at least 32"):
+        Settings(data_dir=data, secret=b"x", shoe_key=b"short").state_key()
+    with pytest.raises(ValueError, match="LIVETABLE_SHOE_KEY_FILE"):
+        Settings(data_dir=data, secret=b"x", shoe_key_file=tmp_path / "none").state_key()
+
+
+async def test_a_plain_state_from_before_sealing_loads_is_sealed_and_its_shoe_retired(
+        tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite3"
+    # An old database: the state in plain form, its auto shoe without a commitment.
+    old = SQLiteStore(path)
+    e = TableEngine.new("t1", rng=random.Random(5))
+    step = e.open_betting(T0)
+    while e.phase != "settled":
+        step.extend(e.tick(e.next_deadline() or T0))
+    assert e.state.shoe is not None
+    e.state.shoe.salt = e.state.shoe.commitment = None
+    e.state.shoe.round_starts = []
+    await commit(old, e, step, T0)
+    upcoming = json.dumps(e.state.shoe.order[e.state.shoe.drawn:][:8],
+                          separators=(",", ":"))[1:-1].encode()
+    assert upcoming in old.db.execute("SELECT state FROM tables").fetchone()[0]
+    await old.close()
+
+    store = SQLiteStore(path, seal=StateSeal(KEY))
+    clock = [T0 + 100_000]
+    runner = TableRunner("t1", store, MemoryBus(), clock=lambda: clock[0])
+    await runner.start()
+    await runner.stop()
+    stored = bytes(store.db.execute("SELECT state FROM tables").fetchone()[0])
+    assert stored.startswith(MAGIC) and upcoming not in stored
+    assert runner.engine is not None and runner.engine.state.last_round
+    step = runner.engine.tick(clock[0] + 10_000_000)  # the next round: a new, committed shoe
+    started = [ev for ev in step.events if isinstance(ev, p.ShoeStarted)]
+    assert [(ev.shoe_id, ev.commitment is not None) for ev in started] == [("t1.2", True)]
+    await store.close()
