@@ -7,6 +7,7 @@ import { t, onLangChange } from "./i18n.js";
 import { $, h, money, signed, spotName, handLabel, dateTime, initPage } from "./common.js";
 import { evaluate, cardEl } from "./cards.js";
 import { getJSON, storedGuest } from "./api.js";
+import { verifyLink } from "./verify.js";
 
 // Page size: 20, or ?limit=N (1–100) to page through fewer at a time.
 const PAGE = Math.min(100, Math.max(1, Number(new URLSearchParams(location.search).get("limit")) || 20));
@@ -90,7 +91,7 @@ function row(b) {
   return h("tr", { "data-testid": "bet-row", "data-bet-id": b.bet_id, "data-state": b.state,
     "data-returned": b.returned ?? "", "data-net": net ?? "", "data-balance-after": b.balance_after ?? "" },
   td("records.time", dateTime(b.settled_at || b.placed_at)),
-  td("records.round", h("div", {}, h("div", { text: b.table }), roundLink, detail)),
+  td("records.round", h("div", {}, h("div", { text: b.table }), roundLink, detail, verifyLink(b.shoe_id))),
   td("records.bet", spotName(b.spot)),
   td("records.amount", money(b.amount), "num"),
   // As the rules sheet's examples show a bet: the amount, the withholding (a Player bet's

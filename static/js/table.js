@@ -17,6 +17,7 @@ import { fromSnapshot, applyEvent, POSITIONS, SPOTS, isPairSpot, deductedFor } f
 import { cardEl, cardBackEl } from "./cards.js";
 import { renderRoadmap, roadmapLegend } from "./roadmap.js";
 import { getJSON, ensureGuest, storedGuest, forgetGuest, rememberPlayer, newBetId } from "./api.js";
+import { noteSnapshot, noteTableEvent } from "./verify.js";
 
 const CHIP_VALUES = [5, 10, 25, 50, 100, 500, 1000, 5000, 10000];
 const RESUME_WINDOW_MS = 2500;
@@ -174,6 +175,7 @@ function onWelcome(msg, reconnect) {
     forgetGuest();
   }
   const snap = msg.table;
+  noteSnapshot(snap);  // provably fair shoe: keep the commitment announced (verify.js)
   if (!msg.resumed || !st) {
     const before = st;
     st = fromSnapshot(snap);
@@ -216,6 +218,7 @@ function onTableEvent(ev) {
   if (!st) return;
   const prevRound = st.round_id;
   applyEvent(st, ev);
+  noteTableEvent(ev);  // shoe_started: keep its commitment; shoe_revealed: offer to verify
   switch (ev.type) {
     case "round_opened":
       if (ev.round_id !== prevRound) newRoundBets(ev.round_id);
