@@ -508,8 +508,9 @@ def cmd_verify_shoe(args: argparse.Namespace) -> int:
         print(f"shoe {shoe.shoe_id}: verified. The commitment {shoe.commitment} is the SHA-256 "
               f"of its salt, cut card ({shoe.cut_at}) and order: {len(shoe.order)} cards, "
               f"8 full decks; the opening {shoe.order[0]} and its burns follow the rules; "
-              f"{len(shoe.rounds)} rounds ({settled} settled, {len(shoe.rounds) - settled} "
-              f"cancelled) were dealt from the order in the dealing order.")
+              f"{len(shoe.rounds)} round{'' if len(shoe.rounds) == 1 else 's'} ({settled} "
+              f"settled, {len(shoe.rounds) - settled} cancelled) dealt from the order in the "
+              "dealing order.")
         if args.commitment is None:
             print("  (to prove the order was fixed before the bets, also pass --commitment: "
                   "the one shoe_started announced)")

@@ -517,12 +517,52 @@ async def run_auto(server: Server) -> None:
     await rate_limits(server, guest_c)
     await player_resume(server, token, rid2, seq)
     await auto_http(server, token, dealer, rid)
+    await fair_shoe(server)
     t = scenario("shutdown", "auto", "the server stops (SIGINT) while a client is connected")
     conn, _ = await hello(server, t)
     await asyncio.sleep(0.2)
     assert server.proc is not None
     server.proc.send_signal(signal.SIGINT)
     await conn.closed(10)
+
+
+async def fair_shoe(server: Server) -> None:
+    """The provably fair shoe (DESIGN §7): a shoe ends (a dealer sets the auto shoe aside
+    between rounds), is revealed, served by /api/shoes and checked by verify-shoe."""
+    dealer_token = server.token("--dealer")
+    t = scenario("fair_shoe", "auto", "a viewer watches; after a settled round the dealer "
+                 "switches to manual (the auto shoe has ended: shoe_revealed), GET "
+                 "/api/shoes, livetable verify-shoe, then back to auto: a new committed shoe")
+    viewer_conn, welcome = await hello(server, t)
+    shoe_id = welcome["table"]["shoe_id"]
+    seen = welcome["table"]["shoe_commitment"]
+    if shoe_id is None:  # a fresh table: its first shoe starts with the first round
+        started = await viewer_conn.expect(is_type("shoe_started"), 60)
+        shoe_id, seen = started["shoe_id"], started["commitment"]
+    await http(t, server, "GET", f"/api/shoes/{shoe_id}")  # 404 while the shoe is in play
+    d_t = scenario("fair_shoe_dealer", "auto", "the dealer ends the auto shoe and restarts it")
+    d, _ = await hello(server, d_t, dealer_token, path="/ws/dealer")
+    await viewer_conn.expect(is_type("round_settled"), 60)
+    while True:
+        answer = await d.answer({"type": "set_mode", "auto": False})
+        if answer["type"] == "ack":
+            break
+        await viewer_conn.expect(is_type("round_settled"), 60)
+    await viewer_conn.expect(is_type("shoe_revealed"))
+    await http(t, server, "GET", f"/api/shoes/{shoe_id}")
+    await http(t, server, "GET", "/api/shoes/t1.99")
+    for args in (["--commitment", seen], []):
+        out = await asyncio.to_thread(
+            subprocess.run, [str(LIVETABLE), "verify-shoe", "--url", server.http, shoe_id,
+                             *args], capture_output=True, text=True, env=server.env)
+        t.append({"cli": {"argv": ["livetable", "verify-shoe", "--url", "http://HOST:PORT",
+                                   shoe_id, *args], "exit": out.returncode,
+                          "stdout": out.stdout, "stderr": out.stderr}})
+    await d.answer({"type": "set_mode", "auto": True})
+    await viewer_conn.expect(is_type("shoe_started"), 60)
+    await viewer_conn.expect(is_type("round_opened"), 60)
+    await d.close()
+    await viewer_conn.close()
 
 
 # --- the manual table ---------------------------------------------------------------------
@@ -620,6 +660,21 @@ async def run_manual(server: Server) -> None:
                        "body": guest_view}})
 
 
+async def only_fair_shoe(out: Path) -> None:
+    """Capture the fair_shoe scenarios alone and merge them into the capture at ``out``
+    (its other scenarios, and the examples pasted from them, stay as they are)."""
+    auto = Server("auto", "--betting-seconds", "3", "--reveal-interval", "0.3")
+    try:
+        auto.start()
+        await fair_shoe(auto)
+    finally:
+        auto.stop()
+    capture = json.loads(out.read_text())
+    capture.update(CAPTURE)
+    out.write_text(json.dumps(capture, indent=2, ensure_ascii=False) + "\n")
+    log(f"merged {sorted(CAPTURE)} into {out}")
+
+
 async def main_async(out: Path | None) -> None:
     auto = Server("auto", "--betting-seconds", "3", "--reveal-interval", "0.3",
                   env={"LIVETABLE_PLAYER_BALANCE": "50000"})
@@ -674,7 +729,14 @@ def main() -> int:
     parser.add_argument("--show", type=Path, metavar="CAPTURE",
                         help="do not capture: pretty-print scenarios of an earlier capture")
     parser.add_argument("scenarios", nargs="*", help="with --show: which (default: all)")
+    parser.add_argument("--only-fair-shoe", action="store_true",
+                        help="capture only the fair_shoe scenarios and merge them into --out")
     args = parser.parse_args()
+    if args.only_fair_shoe:
+        if args.out is None:
+            parser.error("--only-fair-shoe merges into an existing capture: give --out")
+        asyncio.run(only_fair_shoe(args.out))
+        return 0
     if args.show is not None:
         show(args.show, args.scenarios)
         return 0
