@@ -377,8 +377,20 @@ def check_no_early_cards(client: WireClient, truth: dict[str, dict[str, list[str
     ``truth`` is round id → hand → cards (from ``GET /api/rounds`` after settlement).
     """
     revealed: set[tuple[str, str]] = set()
+    ended_shoes: set[str] = set()  # revealed whole (shoe_revealed): no round of them follows
+    in_play: str | None = None  # the round opened and not yet settled or cancelled
     for index, frame in enumerate(client.frames):
         kind = frame.get("type")
+        if kind == "round_opened":
+            assert frame["shoe_id"] not in ended_shoes, (client.name, index, frame)
+            in_play = frame["round_id"]
+        if kind in ("round_settled", "round_cancelled"):
+            in_play = None
+        if kind == "shoe_revealed":  # every card of an ended shoe (DESIGN §7)
+            assert in_play is None or not in_play.startswith(frame["shoe_id"] + "."), \
+                (client.name, index, "a shoe revealed while its round", in_play, "is in play")
+            ended_shoes.add(frame["shoe_id"])
+            continue
         if kind == "card_dealt":  # face down: exactly these fields, no identity
             assert set(frame) == {"type", "table", "epoch", "seq", "round_id", "to", "n"}, frame
         if kind == "hand_revealed":
