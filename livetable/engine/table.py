@@ -427,7 +427,7 @@ class TableEngine:
         s.next_at = None
         if s.shoe.cut_out:
             s.last_round = True
-        if s.shoe.commitment is not None:
+        if s.shoe.commitment is not None:  # where this round's burn is: before it is drawn
             s.shoe.round_starts.append(s.shoe.drawn)
         self._emit(step, p.RoundOpened(round_id=s.round_id, shoe_id=s.shoe.shoe_id,
                    round_no=s.round_no, closes_at=s.closes_at))

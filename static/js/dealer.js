@@ -328,7 +328,9 @@ function render() {
   phase.textContent = t(`phase.${st.phase}`);
   phase.dataset.phase = st.phase;
   $("#d-mode").textContent = t(`mode.${st.mode || "auto"}`);
-  $("#mode").checked = st.mode === "auto";
+  // Not while a set_mode is on its way: an event arriving before its ack (an auto shoe's
+  // shoe_revealed does) must not flip the box back under the dealer's click.
+  if (!sent.some((c) => c.type === "set_mode")) $("#mode").checked = st.mode === "auto";
   $("#d-round").textContent = st.round_no ? t("table.round", { n: st.round_no }) : "—";
   $("#d-cards-left").textContent = st.cards_left === null || st.cards_left === undefined ? "—" : money(st.cards_left);
   $("#d-cut").textContent = st.cut_card_out ? t("dealer.cut_out") : t("dealer.cut_in");

@@ -148,17 +148,28 @@ function showEndedShoe(shoeId) {
   onLangChange(render);
 }
 
-const ended = new Map();  // shoe id → Promise<boolean>: has it a revealed record?
+const revealed = new Map();  // shoe id → Promise<boolean>: has it a revealed record?
+let shoesInPlay = null;  // Promise<Set<shoe id>>: every table's current shoe
 
-/** For the Bet Record: a "Verify this shoe" link that shows only once the shoe has ended. */
+/** For the Bet Record: a "Verify this shoe" link that shows only once the shoe has ended
+ * and was revealed. A shoe still in play at its table is not asked for (its 404 would be
+ * noise in the console); an ended one is (a manual shoe has no record: no link). */
 export function verifyLink(shoeId) {
   const slot = h("span", { class: "verify-slot" });
   if (!shoeId) return slot;
-  if (!ended.has(shoeId)) {
-    ended.set(shoeId, fetch(`/api/shoes/${encodeURIComponent(shoeId)}`, { cache: "no-store" })
-      .then((r) => r.ok).catch(() => false));
+  if (!shoesInPlay) {
+    shoesInPlay = getJSON("/api/tables")
+      .then((r) => new Set((r.tables || []).map((tb) => tb.shoe_id).filter(Boolean)))
+      .catch(() => null);
   }
-  ended.get(shoeId).then((ok) => { if (ok) slot.replaceChildren(linkTo(shoeId)); });
+  shoesInPlay.then((current) => {
+    if (!current || current.has(shoeId)) return;
+    if (!revealed.has(shoeId)) {
+      revealed.set(shoeId, fetch(`/api/shoes/${encodeURIComponent(shoeId)}`, { cache: "no-store" })
+        .then((r) => r.ok).catch(() => false));
+    }
+    revealed.get(shoeId).then((ok) => { if (ok) slot.replaceChildren(linkTo(shoeId)); });
+  });
   return slot;
 }
 

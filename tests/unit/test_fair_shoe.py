@@ -64,7 +64,7 @@ async def deal_a_shoe(store: SQLiteStore, cancel_round: int | None = 2) -> tuple
         now = due if due is not None else now + 1
         step = e.tick(now) if due is not None else e.open_betting(now)
         if (cancel_round is not None and e.state.round_no == cancel_round
-                and e.phase == "dealing" and len(e.state.round_cards) == 5):
+                and e.phase in ("betting", "dealing") and len(e.state.round_cards) == 5):
             step.extend(e.cancel_round("camera down", now))
         await commit(store, e, step, now)
         for ev in step.events:
