@@ -34,9 +34,13 @@ def redis_available() -> bool:
     return Path(REDIS_SERVER).exists()
 
 
-def _ping(port: int) -> bool:
+def _ping(port: int, auth: tuple[str, str] | None = None) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            if auth is not None:  # inline commands: user and password hold no spaces
+                s.sendall(f"AUTH {auth[0]} {auth[1]}\r\n".encode())
+                if not s.recv(64).startswith(b"+OK"):
+                    return False
             s.sendall(b"PING\r\n")
             return s.recv(64).startswith(b"+PONG")
     except OSError:
@@ -47,16 +51,23 @@ class RedisServer:
     """One ``redis-server`` process owned by a test; its data lives in ``directory``."""
 
     def __init__(self, directory: Path, port: int, *, appendonly: bool = False,
-                 appendfsync: str = "always") -> None:
+                 appendfsync: str = "always", config: Path | None = None,
+                 auth: tuple[str, str] | None = None) -> None:
+        """``config``: a redis.conf read first (the flags below override it); ``auth``:
+        (user, password) that :attr:`url` and the start-up PING use, for a server whose
+        config turns the default user off."""
         self.directory = Path(directory)
         self.port = port
         self.appendonly = appendonly
         self.appendfsync = appendfsync
+        self.config = config
+        self.auth = auth
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        user = "" if self.auth is None else f"{self.auth[0]}:{self.auth[1]}@"
+        return f"redis://{user}127.0.0.1:{self.port}/0"
 
     @property
     def running(self) -> bool:
@@ -65,6 +76,7 @@ class RedisServer:
     def _command(self) -> list[str]:
         return [
             REDIS_SERVER,
+            *([str(self.config)] if self.config is not None else []),
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--save", "",
@@ -86,7 +98,7 @@ class RedisServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"redis-server exited with {self.process.returncode}; "
                                    f"see {self.directory / 'redis.log'}")
-            if _ping(self.port):
+            if _ping(self.port, self.auth):
                 return self
             time.sleep(0.01)
         self.kill()
@@ -115,12 +127,13 @@ class RedisServer:
 
 
 def start_redis(tmp_path: Path, appendonly: bool = False, *,
-                appendfsync: str = "always") -> RedisServer:
+                appendfsync: str = "always", config: Path | None = None,
+                auth: tuple[str, str] | None = None) -> RedisServer:
     """Start a fresh ``redis-server`` in ``tmp_path`` on a free port and wait for PING."""
     last: Exception | None = None
     for _ in range(5):  # another process may grab the free port between probe and bind
         server = RedisServer(tmp_path, free_port(), appendonly=appendonly,
-                             appendfsync=appendfsync)
+                             appendfsync=appendfsync, config=config, auth=auth)
         try:
             return server.start()
         except RuntimeError as exc:

@@ -1,0 +1,447 @@
+"""Redis as deployed: users and passwords (issue 10, part 5).
+
+Before, ``deploy/redis.conf`` ran with ``protected-mode no`` and no password: anyone on the
+network could ``HINCRBY`` a balance, ``FLUSHALL`` the ledger or ``CONFIG SET dir`` their way
+to the host. Now the rules live in ONE place, ``deploy/redis-users.acl.template``, rendered
+by ``deploy/redis-acl.sh`` with password hashes from the environment; compose mounts the
+two files and the Kubernetes ConfigMap carries copies (checked equal here).
+
+Here a ``redis-server`` of the test's own starts from ``deploy/redis.conf`` (its ``dir`` and
+``aclfile`` pointed at the test's directory: the only lines that name container paths) and
+the ACL file rendered by the real script. Then:
+
+* without credentials, with a wrong password or as ``default``, nothing runs;
+* the ``livetable`` user runs the store (players, a round opened, bets, a settlement, the
+  audit), a gateway and an engine as separate processes (pub/sub bus, leases, dealer command
+  queue) and ``livetable deposit``, and Redis' ACL log shows no refusal of theirs;
+* the same user is refused ``FLUSHALL``, ``CONFIG``, ``KEYS``, ``DEBUG``, ``SHUTDOWN``,
+  other keys and channels, and the same commands from inside a Lua script;
+* every Redis command livetable's code sends is in the template (a new one must be added).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from redis.asyncio import Redis
+from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from deployment import Deployment, place, settlements
+from liveserver import ROOT, TABLE, WireClient, close_all, livetable_command
+from redis_util import RedisServer, start_redis
+
+from livetable import protocol as p
+from livetable.engine import OpenRound, SetBetting, SettleRound
+from livetable.rules import BET_SPOTS
+from livetable.store import BetRequest
+from livetable.store.redis import RedisStore
+
+pytestmark = [
+    pytest.mark.redis,
+]
+
+DEPLOY = ROOT / "deploy"
+TEMPLATE = DEPLOY / "redis-users.acl.template"
+RENDER = DEPLOY / "redis-acl.sh"
+PASSWORD = secrets.token_hex(32)
+ADMIN_PASSWORD = secrets.token_hex(32)
+
+T0 = 1_700_000_000_000
+R1 = "t1.1.1"
+SPOTS = {s.value: ("lose", 1, 0 if s.is_pair else 1) for s in BET_SPOTS} | {
+    "P1": ("win", 1, 3), "P1_PAIR": ("win", 11, 12)}
+CARDS = {pos: ["AS", "AH"] for pos in ("P1", "P2", "P3", "P4", "P5", "BANKER")}
+
+
+def render(output: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run deploy/redis-acl.sh as compose and Kubernetes do, with only ``env`` set."""
+    return subprocess.run(["sh", str(RENDER), str(TEMPLATE), str(output)],
+                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env},
+                          capture_output=True, text=True, timeout=30)
+
+
+def deployed_conf(directory: Path, aclfile: Path) -> Path:
+    """deploy/redis.conf with its two container paths (dir, aclfile) moved to ``directory``."""
+    lines = []
+    for line in (DEPLOY / "redis.conf").read_text().splitlines():
+        if line.startswith("dir "):
+            line = f"dir {directory}"
+        elif line.startswith("aclfile "):
+            line = f"aclfile {aclfile}"
+        lines.append(line)
+    conf = directory / "redis.conf"
+    conf.write_text("\n".join(lines) + "\n")
+    return conf
+
+
+def start_deployed_redis(directory: Path) -> RedisServer:
+    directory.mkdir(parents=True, exist_ok=True)
+    aclfile = directory / "users.acl"
+    done = render(aclfile, LIVETABLE_REDIS_PASSWORD=PASSWORD,
+                  LIVETABLE_REDIS_ADMIN_PASSWORD=ADMIN_PASSWORD)
+    assert done.returncode == 0, done.stderr
+    return start_redis(directory, config=deployed_conf(directory, aclfile),
+                       auth=("livetable", PASSWORD))
+
+
+@pytest.fixture(scope="module")
+def acl_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = start_deployed_redis(tmp_path_factory.mktemp("redis-acl"))
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+def client(server: RedisServer, username: str | None = None,
+           password: str | None = None) -> Redis:
+    return Redis(host="127.0.0.1", port=server.port, username=username, password=password,
+                 socket_timeout=5)
+
+
+@pytest.fixture
+async def admin(acl_redis: RedisServer) -> AsyncIterator[Redis]:
+    r = client(acl_redis, "admin", ADMIN_PASSWORD)
+    await r.acl_log_reset()
+    try:
+        yield r
+    finally:
+        await r.aclose()
+
+
+async def refusals(admin: Redis) -> list[dict[str, Any]]:
+    """What the ACL log holds (each refused command, key or channel) apart from redis-py's
+    CLIENT SETINFO on connecting (refused on Redis >= 7.2, ignored by redis-py)."""
+    return [e for e in await admin.acl_log(count=1000)
+            if not str(e.get("object", "")).startswith("client|setinfo")]
+
+
+# --- the rules, their copies, their rendering ----------------------------------------------
+
+
+def configmap() -> dict[str, str]:
+    docs = yaml.safe_load_all((DEPLOY / "kubernetes" / "redis.yaml").read_text())
+    config = next(d for d in docs if d and d["kind"] == "ConfigMap"
+                  and d["metadata"]["name"] == "redis-config")
+    data: dict[str, str] = config["data"]
+    return data
+
+
+def test_kubernetes_carries_the_same_rules_script_and_acl_settings() -> None:
+    data = configmap()
+    assert data["users.acl.template"] == TEMPLATE.read_text()
+    assert data["redis-acl.sh"] == RENDER.read_text()
+
+    def settings(text: str) -> dict[str, str]:
+        pairs = (line.split(None, 1) for line in text.splitlines()
+                 if line.strip() and not line.lstrip().startswith("#"))
+        return {k: v for k, v in pairs if k in ("bind", "protected-mode", "aclfile", "port")}
+
+    deployed = settings((DEPLOY / "redis.conf").read_text())
+    assert deployed == settings(data["redis.conf"])
+    assert deployed["protected-mode"] == "yes"
+    assert deployed["aclfile"] == "/run/redis/users.acl"
+
+
+def test_the_rendered_file_holds_hashes_and_no_password(tmp_path: Path) -> None:
+    previous = secrets.token_hex(32)
+    done = render(tmp_path / "users.acl", LIVETABLE_REDIS_PASSWORD=PASSWORD,
+                  LIVETABLE_REDIS_PASSWORD_PREVIOUS=previous)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "users.acl").read_text()
+    assert PASSWORD not in text and previous not in text
+    assert all(line.startswith("user ") for line in text.splitlines())
+    users = {line.split()[1]: line for line in text.splitlines()}
+    assert set(users) == {"default", "livetable", "admin"}
+    sha = hashlib.sha256
+    assert f"#{sha(PASSWORD.encode()).hexdigest()}" in users["livetable"]
+    assert f"#{sha(previous.encode()).hexdigest()}" in users["livetable"]
+    assert " off " in users["default"] and "nopass" not in text
+    assert " off " in users["admin"] and "#" not in users["admin"]  # no admin password
+    assert (tmp_path / "users.acl").stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize(("env", "why"), [
+    ({}, "not set"),
+    ({"LIVETABLE_REDIS_PASSWORD": "short"}, "shorter than 32"),
+    ({"LIVETABLE_REDIS_PASSWORD": "p@ss/word:" + "x" * 40}, "may hold only"),
+    ({"LIVETABLE_REDIS_PASSWORD": PASSWORD, "LIVETABLE_REDIS_ADMIN_PASSWORD": PASSWORD},
+     "must differ"),
+])
+def test_the_render_refuses_a_missing_or_weak_password(tmp_path: Path, env: dict[str, str],
+                                                      why: str) -> None:
+    done = render(tmp_path / "users.acl", **env)
+    assert done.returncode == 1 and why in done.stderr, done
+    assert not (tmp_path / "users.acl").exists()
+
+
+def allowed_commands() -> set[str]:
+    line = next(line for line in TEMPLATE.read_text().splitlines()
+                if line.startswith("user livetable "))
+    return {token[1:].lower() for token in line.split() if token.startswith("+")}
+
+
+#: redis-py calls that are client plumbing, not commands (``pubsub()`` makes a PubSub object)
+CLIENT_METHODS = {"pubsub", "pipeline", "register_script", "initialize", "aclose", "close",
+                  "execute", "reset", "get_message", "get_sharded_message"}
+
+
+def commands_livetable_sends(known: set[str]) -> dict[str, set[str]]:
+    """Redis command -> the files of livetable/ that send it: from Lua (``redis.call``) and
+    from redis-py calls on a Redis client, pipeline or pubsub in the modules that use redis."""
+    used: dict[str, set[str]] = {}
+
+    def add(command: str, where: Path) -> None:
+        used.setdefault(command, set()).add(str(where.relative_to(ROOT)))
+
+    for path in sorted((ROOT / "livetable").rglob("*")):
+        if path.suffix not in (".py", ".lua"):
+            continue
+        text = path.read_text()
+        for name in re.findall(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]", text):
+            add(name.lower(), path)
+        if path.suffix != ".py" or not re.search(r"^\s*(from|import) redis\b", text, re.M):
+            continue
+        text = re.sub(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'', "", text)  # Lua, docstrings
+        for name in re.findall(r"execute_command\(\s*['\"]([A-Za-z ]+)['\"]", text):
+            add(name.lower().replace(" ", "|"), path)
+        for method in re.findall(r"\b(?:redis|pipe|pubsub|shard|r)\.([a-z_]+)\(", text):
+            if method in CLIENT_METHODS:
+                continue
+            method = method.removesuffix("_iter")  # hscan_iter() sends HSCAN, repeatedly
+            for name in (method, method.replace("_", "|", 1)):
+                if name in known:
+                    add(name, path)
+                    break
+            else:
+                raise AssertionError(f"{path}: .{method}() is neither a Redis command nor "
+                                     f"known client plumbing (CLIENT_METHODS)")
+        if "register_script(" in text:  # Script.__call__: EVALSHA, SCRIPT LOAD on NOSCRIPT,
+            for name in ("evalsha", "script|load", "script|exists"):  # pipelines: EXISTS
+                add(name, path)
+        if "pipeline(transaction=True)" in text:
+            for name in ("multi", "exec"):
+                add(name, path)
+    return used
+
+
+async def test_the_acl_allows_every_command_livetable_sends_and_no_dangerous_one(
+    admin: Redis
+) -> None:
+    known: set[str] = set()
+    for name, info in (await admin.command()).items():
+        known.add(name.lower())
+        for sub in info.get("subcommands") or []:
+            subname = sub[0] if isinstance(sub, list) else sub
+            known.add((subname.decode() if isinstance(subname, bytes) else subname).lower())
+    used = commands_livetable_sends(known)
+    assert {"evalsha", "hget", "xrange", "publish", "blpop"} <= set(used)  # the scan works
+    allowed = allowed_commands()
+    missing = {name: sorted(files) for name, files in used.items() if name not in allowed}
+    assert not missing, f"add these to {TEMPLATE.name}'s livetable user: {missing}"
+    dangerous = {"flushall", "flushdb", "config", "keys", "scan", "debug", "shutdown",
+                 "monitor", "acl", "client", "eval", "script|flush", "script|kill",
+                 "function", "save", "bgsave", "replicaof", "slaveof", "module", "migrate",
+                 "restore", "select", "swapdb", "info"}
+    assert not allowed & dangerous
+
+
+# --- who gets in -----------------------------------------------------------------------------
+
+
+def raw(port: int, *commands: tuple[str, ...]) -> list[bytes]:
+    """Each command's reply line, on one plain connection that never authenticates."""
+    replies = []
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock, \
+            sock.makefile("rb") as replies_in:
+        for args in commands:
+            sock.sendall(f"*{len(args)}\r\n".encode() + b"".join(
+                f"${len(a.encode())}\r\n{a}\r\n".encode() for a in args))
+            replies.append(replies_in.readline().rstrip())
+    return replies
+
+
+async def test_a_client_without_credentials_is_refused(acl_redis: RedisServer,
+                                                       admin: Redis) -> None:
+    await admin.hset("lt:{ledger}:balances", "alice", 100)
+    replies = raw(acl_redis.port, ("PING",), ("FLUSHALL",),
+                  ("HINCRBY", "lt:{ledger}:balances", "alice", "1000000"),
+                  ("CONFIG", "SET", "dir", "/tmp"), ("AUTH", "default", ""))
+    assert all(r.startswith(b"-NOAUTH") for r in replies[:4]), replies
+    assert replies[4].startswith(b"-WRONGPASS"), replies
+    for username, password in (("livetable", "wrong-" + PASSWORD[6:]), ("default", ""),
+                               ("default", PASSWORD), ("admin", PASSWORD),
+                               ("nobody", PASSWORD)):
+        intruder = client(acl_redis, username, password)
+        try:
+            with pytest.raises(AuthenticationError):
+                await intruder.ping()
+        finally:
+            await intruder.aclose()
+    assert await admin.hget("lt:{ledger}:balances", "alice") == b"100"
+
+
+@pytest.mark.parametrize("command", [
+    ("FLUSHALL",), ("FLUSHDB",), ("CONFIG", "SET", "dir", "/tmp"), ("CONFIG", "GET", "*"),
+    ("KEYS", "*"), ("SCAN", "0"), ("DEBUG", "SLEEP", "0"), ("SHUTDOWN", "NOSAVE"),
+    ("MONITOR",), ("ACL", "SETUSER", "livetable", "+@all"), ("ACL", "LIST"), ("BGSAVE",),
+    ("REPLICAOF", "127.0.0.1", "1"), ("MODULE", "LOAD", "/tmp/x.so"), ("SCRIPT", "FLUSH"),
+    ("EVAL", "return 1", "0"), ("CLIENT", "KILL", "TYPE", "normal"), ("INFO",),
+    ("SELECT", "1"),
+    # its own commands on keys and channels that are not livetable's
+    ("GET", "other:key"), ("HINCRBY", "sessions", "x", "1"), ("PUBLISH", "other", "x"),
+    ("SUBSCRIBE", "__keyspace@0__:lt:{ledger}:balances"),
+], ids=lambda c: " ".join(c[:2]))
+async def test_the_livetable_user_is_refused_the_rest(acl_redis: RedisServer,
+                                                      admin: Redis,
+                                                      command: tuple[str, ...]) -> None:
+    await admin.set("lt:canary", "alive")
+    livetable = client(acl_redis, "livetable", PASSWORD)
+    try:
+        # DEBUG and MODULE are also refused by enable-debug/module-command (default "no"),
+        # before the ACL is asked
+        with pytest.raises(ResponseError if command[0] in ("DEBUG", "MODULE")
+                           else NoPermissionError):
+            await livetable.execute_command(*command)
+        assert await livetable.get("lt:canary") == b"alive"  # still there, still running
+    finally:
+        await livetable.aclose()
+    # the ACL itself refuses it, whatever else might
+    verdict = await admin.execute_command("ACL", "DRYRUN", "livetable", *command)
+    assert b"no permissions" in verdict, verdict
+
+
+async def test_a_lua_script_does_not_widen_the_livetable_user(acl_redis: RedisServer,
+                                                              admin: Redis) -> None:
+    await admin.set("lt:canary", "alive")
+    livetable = client(acl_redis, "livetable", PASSWORD)
+    try:
+        for body in ("return redis.call('FLUSHALL')",
+                     "return redis.call('KEYS', '*')",
+                     "return redis.call('SCAN', '0')",
+                     "return redis.call('SET', 'elsewhere', '1')",
+                     "return redis.call('PUBLISH', 'other', 'x')"):
+            sha = await livetable.script_load(body)
+            with pytest.raises(ResponseError, match="user executing the script can't"):
+                await livetable.evalsha(sha, 0)
+        assert await livetable.get("lt:canary") == b"alive"
+    finally:
+        await livetable.aclose()
+    assert await admin.exists("elsewhere") == 0
+
+
+# --- livetable with nothing more -------------------------------------------------------------
+
+
+def open_round() -> OpenRound:
+    return OpenRound(table=TABLE, round_id=R1, shoe_id="t1.1", round_no=1,
+                     closes_at=T0 + 60_000, limits=p.Limits())
+
+
+def frame(seq: int) -> tuple[int, int, bytes]:
+    return 1, seq, p.encode(p.BettingClosed(round_id=R1, table=TABLE, epoch=1, seq=seq))
+
+
+async def test_the_livetable_user_runs_the_store(acl_redis: RedisServer, admin: Redis) -> None:
+    await admin.flushall()
+    store = RedisStore.from_url(acl_redis.url)
+    try:
+        await store.load_scripts()
+        for pid in ("alice", "bob"):
+            await store.ensure_player(pid, pid.title(), 1_000, T0)
+        assert await store.deposit("d1", "alice", 500, T0) == 1_500
+        await store.commit_step(TABLE, b"s1", [frame(1)], [open_round()], T0)
+        # bets that arrive together go to Redis in one pipeline (SCRIPT EXISTS first)
+        answers = await asyncio.gather(*(
+            store.place_bet(BetRequest(player_id=pid, table=TABLE, bet_id=f"{pid}-{spot}",
+                                       round_id=R1, spot=spot, amount=100), T0 + 1)
+            for pid in ("alice", "bob") for spot in ("P1", "P1_PAIR", "P2")))
+        assert all(isinstance(a, p.BetAccepted) for a in answers), answers
+        # a Redis that lost its scripts (restart, SCRIPT FLUSH by an operator): livetable
+        # loads them again with its own rights
+        await admin.script_flush()
+        late = await store.place_bet(BetRequest(player_id="alice", table=TABLE,
+                                                bet_id="late", round_id=R1, spot="P3",
+                                                amount=50), T0 + 2)
+        assert isinstance(late, p.BetAccepted), late
+        await admin.script_flush()
+        settled = await store.commit_step(
+            TABLE, b"s2", [frame(2), frame(3)],
+            [SetBetting(table=TABLE, round_id=R1, status="closed", closes_at=None),
+             SettleRound(table=TABLE, round_id=R1, spots=SPOTS, cards=CARDS)], T0 + 10)
+        assert len(settled) == 7
+        assert await store.events_after(TABLE, 1, 0, 10) == [frame(n)[2] for n in (1, 2, 3)]
+        assert await store.load_table(TABLE) == b"s2"
+        record, _ = await store.bet_record("alice", 20, None)
+        assert {entry.bet_id for entry in record} == {"late", "alice-P1", "alice-P1_PAIR",
+                                                      "alice-P2"}
+        assert (await store.round_view(R1) or {})["cards"] is not None
+        report = await store.audit()
+        assert report.ok, report.problems
+        assert report.deposits == 2_500
+    finally:
+        await store.close()
+    assert await refusals(admin) == []
+
+
+async def test_a_gateway_and_an_engine_run_on_the_livetable_user(
+    tmp_path: Path, acl_redis: RedisServer, admin: Redis
+) -> None:
+    """Separate processes, so that every way livetable uses Redis is on the wire: the bus
+    (PUBLISH/SUBSCRIBE), the lease scripts (SET NX PX, fencing counter), the dealer command
+    queue (RPUSH/BLPOP/EXPIRE), the store's scripts and reads."""
+    await admin.flushall()
+    deployment = Deployment(tmp_path, acl_redis, engines=1, gateways=1)
+    clients: list[WireClient] = []
+    try:
+        await deployment.start()  # the engine holds t1's lease, the gateway is ready
+        (engine,), (gateway,) = deployment.engines, deployment.gateways
+        for server in (engine, gateway):
+            assert (await deployment.readyz(server) or {}).get("ready") is True
+        token, _ = await deployment.guest(gateway)
+        player = await WireClient.connect(gateway.ws, "player")
+        dealer = await WireClient.connect(gateway.ws_dealer, "dealer")
+        clients += [player, dealer]
+        await player.hello(token)
+        await dealer.hello(gateway.dealer_token())
+        opened = await player.expect("round_opened")
+        accepted = await place(player, opened["round_id"], [("P1", 100), ("P2_PAIR", 20)])
+        await player.expect("round_settled", round_id=opened["round_id"])
+        for _ in accepted:
+            await player.expect("bet_settled")
+        assert set(settlements(player)) == {b["bet_id"] for b in accepted}
+        # a dealer command crosses from the gateway to the engine through Redis
+        await player.expect("round_opened")
+        paused = await dealer.command("pause", reason="acl test")
+        assert paused["type"] == "ack", paused
+        await player.expect("table_paused")
+        assert (await dealer.command("resume"))["type"] == "ack"
+        assert (await deployment.bet_record(gateway, token))  # HTTP API, Bet Record
+        report = await deployment.audit()
+        assert report.ok, report.problems
+    finally:
+        await close_all(clients)
+        await deployment.close()
+    # the operator's cashier command, with the same URL
+    done = subprocess.run([*livetable_command(), "deposit", "--redis", acl_redis.url,
+                           "--player", "cashier-test", "--amount", "250", "--id", "dep-1"],
+                          capture_output=True, text=True, timeout=60, cwd=str(ROOT),
+                          env={k: v for k, v in os.environ.items()
+                               if not k.startswith("LIVETABLE_")})
+    assert done.returncode == 0, done.stderr
+    assert '"balance": 250' in done.stdout
+    assert await refusals(admin) == []
