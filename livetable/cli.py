@@ -278,9 +278,14 @@ def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
     from livetable.server.guard import ConnectionGuard
     from livetable.server.wsproto import FramedWebSocketProtocol
 
-    guard = ConnectionGuard(head_timeout=settings.request_head_timeout,
-                            per_address=settings.connections_per_address,
-                            trusted=settings.trusted_proxies)
+    try:
+        guard = ConnectionGuard(head_timeout=settings.request_head_timeout,
+                                per_address=settings.connections_per_address,
+                                trusted=settings.trusted_proxies)
+    except ValueError as exc:  # "*" or not an address: trusting everyone is never meant
+        raise UsageError(f"LIVETABLE_TRUSTED_PROXIES must list proxy addresses or networks "
+                         f"(e.g. 10.0.0.5,10.1.0.0/16), not {settings.trusted_proxies}: "
+                         f"{exc}") from None
     # X-Forwarded-For only from the proxies named: uvicorn would trust 127.0.0.1 (or
     # FORWARDED_ALLOW_IPS) by default, and any local process could claim any address.
     uvicorn.run(app, host=settings.host, port=settings.port, ws=FramedWebSocketProtocol,

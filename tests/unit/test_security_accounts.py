@@ -129,3 +129,12 @@ async def test_sqlite_has_no_transfer_from_an_account_to_itself() -> None:
         assert (await store.audit()).ok
     finally:
         await store.close()
+
+
+def test_a_wildcard_trusted_proxy_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LIVETABLE_TRUSTED_PROXIES", "*")
+    code = main(["serve", "--data-dir", str(tmp_path), "--port", "1"])
+    assert code == 2
+    assert "LIVETABLE_TRUSTED_PROXIES" in capsys.readouterr().err
