@@ -224,6 +224,31 @@ class RedisServer:
             stop_process(self.proc)
             self.proc = None
 
+    def slowlog_start(self, slower_than_us: int = 1_000) -> None:
+        """Log every command that runs longer than ``slower_than_us`` from now on."""
+        import redis
+
+        with redis.Redis.from_url(self.url) as r:
+            r.config_set("slowlog-log-slower-than", slower_than_us)
+            r.config_set("slowlog-max-len", 100_000)
+            r.slowlog_reset()
+
+    def slowlog_longest(self) -> dict[str, Any]:
+        """The longest command since :meth:`slowlog_start`, by Redis's own SLOWLOG
+        (``{"ms": None}``: none ran longer than the threshold)."""
+        import redis
+
+        with redis.Redis.from_url(self.url) as r:
+            threshold = int(r.config_get("slowlog-log-slower-than")["slowlog-log-slower-than"])
+            entries = r.slowlog_get(100_000)
+        if not entries:
+            return {"ms": None, "below_ms": threshold / 1000, "logged": 0}
+        worst = max(entries, key=lambda e: e["duration"])
+        command = worst["command"]
+        name = command.split()[0].decode(errors="replace") if command else "?"
+        return {"ms": round(worst["duration"] / 1000, 2), "command": name,
+                "logged": len(entries), "over_ms": threshold / 1000}
+
 
 class ServerProcess:
     """A bench server subprocess driven by JSON lines: commands on its stdin, one reply

@@ -433,12 +433,17 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
         end_ns = (closes - margin_ms) * 1_000_000
         start_ns = end_ns - int(window_s * 1e9)
         serve.profile(True)
+        if redis is not None:
+            redis.slowlog_start()
         cpu0 = cpu_seconds(serve.pid)
         answers = lg.call("bets", round_id=snap["round_id"], start_ns=start_ns, end_ns=end_ns,
                           per_peer=per_player, seed=7, timeout=60.0, spots=SPOTS,
                           amounts=AMOUNTS)
         cpu1 = cpu_seconds(serve.pid)
         serve.profile(False)
+        # the round's close and settlement too: wait for the next round to open
+        time.sleep(max(0.0, (closes + 1_500) / 1000 - time.time()) + 3.0)
+        slowlog = redis.slowlog_longest() if redis is not None else None
         codes: Counter[str] = Counter()
         for a in answers:
             codes.update(a["codes"])
@@ -460,6 +465,8 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             "client_errors": dict(client_errors),  # error frames and connection failures
             "accounted": answered == sent == players * per_player,
             "ack_ms": summary_ms(acks),
+            "accepted_pct": round(100 * codes.get("accepted", 0) / sent, 2) if sent else None,
+            "redis_longest_command": slowlog,
             "server_cpu_s": round(cpu1 - cpu0, 3),
             "server_cpu_us_per_bet": round((cpu1 - cpu0) / sent * 1e6, 1) if sent else None,
         }
@@ -534,6 +541,8 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
         round_id = (opened[-1] if opened else dealer.wait_for("round_opened"))["round_id"]
         tokens = guest_tokens(secret, players, "settle")
         conn = connect(lg, "livetable", serve.port, players, tokens)
+        if redis is not None:
+            redis.slowlog_start()
         now = time.time_ns()
         cpu0, t0 = cpu_seconds(serve.pid), time.monotonic()
         answers = lg.call("bets", round_id=round_id, start_ns=now, end_ns=now,
@@ -571,6 +580,7 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
         cpu2 = cpu_seconds(serve.pid)
         ack = dealer.wait_for("ack")
         del ack
+        slowlog = redis.slowlog_longest() if redis is not None else None
         settled_ns = _ints([s["settled_ns"] for s in settled])
         round_ns = _ints([s["round_settled_ns"] for s in settled])
         delivered = len(settled_ns)
@@ -596,6 +606,7 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
             "reveal_to_last_bet_settled_ms": round((last_settled - reveal_ns) / 1e6, 1),
             "bet_settled_since_reveal_ms": summary_ms(v - reveal_ns for v in settled_ns),
             "settle_server_cpu_s": round(cpu2 - cpu1, 3),
+            "redis_longest_command": slowlog,  # over the intake and the settlement
             "gaps": sum(s["gaps"] for s in settled),
         }
     finally:

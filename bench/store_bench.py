@@ -1,11 +1,15 @@
-"""In-process ledger benchmark (issue 3): bet intake and settlement through the store.
+"""In-process ledger benchmark: bet intake and settlement through the store alone.
 
     .venv/bin/python bench/store_bench.py [--bets 100000] [--players 5000] [--redis URL]
 
-Bet intake: ``place_bet`` calls, store included, ``--concurrency`` of them in flight at
-once (as when many players bet in the same second; 1 = strictly one after another).
-Settlement: one ``commit_step`` with the SettleRound effect of a round that holds every one
-of those bets. Prints JSON.
+Bet intake: ``place_bet`` calls (slips of one), ``--concurrency`` of them in flight at once
+(as when many players bet in the same second; 1 = strictly one after another); the store
+batches those in flight into one transaction / one script call. Settlement: the
+``commit_step`` with the SettleRound effect of a round that holds every one of those bets
+(its first chunk), then ``settle_pending`` until no bet is left, chunk by chunk as the
+runner does. CPU: this process's (the SQLite writer thread included) and, on Redis, the
+redis-server's own (``INFO cpu``), so "bets per CPU second" is per core at the store. On
+Redis the longest command comes from its SLOWLOG. Prints JSON.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from livetable.store.sqlite import SQLiteStore
 
 
 async def run(store: Store, bets: int, players: int, concurrency: int = 100,
-              seed: int = 1) -> dict[str, float]:
+              seed: int = 1) -> dict[str, object]:
     rng = random.Random(seed)
     now = 1_000
     for i in range(players):
@@ -38,12 +42,25 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
     requests = [BetRequest(player_id=f"p{i % players}", table="t1", bet_id=f"b{i}",
                            round_id="r1", spot=rng.choice(list(BET_SPOTS)).value,
                            amount=rng.randint(1, 500)) for i in range(bets)]
-    started = time.perf_counter()
+    redis = getattr(store, "redis", None)
+    if redis is not None:
+        await redis.config_set("slowlog-log-slower-than", 1000)
+        await redis.config_set("slowlog-max-len", 100_000)
+        await redis.slowlog_reset()
+
+    async def redis_cpu() -> float:
+        if redis is None:
+            return 0.0
+        info = await redis.info("cpu")
+        return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+    started, cpu0, rcpu0 = time.perf_counter(), time.process_time(), await redis_cpu()
     for first in range(0, len(requests), concurrency):  # `concurrency` players at once
         answers = await asyncio.gather(*(store.place_bet(r, now)
                                          for r in requests[first:first + concurrency]))
         assert all(isinstance(a, p.BetAccepted) for a in answers), answers[:3]
     intake = time.perf_counter() - started
+    intake_cpu, intake_rcpu = time.process_time() - cpu0, await redis_cpu() - rcpu0
     await store.commit_step("t1", b"{}", [], [SetBetting(table="t1", round_id="r1",
                                                          status="closed", closes_at=None)], now)
     cards = ["9D", "7C", "KH", "9H", "5C", "5S", "JD", "AC", "2H", "4H", "6S", "8S"]
@@ -54,15 +71,36 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
     effect = SettleRound(table="t1", round_id="r1", spots=spots,
                          cards={pos.value: [str(c) for c in hands[pos].cards]
                                 for pos in DEAL_ORDER})
-    started = time.perf_counter()
+    started, cpu0, rcpu0 = time.perf_counter(), time.process_time(), await redis_cpu()
     settled = await store.commit_step("t1", b"{}", [], [effect], now)
+    chunks = [time.perf_counter() - started]
+    more = True
+    while more:
+        t = time.perf_counter()
+        chunk, more = await store.settle_pending("t1", now)
+        settled += chunk
+        chunks.append(time.perf_counter() - t)
     settle = time.perf_counter() - started
-    assert len(settled) == bets
+    settle_cpu, settle_rcpu = time.process_time() - cpu0, await redis_cpu() - rcpu0
+    assert len(settled) == bets, (len(settled), bets)
     audit = await store.audit()
     assert audit.ok, audit.problems
-    return {"bets": bets, "players": players, "concurrency": concurrency,
-            "intake_seconds": intake,
-            "bets_per_second": bets / intake, "settle_seconds": settle}
+    result: dict[str, object] = {
+        "bets": bets, "players": players, "concurrency": concurrency,
+        "intake_seconds": round(intake, 3), "bets_per_second": round(bets / intake),
+        "intake_cpu_s": {"client": round(intake_cpu, 3), "redis": round(intake_rcpu, 3)},
+        "bets_per_cpu_second_at_the_store": round(bets / (intake_rcpu or intake_cpu)),
+        "settle_seconds": round(settle, 3), "settle_chunks": len(chunks),
+        "longest_chunk_call_ms": round(max(chunks) * 1000, 1),
+        "settle_cpu_s": {"client": round(settle_cpu, 3), "redis": round(settle_rcpu, 3)},
+        "redis_cpu_ms_per_settle_call": round(settle_rcpu / len(chunks) * 1000, 2),
+        "redis_cpu_us_per_bet_taken": round(intake_rcpu / bets * 1e6, 1)}
+    if redis is not None:
+        entries = await redis.slowlog_get(100_000)
+        worst = max(entries, key=lambda e: e["duration"]) if entries else None
+        result["redis_longest_command_ms"] = (
+            round(worst["duration"] / 1000, 2) if worst else "< 1 ms")
+    return result
 
 
 async def main() -> None:
@@ -81,6 +119,7 @@ async def main() -> None:
         from livetable.store.redis import RedisStore
 
         redis_store = RedisStore.from_url(args.redis)
+        await redis_store.redis.flushall()
         result["redis"] = await run(redis_store, args.bets, args.players, args.concurrency)
         await redis_store.close()
     print(json.dumps(result, indent=2))

@@ -140,6 +140,22 @@ class PlaceBet(Struct, tag="place_bet", tag_field="type", kw_only=True):
     amount: int  # its range is the store's bad_amount, with the bet named
 
 
+class SlipBet(Struct, kw_only=True, frozen=True):
+    """One bet of a slip, as the player sends it."""
+
+    bet_id: str  # its length is the store's bad_bet_id, with the bet named
+    spot: ShortText
+    amount: int  # its range is the store's bad_amount, with the bet named
+
+
+class PlaceBets(Struct, tag="place_bets", tag_field="type", kw_only=True):
+    """A bet slip (DESIGN §6): all of its bets are accepted together, or none is."""
+
+    slip_id: str  # its length is the store's bad_slip_id
+    round_id: ShortText
+    bets: list[SlipBet]  # how many is the store's bad_slip (the frame's size bounds it)
+
+
 class GetBets(Struct, tag="get_bets", tag_field="type", kw_only=True):
     limit: int | None = None  # clamped to 1…200
     before: Cursor | None = None
@@ -149,7 +165,7 @@ class Ping(Struct, tag="ping", tag_field="type", kw_only=True):
     t: int | float | None = None
 
 
-PlayerCommand = Hello | PlaceBet | GetBets | Ping
+PlayerCommand = Hello | PlaceBet | PlaceBets | GetBets | Ping
 
 
 # --- dealer console → server on /ws/dealer ----------------------------------------------
@@ -306,6 +322,29 @@ class BetRejected(Struct, tag="bet_rejected", tag_field="type", kw_only=True):
     message: str
 
 
+class SlipBetAccepted(Struct, kw_only=True):
+    bet_id: str
+    spot: str
+    amount: int
+    deducted: int
+
+
+class SlipAccepted(Struct, tag="slip_accepted", tag_field="type", kw_only=True):
+    slip_id: str
+    round_id: str
+    bets: list[SlipBetAccepted]
+    deducted: int  # the slip's total: what the player's balance went down by
+    balance: int
+
+
+class SlipRejected(Struct, tag="slip_rejected", tag_field="type", kw_only=True,
+                   omit_defaults=True):
+    slip_id: str
+    code: str
+    message: str
+    bet_id: str | None = None  # the bet that failed, when one did
+
+
 class BetSettled(Struct, tag="bet_settled", tag_field="type", kw_only=True):
     bet_id: str
     round_id: str
@@ -331,6 +370,7 @@ class Error(Struct, tag="error", tag_field="type", kw_only=True, omit_defaults=T
     code: str
     message: str
     bet_id: str | None = None  # set when the error is about one place_bet (unavailable)
+    slip_id: str | None = None  # set when the error is about one place_bets (unavailable)
 
 
 class Ack(Struct, tag="ack", tag_field="type", kw_only=True):
@@ -339,9 +379,9 @@ class Ack(Struct, tag="ack", tag_field="type", kw_only=True):
 
 
 ServerMessage = (
-    Welcome | BetAccepted | BetRejected | BetSettled | Bets | Pong | Error | Ack
-    | ShoeStarted | RoundOpened | BettingClosed | CardDealt | HandRevealed | RoundSettled
-    | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
+    Welcome | BetAccepted | BetRejected | SlipAccepted | SlipRejected | BetSettled | Bets | Pong
+    | Error | Ack | ShoeStarted | RoundOpened | BettingClosed | CardDealt | HandRevealed
+    | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
 )
 
 

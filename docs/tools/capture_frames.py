@@ -265,8 +265,8 @@ class Conn:
         """Send a command; its direct answer (bet_*, ack, error, bets, pong)."""
         mark = len(self.received)
         await self.send(frame)
-        i = await self._find(is_type("bet_accepted", "bet_rejected", "ack", "error", "bets",
-                                     "pong"), mark, 30)
+        i = await self._find(is_type("bet_accepted", "bet_rejected", "slip_accepted",
+                                     "slip_rejected", "ack", "error", "bets", "pong"), mark, 30)
         return self.received[i]
 
     async def drain(self, seconds: float) -> list[Frame]:
@@ -411,6 +411,30 @@ async def limits_and_funds(server: Server, alice: str, guest_b: str) -> None:
     await conn.close()
 
 
+def slip(slip_id: str, round_id: str, *bets: tuple[str, str, Any]) -> Frame:
+    return {"type": "place_bets", "slip_id": slip_id, "round_id": round_id,
+            "bets": [{"bet_id": b, "spot": s, "amount": a} for b, s, a in bets]}
+
+
+async def slips(server: Server, guest_d: str) -> None:
+    t = scenario("slips", "auto", "guest D confirms bet slips: one taken whole, the same slip "
+                 "again, the same slip_id for another slip, a slip with one bad bet, a slip "
+                 "after the close, a slip over the balance")
+    conn, _ = await hello(server, t, guest_d)
+    rid = (await open_round(conn, 2500))["round_id"]
+    await conn.answer(slip("d-s1", rid, ("d-1", "P1", 100), ("d-2", "P1_PAIR", 10),
+                           ("d-3", "P4", 50)))
+    await conn.answer(slip("d-s1", rid, ("d-1", "P1", 100), ("d-2", "P1_PAIR", 10),
+                           ("d-3", "P4", 50)))
+    await conn.answer(slip("d-s1", rid, ("d-1", "P1", 200)))
+    await conn.answer(slip("d-s2", rid, ("d-4", "P2", 100), ("d-5", "P3", 5)))
+    await conn.answer(slip("d-s3", rid, ("d-6", "P2", 5000), ("d-7", "P3", 5000)))
+    await conn.expect(is_type("betting_closed"))
+    await conn.answer(slip("d-s4", rid, ("d-8", "P2", 100)))
+    await conn.expect(lambda f: f.get("type") == "bet_settled" and f["bet_id"] == "d-3")
+    await conn.close()
+
+
 async def viewer(server: Server) -> None:
     t = scenario("viewer", "auto", "an anonymous viewer: no player, cannot bet")
     conn, _ = await hello(server, t)
@@ -504,6 +528,7 @@ async def run_auto(server: Server) -> None:
                        "/api/guest")
     guest_b = (await http(None, server, "POST", "/api/guest"))["token"]
     guest_c = (await http(None, server, "POST", "/api/guest"))["token"]
+    guest_d = (await http(None, server, "POST", "/api/guest"))["token"]
     alice = server.token("--player", "alice", "--name", "Alice")
     dealer = server.token("--dealer")
     expired = server.token("--player", "old", "--ttl", "-60")
@@ -511,7 +536,8 @@ async def run_auto(server: Server) -> None:
     token = guest["token"]
     first = asyncio.create_task(player_round(server, token))
     others = asyncio.gather(limits_and_funds(server, alice, guest_b), viewer(server),
-                            bad_sessions(server, dealer, expired, forged))
+                            bad_sessions(server, dealer, expired, forged),
+                            slips(server, guest_d))
     rid, rid2, seq = await first
     await others
     await rate_limits(server, guest_c)

@@ -363,13 +363,13 @@ def create_app(settings: Settings, services: Services | None = None,
 
     async def round_(request: Request) -> Response:
         view = await svc.store.round_view(request.path_params["round_id"])
-        if view is None or view["state"] not in ("settled", "cancelled"):
+        if view is None or view.state not in ("settled", "cancelled"):
             return _error(404, "unknown_round", "no settled or cancelled round with that id")
-        spots = view.get("spots")
-        if isinstance(spots, dict):  # name the fields, so that v1 can add more
-            view["spots"] = {spot: {"outcome": r[0], "odds": r[1], "returned_per_unit": r[2]}
-                             for spot, r in spots.items()}
-        return JSONResponse(view)
+        body = msgspec.to_builtins(view)
+        if view.spots is not None:  # name the fields, so that v1 can add more
+            body["spots"] = {spot: {"outcome": r[0], "odds": r[1], "returned_per_unit": r[2]}
+                             for spot, r in view.spots.items()}
+        return JSONResponse(body)
 
     async def shoe(request: Request) -> Response:
         # Only an ended auto shoe has a record: nothing of a shoe in play is ever served.

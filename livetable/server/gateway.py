@@ -38,11 +38,21 @@ from livetable.config import Settings
 from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits
 from livetable.server.wsproto import ABORT, ARRIVED_AT, EXTENSION, text_frame
-from livetable.store.base import BetRequest, Store, rejected
+from livetable.store.base import Store
+from livetable.store.bets import (
+    BetRequest,
+    Rejection,
+    SlipRequest,
+    rejected,
+    settled_from_record,
+    slip_answer,
+)
 
 log = logging.getLogger("livetable.gateway")
 
 CLOSE_SERVICE_RESTART = 1012  # graceful stop: reconnect (elsewhere) and resume
+#: Bets and slips of one connection being taken at once (the read-ahead is 32 frames).
+MAX_BETS_IN_FLIGHT = 32
 CLOSE_TRY_AGAIN_LATER = 1013  # the store is unreachable: reconnect with backoff
 CLOSE_PROTOCOL = 4000  # hello asked for a protocol version this server does not speak
 CLOSE_UNAUTHORIZED = 4001  # a bad, forged or expired token; or the wrong kind of token
@@ -135,6 +145,7 @@ class Client:
         self.close_code: int | None = None
         self.close_reason = ""
         self.writer: asyncio.Task[None] | None = None
+        self.bets_in_flight: set[asyncio.Task[None]] = set()
         # a dealer's scanner reads cards in quick bursts: consoles get five times the rate
         rate = gateway.settings.frames_per_second * (5 if kind == "dealer" else 1)
         self.bucket = TokenBucket(rate, rate * 2)
@@ -410,19 +421,37 @@ class Gateway:
             except msgspec.DecodeError as exc:
                 client.send_message(self._undecodable(client, text, exc))
                 continue
-            try:
-                await self._handle(client, command)
-            except (WebSocketDisconnect, asyncio.CancelledError):
-                raise
-            except Exception:  # the store is down or timed out: say so, keep the connection
-                log.exception("request failed: %s", type(command).__name__)
-                self.metrics.inc("livetable_unavailable_total")
-                bet_id = command.bet_id if isinstance(command, p.PlaceBet) else None
-                client.send_message(p.Error(
-                    code="unavailable", bet_id=bet_id,
-                    message="the service could not complete this request; retry it"
-                    + (f" (bet {bet_id} is taken at most once: resend the same bet_id)"
-                       if bet_id else "")))
+            if isinstance(command, p.PlaceBet | p.PlaceBets):
+                # Not awaited here: the connection's next frames are read (and stamped) at
+                # once and join the same store batch, instead of each bet of a burst waiting
+                # for the answer to the one before. Answers name their bet or slip.
+                while len(client.bets_in_flight) >= MAX_BETS_IN_FLIGHT:
+                    await asyncio.wait(client.bets_in_flight,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                task = asyncio.get_running_loop().create_task(
+                    self._answer(client, command, client.arrived_at))
+                client.bets_in_flight.add(task)
+                task.add_done_callback(client.bets_in_flight.discard)
+                continue
+            await self._answer(client, command, client.arrived_at)
+
+    async def _answer(self, client: Client, command: object, arrived_at: int) -> None:
+        try:
+            await self._handle(client, command, arrived_at)
+        except (WebSocketDisconnect, asyncio.CancelledError):
+            raise
+        except Exception:  # the store is down or timed out: say so, keep the connection
+            log.exception("request failed: %s", type(command).__name__)
+            self.metrics.inc("livetable_unavailable_total")
+            bet_id = command.bet_id if isinstance(command, p.PlaceBet) else None
+            slip_id = command.slip_id if isinstance(command, p.PlaceBets) else None
+            client.send_message(p.Error(
+                code="unavailable", bet_id=bet_id, slip_id=slip_id,
+                message="the service could not complete this request; retry it"
+                + (f" (bet {bet_id} is taken at most once: resend the same bet_id)"
+                   if bet_id else "")
+                + (f" (slip {slip_id} is taken at most once: resend the same slip)"
+                   if slip_id else "")))
 
     @staticmethod
     def _undecodable(client: Client, text: str, exc: msgspec.DecodeError) -> p.Error:
@@ -586,22 +615,20 @@ class Gateway:
         """When a resume cannot replay: the player's latest results at this table, so the
         client still sees what was paid while it was away (it de-duplicates by bet_id)."""
         entries, _ = await self.store.bet_record(player_id, 20, None)
-        return [
-            p.BetSettled(bet_id=e.bet_id, round_id=e.round_id, spot=e.spot, amount=e.amount,
-                         outcome=e.outcome or "", odds=e.odds or 0, returned=e.returned or 0,
-                         balance=e.balance_after or 0)
-            for e in reversed(entries) if e.table == table and e.state != "accepted"
-        ]
+        return [settled_from_record(e) for e in reversed(entries)
+                if e.table == table and e.state != "accepted"]
 
     # --- commands ----------------------------------------------------------------------
 
-    async def _handle(self, client: Client, command: object) -> None:
+    async def _handle(self, client: Client, command: object, arrived_at: int) -> None:
         if isinstance(command, p.Ping):
             client.send_message(p.Pong(t=command.t, server_time=now_ms()))
         elif isinstance(command, p.Hello):
             client.send_message(p.Error(code="already_hello", message="hello was already sent"))
         elif isinstance(command, p.PlaceBet):
-            await self._place_bet(client, command)
+            await self._place_bet(client, command, arrived_at)
+        elif isinstance(command, p.PlaceBets):
+            await self._place_bets(client, command, arrived_at)
         elif isinstance(command, p.GetBets):
             if client.identity is None or not client.identity.is_player:
                 client.send_message(p.Error(code="not_a_player",
@@ -619,23 +646,49 @@ class Gateway:
             answer = await self.execute(client.table, command)  # type: ignore[arg-type]  # the dealer decoder yields only dealer commands here
             client.send_message(answer)
 
-    async def _place_bet(self, client: Client, bet: p.PlaceBet) -> None:
+    def _may_bet(self, client: Client) -> str | None:
+        """Why ``client`` may not bet now (a rejection code), or None."""
         identity = client.identity
         if identity is None or not identity.is_player:
-            client.send_message(rejected(bet.bet_id, "not_a_player"))
-            self.metrics.bet("not_a_player")
-            return
+            return "not_a_player"
         if not self.limits.allow(self.limits.bets, "bet", identity.id):
-            client.send_message(rejected(bet.bet_id, "rate_limited"))
-            self.metrics.bet("rate_limited")
+            return "rate_limited"
+        return None
+
+    async def _place_bet(self, client: Client, bet: p.PlaceBet, arrived_at: int) -> None:
+        refused = self._may_bet(client)
+        if refused is not None:
+            client.send_message(rejected(bet.bet_id, refused))
+            self.metrics.bet(refused)
             return
-        assert client.table is not None
-        request = BetRequest(player_id=identity.id, table=client.table, bet_id=bet.bet_id,
-                             round_id=bet.round_id, spot=bet.spot, amount=bet.amount)
+        assert client.table is not None and client.identity is not None
+        request = BetRequest(player_id=client.identity.id, table=client.table,
+                             bet_id=bet.bet_id, round_id=bet.round_id, spot=bet.spot,
+                             amount=bet.amount)
         # judged by when the bet reached us, not by when a busy server got to it (the
         # engine closes betting a grace period after closes_at for exactly these)
-        answer = await self.store.place_bet(request, client.arrived_at)
+        answer = await self.store.place_bet(request, arrived_at)
         self.metrics.bet(answer.code if isinstance(answer, p.BetRejected) else "accepted")
+        client.send_message(answer)
+
+    async def _place_bets(self, client: Client, slip: p.PlaceBets, arrived_at: int) -> None:
+        refused = self._may_bet(client)
+        if refused is not None:
+            client.send_message(slip_answer(
+                SlipRequest(player_id="", table="", slip_id=slip.slip_id, round_id="",
+                            bets=()), Rejection(refused)))
+            self.metrics.bet(refused)
+            return
+        assert client.table is not None and client.identity is not None
+        request = SlipRequest(player_id=client.identity.id, table=client.table,
+                              slip_id=slip.slip_id, round_id=slip.round_id,
+                              bets=tuple(slip.bets))
+        answer = slip_answer(request, await self.store.place_slip(request, arrived_at))
+        if isinstance(answer, p.SlipRejected):
+            self.metrics.bet(answer.code)
+        else:
+            for _ in answer.bets:
+                self.metrics.bet("accepted")
         client.send_message(answer)
 
     async def shutdown(self, code: int = CLOSE_SERVICE_RESTART) -> None:

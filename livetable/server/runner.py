@@ -8,6 +8,13 @@ loses nothing: the step is in the store's event log, where a resuming client fin
 On start it rebuilds the engine from the store and lets the engine's recovery rule decide
 the fate of an unfinished round (resume it if all its cards are recorded, else cancel and
 refund).
+
+Settlement never holds the table: the step that settles or cancels a round settles its
+first chunk of bets (all of them, in a round of up to ``settle_chunk`` bets); a settlement
+task then asks the store for the rest, one chunk per call (:meth:`Store.settle_pending`),
+and publishes each chunk's ``bet_settled`` as it is stored, while the table steps on. The
+same task runs on start, so a round whose settlement a crash or a failover interrupted is
+finished by whichever runner holds the table next.
 """
 
 from __future__ import annotations
@@ -22,9 +29,9 @@ from livetable import protocol as p
 from livetable.bus import Bus, TableBatch
 from livetable.clock import now_ms
 from livetable.engine import EngineError, Step, TableEngine, Timing
-from livetable.engine.table import Mode
+from livetable.engine.table import CancelRound, Mode, SettleRound
 from livetable.rules.cards import CardError
-from livetable.store.base import Store
+from livetable.store.base import Settled, Store
 
 DealerAction = (
     p.StartShoe | p.OpenBetting | p.CloseBetting | p.CardIn | p.Reveal | p.Pause
@@ -69,6 +76,8 @@ class TableRunner:
         #: Why the table is held still (a failed ledger audit, a store that changed): it
         #: takes no tick and no dealer command but pause and cancel until released.
         self.halted: str | None = None
+        self._settling: asyncio.Task[None] | None = None
+        self._more_to_settle = False
 
     async def start(self) -> None:
         saved = await self.store.load_table(self.table)
@@ -83,6 +92,7 @@ class TableRunner:
             await self._commit(self.engine.recover(now), force=True)
         self.alive = True
         self._task = asyncio.create_task(self._run(), name=f"table-{self.table}")
+        self._settle_later()  # what a crash or a failover left half settled
 
     def _restore(self, saved: bytes) -> TableEngine:
         engine = TableEngine.from_bytes(saved, self._rng)
@@ -122,11 +132,52 @@ class TableRunner:
 
     async def stop(self) -> None:
         self.alive = False
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._settling):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._settling = None
+
+    def _settle_later(self) -> None:
+        """Make sure the settlement task runs (once), and goes round once more."""
+        self._more_to_settle = True
+        if self._settling is None or self._settling.done():
+            self._settling = asyncio.create_task(self._settle_pending(),
+                                                 name=f"settle-{self.table}")
+
+    async def _settle_pending(self) -> None:
+        """Settle what the store still holds open, chunk by chunk, publishing each chunk."""
+        while self._more_to_settle and self.alive:
+            self._more_to_settle = False
+            more = True
+            while more and self.alive:
+                started = self.clock()
+                try:
+                    settled, more = await self.store.settle_pending(self.table, started)
+                except asyncio.CancelledError:
+                    raise
+                except self.fatal as exc:
+                    log.warning("table %s: %s; this runner stops", self.table, exc)
+                    self.alive = False
+                    return
+                except Exception:  # a store outage: the chunk is not lost, try again
+                    log.exception("table %s: settlement chunk failed; retrying", self.table)
+                    await asyncio.sleep(0.5)
+                    continue
+                if settled:
+                    await self._publish_private(settled, started)
+
+    async def _publish_private(self, settled: list[Settled], started: int) -> None:
+        async with self._lock:  # the engine as stored: its snapshot, its head
+            engine = self.engine
+            assert engine is not None
+            await self.bus.publish(TableBatch(
+                table=self.table, epoch=engine.state.epoch, seq=engine.state.seq, frames=[],
+                snapshot=p.encode(engine.snapshot()),
+                private=[(s.player_id, p.encode(s.message)) for s in settled]))
+        if self.on_settled is not None:
+            self.on_settled(len(settled), (self.clock() - started) / 1000)
 
     async def halt(self, reason: str, *, pause: bool) -> None:
         """Hold the table still. With ``pause``, a round in play is paused first (its bets
@@ -205,6 +256,8 @@ class TableRunner:
         await self.bus.publish(batch)
         if settled and self.on_settled is not None:
             self.on_settled(len(settled), (self.clock() - started) / 1000)
+        if any(isinstance(e, SettleRound | CancelRound) for e in step.effects):
+            self._settle_later()  # the round's bets past its first chunk
 
     async def execute(self, command: DealerAction) -> p.Ack | p.Error:
         """A dealer command: run it on the engine, store and publish the step."""

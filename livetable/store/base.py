@@ -8,12 +8,20 @@ both:
   (``hold:<round_id>``) and ``external``, the other side of every deposit. Every money
   move is a transfer with an id, applied once; so the sum over all accounts is always 0
   and :meth:`Store.audit` can prove it.
-* A bet is taken by :meth:`Store.place_bet` alone, atomically: the round must be open
-  (``betting``, before ``closes_at`` by the caller's clock), the limits and the balance must
-  allow it, and the ``(player, bet_id)`` pair is an idempotency key.
+* Bets come in slips (:class:`~livetable.store.bets.SlipRequest`, DESIGN §6), taken by
+  :meth:`Store.place_slip` atomically and all together or not at all: the round must be
+  open (``betting``, before ``closes_at`` by the time the slip reached the gateway), the
+  limits and the balance must allow every bet of it, and ``(player, slip_id)`` is an
+  idempotency key. :meth:`Store.place_bet` is a slip of one, idempotent by
+  ``(player, bet_id)``. The semantics — check order, codes, messages, mappers — are in
+  :mod:`livetable.store.bets`; slips arriving together share one transaction or script call.
 * :meth:`Store.commit_step` stores one engine step — its effects on the ledger, its events
-  and the engine's new state — in one transaction, *before* the step is announced. Settling
-  and refunding a round are idempotent by round id.
+  and the engine's new state — in one transaction, *before* the step is announced.
+  Settling or cancelling a round marks it ``settling`` / ``refunding`` and settles its
+  first chunk of bets in that same transaction; :meth:`Store.settle_pending` settles the
+  rest, one bounded chunk per call, each bet once (a crash between chunks loses nothing:
+  the next call, by any process, goes on where the last committed chunk stopped).
+  Settling and refunding are idempotent by round id and by bet.
 """
 
 from __future__ import annotations
@@ -25,53 +33,38 @@ import msgspec
 
 from livetable import protocol as p
 from livetable.engine.table import Effect
-from livetable.rules import BetSpot
 from livetable.rules.fairness import ShoeRecord
+from livetable.store.bets import (
+    MAX_AMOUNT,
+    MAX_BET_ID,
+    REJECTIONS,
+    BetRequest,
+    Rejection,
+    RoundView,
+    SlipRequest,
+    bet_answer,
+    precheck,
+    rejected,
+    spot_limits,
+)
 
-MAX_AMOUNT = 10**12
-MAX_BET_ID = 64
-
-#: Stable rejection codes and their English messages (the browser translates by code).
-REJECTIONS: dict[str, str] = {
-    "betting_closed": "Betting is closed for this round.",
-    "unknown_round": "That round is not open at this table.",
-    "insufficient_funds": "Your balance does not cover this bet.",
-    "below_min": "The amount is below the table minimum for this spot.",
-    "above_max": "The amount would exceed the table maximum for this spot.",
-    "round_limit": "Your bets would exceed the per-round limit.",
-    "bad_spot": "Unknown bet spot.",
-    "bad_amount": "The amount must be a positive whole number.",
-    "bad_bet_id": "bet_id must be 1 to 64 characters.",
-    "duplicate_bet_id": "This bet_id was already used for a different bet.",
-    "paused": "The table is paused.",
-    "not_a_player": "Sign in as a player to bet.",
-    "rate_limited": "Too many bets, slow down.",
-}
-
-
-def rejected(bet_id: str, code: str, detail: str | None = None) -> p.BetRejected:
-    message = REJECTIONS[code] if detail is None else f"{REJECTIONS[code]} {detail}"
-    return p.BetRejected(bet_id=bet_id, code=code, message=message)
-
-
-class BetRequest(msgspec.Struct, frozen=True, kw_only=True):
-    player_id: str
-    table: str
-    bet_id: str
-    round_id: str
-    spot: str
-    amount: int
-
-
-def precheck(bet: BetRequest) -> p.BetRejected | None:
-    """What can be refused without looking at any state."""
-    if not 0 < len(bet.bet_id) <= MAX_BET_ID:
-        return rejected(bet.bet_id[:MAX_BET_ID], "bad_bet_id")
-    if bet.spot not in BetSpot.__members__:
-        return rejected(bet.bet_id, "bad_spot", f"({bet.spot!r})")
-    if not 0 < bet.amount <= MAX_AMOUNT:
-        return rejected(bet.bet_id, "bad_amount")
-    return None
+__all__ = [
+    "MAX_AMOUNT",
+    "MAX_BET_ID",
+    "REJECTIONS",
+    "AuditReport",
+    "BetRequest",
+    "Rejection",
+    "RoundView",
+    "Settled",
+    "SlipRequest",
+    "Store",
+    "bet_answer",
+    "cursor_of",
+    "precheck",
+    "rejected",
+    "spot_limits",
+]
 
 
 def cursor_of(before: str | None) -> int | None:
@@ -83,12 +76,6 @@ def cursor_of(before: str | None) -> int | None:
     if not (before.isascii() and before.isdigit() and len(before) <= 15):
         raise ValueError(f"not a Bet Record cursor: {before[:32]!r}")
     return int(before)
-
-
-def spot_limits(limits: p.Limits, spot: str) -> tuple[int, int]:
-    if BetSpot(spot).is_pair:
-        return limits.pair_min, limits.pair_max
-    return limits.min, limits.max
 
 
 @dataclass
@@ -116,6 +103,8 @@ class Store(Protocol):
 
     async def deposit(self, transfer_id: str, player_id: str, amount: int, now: int) -> int: ...
 
+    async def place_slip(self, slip: SlipRequest, now: int) -> p.SlipAccepted | Rejection: ...
+
     async def place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected: ...
 
     async def commit_step(
@@ -126,6 +115,8 @@ class Store(Protocol):
         effects: list[Effect],
         now: int,
     ) -> list[Settled]: ...
+
+    async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]: ...
 
     async def load_table(self, table: str) -> bytes | None: ...
 
@@ -141,7 +132,7 @@ class Store(Protocol):
         self, player_id: str, limit: int, before: str | None
     ) -> tuple[list[p.BetRecordEntry], str | None]: ...
 
-    async def round_view(self, round_id: str) -> dict[str, object] | None: ...
+    async def round_view(self, round_id: str) -> RoundView | None: ...
 
     async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
         """An ended auto shoe, revealed (DESIGN §7); None for any other shoe id."""

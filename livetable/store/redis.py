@@ -1,31 +1,38 @@
 """The Redis store: the scale-out ledger, where many gateways take bets at once.
 
-Why Lua. Every decision that reads money and then moves it — taking a bet, closing or
+Why Lua. Every decision that reads money and then moves it — taking a slip, closing or
 reopening betting, settling a round, refunding one — runs as one Lua script inside Redis,
-registered once (``register_script``) and called by SHA. Redis runs a script to the end
-before it serves any other command, so a bet script and the step script that closes betting
-are strictly ordered: a bet either lands before the close (and is in the hold, and is
-settled or refunded with the round) or is refused with ``betting_closed``; never in
-between. The stateless checks stay in Python (:func:`~livetable.store.base.precheck`); the
-rules never enter Lua: the settle script multiplies each bet by the returned multiple that
-the engine put in :class:`~livetable.engine.table.SettleRound`.
+registered once (``register_script``) and called by SHA. The scripts are the files of
+``lua/`` (package data): ``ledger.lua`` (the double-entry transfer, applied once per id as
+SQLite's primary key does), ``place_slips.lua``, ``settle.lua`` (one chunk), ``step.lua``,
+``settle_chunk.lua``, and the small ones. Redis runs a script to the end before it serves
+any other command, so a slip script and the step script that settles a round are strictly
+ordered: a slip either lands before (and is in the hold, and is settled or refunded with
+the round) or is refused with ``betting_closed``; never in between. What a slip is and how
+it is judged is :mod:`livetable.store.bets`: the stateless checks run in Python
+(:func:`~livetable.store.bets.precheck`), ``place_slips.lua`` follows
+:func:`~livetable.store.bets.judge_slip` check for check and returns codes and detail
+values, never messages. The rules never enter Lua: the settle script multiplies each bet by
+the returned multiple that the engine put in :class:`~livetable.engine.table.SettleRound`.
 
 One engine step is one script too (:meth:`RedisStore.commit_step`): its effects (open a
-round, close/pause/reopen betting, settle, refund), its events and the engine's new state
-are written together or not at all, so a step is never stored half, and never announced
-before it is stored. Settling and refunding are idempotent by round id (an ended round is
-left alone); a bet by ``(player, bet_id)``; events already in the log (at or below the head
-of the same epoch) are not appended again, so a runner that retries a step logs it once.
-Redis does not roll back a script that fails half way, so every script reads and validates
-first and writes only once nothing can fail any more (the step script checks that every
-accepted bet of a round it settles has a result before its first write).
+round, close/pause/reopen betting, start settling or refunding), its events and the engine's
+new state are written together or not at all, so a step is never stored half, and never
+announced before it is stored. Events already in the log (at or below the head of the same
+epoch) are not appended again, so a runner that retries a step logs it once. Redis does not
+roll back a script that fails half way, so every script reads and validates first and
+writes only once nothing can fail any more (the step script checks that every spot bet in a
+round it settles has a result before its first write).
 
-Cost. Redis serves nothing else while a script runs. Taking a bet is about twenty commands
-inside one script; settling a round costs about as much per bet (one payout transfer per
-player, one record update per bet), all in one block: a round of N bets holds every other
-client for roughly the time its N bets took to place (tens of microseconds of Redis time
-per bet). Rounds of a few thousand bets settle in well under a second; a round of hundreds
-of thousands would need a chunked settlement (and would trip Redis' busy-script threshold).
+Cost, and why settlement comes in chunks. Redis serves nothing else while a script runs.
+Taking a bet costs about 55 µs of Redis CPU; slips arriving together go in one call of at
+most :data:`MAX_SLIPS_PER_CALL` (a few milliseconds). Settling costs about 15 µs per bet:
+one script for a round of 100,000 bets would hold every gateway and table sharing the Redis
+for over a second. So the settling step marks the round ``settling`` and settles its first
+chunk; :meth:`RedisStore.settle_pending` settles the rest, one chunk of whole players
+(:data:`~livetable.store.bets.SETTLE_CHUNK` bets or so, a few milliseconds) per call, with a
+cursor in the round's info moved in the same script, so that a crash or a failover between
+two chunks loses nothing and settles nothing twice.
 
 Integers. Lua numbers are doubles: integers are exact up to 2^53 (9.0e15). Amounts are at
 most ``MAX_AMOUNT`` = 1e12 and a return at most 12 times that, so every amount and sum the
@@ -41,21 +48,28 @@ Key layout (``lt`` is the default prefix; ``<t>`` a table id, ``<r>`` a round id
     lt:{ledger}:accounts          hash   account -> kind (player house external hold)
     lt:{ledger}:debits / credits  hash   account -> running total of its debits / credits
     lt:{ledger}:journal           stream every transfer: id debit credit amount kind ref at
+    lt:{ledger}:transfer-ids      set    every transfer id applied (each applied once)
     lt:{ledger}:names / created   hash   player -> name / created_at
     lt:{ledger}:deposit-ids       hash   deposit transfer id -> player (idempotency)
-    lt:{ledger}:bets              hash   bet seq -> the bet record (msgpack array)
+    lt:{ledger}:bets              hash   bet seq -> the bet record (msgpack array, BetRow)
     lt:{ledger}:bet-seq           string the last bet seq (global, increasing: the Bet
                                          Record cursor)
+    lt:{ledger}:slip-seq          string the last slip seq (names the slip's transfer)
     lt:{ledger}:rounds            hash   round id -> table (round_view, audit)
     lt:{ledger}:player:<p>:bet-ids hash  bet_id -> seq (the (player, bet_id) key)
+    lt:{ledger}:player:<p>:slips  hash   slip_id -> its bet seqs (the (player, slip_id) key)
     lt:{ledger}:player:<p>:bets   zset   seq (score and member): the Bet Record
     lt:{ledger}:player:<p>:rounds hash   round id -> "seq,seq,…" (resume settlements)
     lt:{ledger}:shoes             hash   shoe id -> table (ended auto shoes only)
     lt:table:{<t>}:state          hash   state (the engine's bytes, sealed: store/sealing.py),
                                          epoch, seq (the log head)
     lt:table:{<t>}:events         stream epoch seq frame, XADD MAXLEN ~ event_retention
-    lt:table:{<t>}:round:<r>:info   hash the round: state closes_at limits cards spots …
+    lt:table:{<t>}:settling       set    its rounds still settling or refunding
+    lt:table:{<t>}:round:<r>:info   hash the round: state closes_at limits cards spots
+                                         results cursor, bet:<spot> (spots bet) …
     lt:table:{<t>}:round:<r>:bets   list its bet seqs in order
+    lt:table:{<t>}:round:<r>:players list its players in the order they first bet
+    lt:table:{<t>}:round:<r>:by-player hash player -> "seq,seq,…" (settlement by player)
     lt:table:{<t>}:round:<r>:totals hash "<spot>:<p>" -> amount, "*:<p>" -> deducted
     lt:table:{<t>}:shoe:<s>:info  hash   an ended auto shoe: commitment salt cut_at order …
     lease:{<t>}:token             string the table lease's fencing token (the lease holder
@@ -82,9 +96,9 @@ by idempotent two-phase transfers with a recovery sweep) — a product change (a
 balance would be split by table), not a storage detail. We take the single primary.
 
 Fencing. A lease holder sets ``store.fence_tokens[table] = token`` once it holds the table's
-lease (token written at :func:`lease_token_key`). From then on every ``commit_step`` for that
-table first compares the token inside the step script and writes nothing, raising
-:class:`FencedOut`, if another engine has taken the table since.
+lease (token written at :func:`lease_token_key`). From then on every ``commit_step`` and
+``settle_pending`` for that table first compares the token inside its script and writes
+nothing, raising :class:`FencedOut`, if another engine has taken the table since.
 """
 
 from __future__ import annotations
@@ -94,6 +108,7 @@ import json
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
+from importlib import resources
 from typing import Any
 
 import msgspec
@@ -113,7 +128,20 @@ from livetable.engine.table import (
 )
 from livetable.rules import BetSpot
 from livetable.rules.fairness import ShoeRecord, ShoeRound
-from livetable.store.base import AuditReport, BetRequest, Settled, cursor_of, precheck, rejected
+from livetable.store.base import AuditReport, Settled, cursor_of
+from livetable.store.bets import (
+    SETTLE_CHUNK,
+    BetRequest,
+    BetRow,
+    Rejection,
+    RoundView,
+    SlipAnswer,
+    SlipRequest,
+    bet_answer,
+    precheck,
+    record_entry,
+    settled_message,
+)
 from livetable.store.sealing import StateSeal, open_state, seal_state
 
 #: How many events per table the log keeps for resume (``XADD MAXLEN ~``: at least this).
@@ -121,6 +149,16 @@ DEFAULT_EVENT_RETENTION = 20_000
 
 #: The largest integer a Lua number (a double) holds exactly.
 MAX_EXACT = 2**53 - 1
+
+#: Slips in one call of place_slips.lua at most (about 55 µs of Redis CPU per slip of one
+#: bet, bench/store_bench.py: a burst is cut into calls of about 5 ms, between which other
+#: clients are served).
+MAX_SLIPS_PER_CALL = 100
+#: place_slips.lua calls on their way at once (each on its own pooled connection).
+MAX_CALLS_IN_FLIGHT = 4
+
+SPOT_MULTIPLE = {spot.value: spot.deducted_multiple for spot in BetSpot}
+SPOT_IS_PAIR = {spot.value: spot.is_pair for spot in BetSpot}
 
 
 class FencedOut(Exception):
@@ -155,365 +193,18 @@ def _tag(table: str) -> str:
 
 # --- Lua ---------------------------------------------------------------------------------
 
-#: Shared by the money scripts; KEYS[1..5] are always the ledger's.
-_LEDGER_LUA = """
-local BALANCES, ACCOUNTS, DEBITS, CREDITS, JOURNAL = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local MAX_EXACT = 9007199254740991
 
--- One transfer, double entry: both balances, both running totals and a journal line.
--- Returns the debit and the credit account's new balances.
-local function transfer(id, debit, credit, amount, kind, ref, at)
-  if debit == credit then  -- before any write: it would log money that never moved
-    error('SAME_ACCOUNT transfer ' .. id .. ' debits and credits ' .. debit)
-  end
-  local d = redis.call('HINCRBY', BALANCES, debit, -amount)
-  redis.call('HINCRBY', DEBITS, debit, amount)
-  local c = redis.call('HINCRBY', BALANCES, credit, amount)
-  redis.call('HINCRBY', CREDITS, credit, amount)
-  redis.call('XADD', JOURNAL, '*', 'id', id, 'debit', debit, 'credit', credit,
-             'amount', amount, 'kind', kind, 'ref', ref, 'at', at)
-  return d, c
-end
-
-local function balance(account)
-  return tonumber(redis.call('HGET', BALANCES, account) or '0')
-end
-
-local function int(n) return string.format('%d', n) end
-
--- The two accounts that exist from the start (so that no player can take their ids).
-local function open_ledger()
-  redis.call('HSETNX', ACCOUNTS, 'house', 'house')
-  redis.call('HSETNX', ACCOUNTS, 'external', 'external')
-end
-"""
-
-# KEYS: ledger(5), names, created.  ARGV: player, name, initial balance, now.
-_ENSURE_PLAYER_LUA = _LEDGER_LUA + """
-local NAMES, CREATED = KEYS[6], KEYS[7]
-local pid, name, initial, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
-open_ledger()
-if redis.call('HSETNX', ACCOUNTS, pid, 'player') == 1 then
-  redis.call('HSET', NAMES, pid, name)
-  redis.call('HSET', CREATED, pid, now)
-  redis.call('HSETNX', BALANCES, pid, 0)
-  if initial > 0 then
-    transfer('open:' .. pid, 'external', pid, initial, 'deposit', pid, now)
-  end
-else
-  local kind = redis.call('HGET', ACCOUNTS, pid)
-  if kind ~= 'player' then return {'not_a_player', kind} end
-  if name ~= '' then redis.call('HSET', NAMES, pid, name) end
-end
-return {'ok', redis.call('HGET', NAMES, pid) or '', balance(pid)}
-"""
-
-# KEYS: ledger(5), deposit-ids.  ARGV: transfer id, account, amount, now.
-_DEPOSIT_LUA = _LEDGER_LUA + """
-local DEPOSIT_IDS = KEYS[6]
-local tid, account, amount, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
-open_ledger()
-if redis.call('HGET', ACCOUNTS, account) ~= 'player' then return {'no_account'} end
-if amount > 0 and not redis.call('HGET', DEPOSIT_IDS, tid) then
-  if balance(account) + amount > MAX_EXACT or amount - balance('external') > MAX_EXACT then
-    return {'overflow', balance(account)}
-  end
-  redis.call('HSET', DEPOSIT_IDS, tid, account)
-  transfer('deposit:' .. tid, 'external', account, amount, 'deposit', account, now)
-end
-return {'ok', balance(account)}
-"""
-
-# KEYS: ledger(5), bets, bet-seq, round info, round bets, round totals, player bet-ids,
-#       player bets, player rounds.
-# ARGV: player, bet_id, table, round, spot, amount, deducted multiple, is_pair, now.
-# A bet record: {player, bet_id, table, round, spot, amount, deducted, placed_at,
-#                balance_at_accept, state[, outcome, odds, returned, settled_at, balance_after]}
-_PLACE_BET_LUA = _LEDGER_LUA + """
-local BETS, BET_SEQ, ROUND, ROUND_BETS, TOTALS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local BET_IDS, RECORD, PLAYER_ROUNDS = KEYS[11], KEYS[12], KEYS[13]
-local pid, bet_id, tbl, rid, spot = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local amount, multiple, now = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[9])
-
-local prior = redis.call('HGET', BET_IDS, bet_id)
-if prior then
-  local b = cmsgpack.unpack(redis.call('HGET', BETS, prior))
-  if b[4] == rid and b[5] == spot and b[6] == amount then
-    return {'accepted', b[4], b[5], b[6], b[7], b[9]}
-  end
-  return {'rejected', 'duplicate_bet_id'}
-end
-local r = redis.call('HMGET', ROUND, 'state', 'closes_at', 'min', 'max', 'pair_min',
-                     'pair_max', 'round_max')
-if not r[1] then return {'rejected', 'unknown_round'} end
-if r[1] == 'paused' then return {'rejected', 'paused'} end
-if r[1] ~= 'betting' or r[2] == '' or now >= tonumber(r[2]) then
-  return {'rejected', 'betting_closed'}
-end
-local low, high = tonumber(r[3]), tonumber(r[4])
-if ARGV[8] == '1' then low, high = tonumber(r[5]), tonumber(r[6]) end
-if amount < low then return {'rejected', 'below_min', low} end
-local spot_field, round_field = spot .. ':' .. pid, '*:' .. pid
-if tonumber(redis.call('HGET', TOTALS, spot_field) or '0') + amount > high then
-  return {'rejected', 'above_max', high}
-end
-local deducted = amount * multiple
-local round_max = tonumber(r[7])
-if tonumber(redis.call('HGET', TOTALS, round_field) or '0') + deducted > round_max then
-  return {'rejected', 'round_limit', round_max}
-end
-if redis.call('HGET', ACCOUNTS, pid) ~= 'player' then return {'rejected', 'not_a_player'} end
-local bal = balance(pid)
-if bal < deducted then return {'rejected', 'insufficient_funds', deducted, bal} end
-
-local hold = 'hold:' .. rid
-redis.call('HSETNX', ACCOUNTS, hold, 'hold')  -- opened with the round; kept for old rounds
-local seq = int(redis.call('INCR', BET_SEQ))
--- Transfer ids name the bet by its seq: player and bet ids are free text, so
--- "bet:<player>:<bet_id>" could read the same for two bets.
-local after = transfer('bet:' .. seq, pid, hold, deducted, 'bet', rid, ARGV[9])
-redis.call('HSET', BETS, seq, cmsgpack.pack({pid, bet_id, tbl, rid, spot, amount, deducted,
-                                             now, after, 'accepted'}))
-redis.call('RPUSH', ROUND_BETS, seq)
-redis.call('HINCRBY', TOTALS, spot_field, amount)
-redis.call('HINCRBY', TOTALS, round_field, deducted)
-redis.call('HSET', BET_IDS, bet_id, seq)
-redis.call('ZADD', RECORD, seq, seq)
-local seqs = redis.call('HGET', PLAYER_ROUNDS, rid)
-redis.call('HSET', PLAYER_ROUNDS, rid, seqs and (seqs .. ',' .. seq) or seq)
-return {'accepted', rid, spot, amount, deducted, after}
-"""
-
-# KEYS: ledger(5), bets, rounds index, table state, table events, lease token,
-#       then the keys the effects name by index (round info, round bets).
-# ARGV: fencing token ('' = none), now, engine state, effects (msgpack), event retention,
-#       then the events flat: epoch, seq, frame, epoch, seq, frame, ...
-# Effects: {'open', info, round, table, shoe, round_no, closes_at, min, max, pair_min,
-#            pair_max, round_max}
-#          {'betting', info, status, closes_at or ''}
-#          {'settle', info, bets, round, cards json, spots json, {spot: {outcome, odds, mult}}}
-#          {'cancel', info, bets, round, reason}
-#          {'shoe', info, shoes index, shoe, table, commitment, salt, cut_at, burn_card,
-#           burned, order json, rounds json}
-_STEP_LUA = _LEDGER_LUA + """
-local BETS, ROUNDS, STATE, EVENTS, LEASE = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local fence, now = ARGV[1], ARGV[2]
-if fence ~= '' then
-  local holder = redis.call('GET', LEASE)
-  if holder ~= fence then return {'fenced', holder or ''} end
-end
-local effects = cmsgpack.unpack(ARGV[4])
--- A round opens only on an escrow account that is the round's own (checked before any
--- write: a script that fails half-way keeps what it wrote).
-for _, e in ipairs(effects) do
-  if e[1] == 'open' then
-    local kind = redis.call('HGET', ACCOUNTS, 'hold:' .. e[3])
-    if kind and kind ~= 'hold' then return {'hold_taken', e[3], kind} end
-  end
-end
-
-local function hmget_all(key, fields)
-  local out = {}
-  for i = 1, #fields, 500 do
-    local chunk = {}
-    for j = i, math.min(i + 499, #fields) do chunk[#chunk + 1] = fields[j] end
-    for _, v in ipairs(redis.call('HMGET', key, unpack(chunk))) do out[#out + 1] = v end
-  end
-  return out
-end
-
--- The round's bets still open (accepted), in the order they were taken.
-local function open_bets(round_bets)
-  local seqs = redis.call('LRANGE', round_bets, 0, -1)
-  local out = {}
-  for i, raw in ipairs(hmget_all(BETS, seqs)) do
-    local b = cmsgpack.unpack(raw)
-    if b[10] == 'accepted' then out[#out + 1] = {seq = seqs[i], rec = b} end
-  end
-  return out
-end
-
-local function ended(state) return state == 'settled' or state == 'cancelled' end
-
--- Read once per step: a round's open bets change only when a settle or cancel ends the
--- round, and no later effect of the step reads the bets of an ended round.
-local read = {}
-local function open_bets_once(round_bets)
-  if not read[round_bets] then read[round_bets] = open_bets(round_bets) end
-  return read[round_bets]
-end
-
--- 1. validate: a failing script keeps what it wrote, so nothing may fail after a write.
-for _, e in ipairs(effects) do
-  if e[1] == 'settle' then
-    for _, b in ipairs(open_bets_once(KEYS[e[3]])) do
-      if e[7][b.rec[5]] == nil then
-        return redis.error_reply('MISSING_SPOT ' .. b.rec[5])
-      end
-    end
-  end
-end
-
--- 2. apply, in order.
-open_ledger()
-local settled = {}
-local function close_bet(b, state, outcome, odds, returned, bal)
-  local r = b.rec
-  r[10], r[11], r[12], r[13], r[14], r[15] = state, outcome, odds, returned, tonumber(now), bal
-  redis.call('HSET', BETS, b.seq, cmsgpack.pack(r))
-  settled[#settled + 1] = {r[1], r[2], r[4], r[5], r[6], outcome, odds, returned, bal}
-end
-
-for _, e in ipairs(effects) do
-  local kind, info = e[1], KEYS[e[2]]
-  if kind == 'open' then
-    redis.call('HSETNX', ACCOUNTS, 'hold:' .. e[3], 'hold')
-    if redis.call('HSETNX', ROUNDS, e[3], e[4]) == 1 then
-      redis.call('HSET', info, 'round_id', e[3], 'table', e[4], 'shoe_id', e[5],
-                 'round_no', e[6], 'state', 'betting', 'closes_at', e[7], 'min', e[8],
-                 'max', e[9], 'pair_min', e[10], 'pair_max', e[11], 'round_max', e[12],
-                 'opened_at', now)
-    end
-  elseif kind == 'betting' then
-    local state = redis.call('HGET', info, 'state')
-    if state == 'betting' or state == 'paused' or state == 'closed' then
-      redis.call('HSET', info, 'state', e[3], 'closes_at', e[4])
-    end
-  elseif kind == 'settle' then
-    local state = redis.call('HGET', info, 'state')
-    if state and not ended(state) then
-      redis.call('HSET', info, 'state', 'settled', 'cards', e[5], 'spots', e[6],
-                 'ended_at', now)
-      local bets = open_bets_once(KEYS[e[3]])
-      if #bets > 0 then
-        local rid, held, paid, players = e[4], 0, {}, {}
-        for _, b in ipairs(bets) do
-          held = held + b.rec[7]
-          local pid = b.rec[1]
-          if not paid[pid] then paid[pid] = 0; players[#players + 1] = pid end
-          paid[pid] = paid[pid] + b.rec[6] * e[7][b.rec[5]][3]
-        end
-        transfer('settle:' .. rid, 'hold:' .. rid, 'house', held, 'settle', rid, now)
-        -- One payout per player; every bet reports the player's balance after the round.
-        local after = {}
-        for _, pid in ipairs(players) do
-          if paid[pid] > 0 then
-            local _
-            _, after[pid] = transfer('payout:' .. rid .. ':' .. pid, 'house', pid, paid[pid],
-                                     'payout', rid, now)
-          else
-            after[pid] = balance(pid)
-          end
-        end
-        for _, b in ipairs(bets) do
-          local r = b.rec
-          local result = e[7][r[5]]
-          close_bet(b, 'settled', result[1], result[2], r[6] * result[3], after[r[1]])
-        end
-      end
-    end
-  elseif kind == 'shoe' then
-    if redis.call('HSETNX', KEYS[e[3]], e[4], e[5]) == 1 then
-      redis.call('HSET', info, 'shoe_id', e[4], 'table', e[5], 'commitment', e[6],
-                 'salt', e[7], 'cut_at', e[8], 'burn_card', e[9], 'burned', e[10],
-                 'order', e[11], 'rounds', e[12], 'ended_at', now)
-    end
-  elseif kind == 'cancel' then
-    local state = redis.call('HGET', info, 'state')
-    if state and not ended(state) then
-      redis.call('HSET', info, 'state', 'cancelled', 'reason', e[5], 'closes_at', '',
-                 'ended_at', now)
-      -- every refund first, then each bet records its player's balance after the round's
-      -- refunds (as settlement does): one balance per player per round
-      local refunded = open_bets_once(KEYS[e[3]])
-      local after = {}
-      for _, b in ipairs(refunded) do
-        local r = b.rec
-        local _
-        _, after[r[1]] = transfer('refund:' .. b.seq, 'hold:' .. e[4], r[1], r[7], 'refund',
-                                  e[4], now)
-      end
-      for _, b in ipairs(refunded) do
-        local r = b.rec
-        close_bet(b, 'refunded', 'refund', 0, r[7], after[r[1]])
-      end
-    end
-  end
-end
-
--- 3. the events (those past the log's head) and the engine's state, with the new head.
-local head = redis.call('HMGET', STATE, 'epoch', 'seq')
-local head_epoch, head_seq = tonumber(head[1] or '0'), tonumber(head[2] or '0')
-local last_epoch, last_seq
-for i = 6, #ARGV - 2, 3 do
-  local epoch, seq = ARGV[i], ARGV[i + 1]
-  if not (tonumber(epoch) == head_epoch and tonumber(seq) <= head_seq) then
-    redis.call('XADD', EVENTS, 'MAXLEN', '~', ARGV[5], '*', 'epoch', epoch, 'seq', seq,
-               'frame', ARGV[i + 2])
-  end
-  last_epoch, last_seq = epoch, seq
-end
-redis.call('HSET', STATE, 'state', ARGV[3])
-if last_seq and tonumber(last_seq) > 0 then
-  redis.call('HSET', STATE, 'epoch', last_epoch, 'seq', last_seq)
-else
-  redis.call('HSETNX', STATE, 'epoch', 0)
-  redis.call('HSETNX', STATE, 'seq', 0)
-end
-return {'ok', settled}
-"""
-
-# KEYS: table state, table events.  ARGV: epoch, seq, limit.
-# Returns {0} (cannot resume), or {1, frame, frame, ...}.
-_EVENTS_AFTER_LUA = """
-local head = redis.call('HMGET', KEYS[1], 'epoch', 'seq')
-if not head[1] then return {0} end
-local head_epoch, head_seq = tonumber(head[1]), tonumber(head[2])
-local epoch, seq, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-if head_epoch ~= epoch or seq > head_seq then return {0} end
-if seq == head_seq then return {1} end
-local n = head_seq - seq
-if n > limit then return {0} end
-local rows = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', n)
-if #rows ~= n then return {0} end
-local out = {1}
-for i = n, 1, -1 do
-  local f = rows[i][2]
-  local fields = {}
-  for j = 1, #f, 2 do fields[f[j]] = f[j + 1] end
-  if tonumber(fields.epoch) ~= epoch or tonumber(fields.seq) ~= seq + (n - i + 1) then
-    return {0}  -- trimmed, or rewritten: the log no longer holds every later event
-  end
-  out[#out + 1] = fields.frame
-end
-return out
-"""
+def _lua(*names: str) -> str:
+    """A script: the named files of ``lua/`` (package data), in order. Each money script
+    starts with ``ledger.lua``; the scripts that settle add ``settle.lua``."""
+    folder = resources.files("livetable.store") / "lua"
+    return "\n".join((folder / f"{name}.lua").read_text() for name in names)
 
 
 # --- Python side ---------------------------------------------------------------------
 
 
-class _BetRecord(msgspec.Struct, array_like=True, frozen=True):
-    """A bet as the scripts store it (a msgpack array; the settlement fields come later)."""
-
-    player_id: str
-    bet_id: str
-    table: str
-    round_id: str
-    spot: str
-    amount: int
-    deducted: int
-    placed_at: int
-    balance_at_accept: int
-    state: p.BetState
-    outcome: str | None = None
-    odds: int | None = None
-    returned: int | None = None
-    settled_at: int | None = None
-    balance_after: int | None = None
-
-
-_BET_DECODER = msgspec.msgpack.Decoder(_BetRecord)
+_BET_DECODER = msgspec.msgpack.Decoder(BetRow)
 
 
 def _s(value: bytes | str) -> str:
@@ -542,16 +233,19 @@ class _Keys:
         self.journal = f"{ledger}:journal"
         self.names = f"{ledger}:names"
         self.created = f"{ledger}:created"
+        self.transfers = f"{ledger}:transfer-ids"
         self.deposit_ids = f"{ledger}:deposit-ids"
         self.identity = f"{ledger}:identity"
         self.bets = f"{ledger}:bets"
         self.bet_seq = f"{ledger}:bet-seq"
+        self.slip_seq = f"{ledger}:slip-seq"
         self.rounds = f"{ledger}:rounds"
         self.shoes = f"{ledger}:shoes"
 
     @property
     def money(self) -> list[str]:
-        return [self.balances, self.accounts, self.debits, self.credits, self.journal]
+        return [self.balances, self.accounts, self.debits, self.credits, self.journal,
+                self.transfers]
 
     def player_bet_ids(self, player_id: str) -> str:
         return f"{self.ledger}:player:{player_id}:bet-ids"
@@ -561,6 +255,17 @@ class _Keys:
 
     def player_rounds(self, player_id: str) -> str:
         return f"{self.ledger}:player:{player_id}:rounds"
+
+    def player_slips(self, player_id: str) -> str:
+        return f"{self.ledger}:player:{player_id}:slips"
+
+    def slip_keys(self, table: str, round_id: str, player_id: str) -> list[str]:
+        """The keys of one slip in place_slips.lua, in its order."""
+        return [self.round_info(table, round_id), self.round_bets(table, round_id),
+                self.round_totals(table, round_id), self.player_bet_ids(player_id),
+                self.player_bets(player_id), self.player_rounds(player_id),
+                self.player_slips(player_id), self.round_players(table, round_id),
+                self.round_by_player(table, round_id)]
 
     def table(self, table: str) -> str:
         return f"{self.prefix}:table:{{{_tag(table)}}}"
@@ -580,8 +285,17 @@ class _Keys:
     def round_totals(self, table: str, round_id: str) -> str:
         return f"{self.table(table)}:round:{round_id}:totals"
 
+    def round_players(self, table: str, round_id: str) -> str:
+        return f"{self.table(table)}:round:{round_id}:players"
+
+    def round_by_player(self, table: str, round_id: str) -> str:
+        return f"{self.table(table)}:round:{round_id}:by-player"
+
     def shoe_info(self, table: str, shoe_id: str) -> str:
         return f"{self.table(table)}:shoe:{shoe_id}:info"
+
+    def pending_rounds(self, table: str) -> str:
+        return f"{self.table(table)}:settling"
 
 
 class RedisStore:
@@ -589,7 +303,8 @@ class RedisStore:
 
     def __init__(self, client: Redis, *, prefix: str = "lt",
                  event_retention: int = DEFAULT_EVENT_RETENTION,
-                 owns_client: bool = False, seal: StateSeal | None = None) -> None:
+                 owns_client: bool = False, seal: StateSeal | None = None,
+                 settle_chunk: int = SETTLE_CHUNK) -> None:
         if isinstance(client, RedisCluster):
             raise TypeError("RedisStore needs one Redis primary, not a cluster: its scripts "
                             "touch the {ledger} slot and a table's slot together (see the "
@@ -601,20 +316,25 @@ class RedisStore:
         self.seal = seal
         #: table -> our fencing token; set by the table's lease holder (see FencedOut).
         self.fence_tokens: dict[str, int] = {}
-        self._pending_bets: list[tuple[tuple[list[str], list[Any]], asyncio.Future[Any]]] = []
-        self._tasks: set[asyncio.Task[None]] = set()
+        #: Bets settled per script call (each call well under 20 ms of Redis time).
+        self.settle_chunk = settle_chunk
+        self._pending: list[tuple[SlipRequest, int, asyncio.Future[SlipAnswer]]] = []
+        self._drainers: set[asyncio.Task[None]] = set()
         self._owns_client = owns_client
-        self._ensure_player_script = client.register_script(_ENSURE_PLAYER_LUA)
-        self._deposit_script = client.register_script(_DEPOSIT_LUA)
-        self._place_bet_script = client.register_script(_PLACE_BET_LUA)
-        self._step_script = client.register_script(_STEP_LUA)
-        self._events_after_script = client.register_script(_EVENTS_AFTER_LUA)
+        self._ensure_player_script = client.register_script(_lua("ledger", "ensure_player"))
+        self._deposit_script = client.register_script(_lua("ledger", "deposit"))
+        self._place_slips_script = client.register_script(_lua("ledger", "place_slips"))
+        self._step_script = client.register_script(_lua("ledger", "settle", "step"))
+        self._settle_chunk_script = client.register_script(
+            _lua("ledger", "settle", "settle_chunk"))
+        self._events_after_script = client.register_script(_lua("events_after"))
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "lt",
                  event_retention: int = DEFAULT_EVENT_RETENTION,
                  max_connections: int = 64, pool_timeout: float = 10.0,
-                 seal: StateSeal | None = None) -> RedisStore:
+                 seal: StateSeal | None = None,
+                 settle_chunk: int = SETTLE_CHUNK) -> RedisStore:
         """A store with its own connection pool (closed by :meth:`close`).
 
         The pool blocks when all ``max_connections`` are busy (a burst of bets waits its
@@ -623,14 +343,15 @@ class RedisStore:
         pool = BlockingConnectionPool.from_url(url, max_connections=max_connections,
                                                timeout=pool_timeout)
         return cls(Redis.from_pool(pool), prefix=prefix, event_retention=event_retention,
-                   owns_client=True, seal=seal)
+                   owns_client=True, seal=seal, settle_chunk=settle_chunk)
 
     async def load_scripts(self) -> None:
         """Load every script now (a gateway does it at start: a broken script fails early,
         and the first bets do not each pay for a NOSCRIPT round trip). Calls load them
         lazily anyway, and again after a Redis restart or SCRIPT FLUSH."""
         for script in (self._ensure_player_script, self._deposit_script,
-                       self._place_bet_script, self._step_script, self._events_after_script):
+                       self._place_slips_script, self._step_script, self._settle_chunk_script,
+                       self._events_after_script):
             script.sha = _s(await self.redis.script_load(script.script))
 
     # --- accounts --------------------------------------------------------------------
@@ -676,67 +397,57 @@ class RedisStore:
     # --- bets ------------------------------------------------------------------------
 
     async def place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected:
-        bad = precheck(bet)
+        return bet_answer(bet, await self.place_slip(bet.as_slip(), now))
+
+    async def place_slip(self, slip: SlipRequest, now: int) -> p.SlipAccepted | Rejection:
+        """Take a slip. Slips that arrive while calls are on their way to Redis wait for one
+        another and go in the next call: one script call per batch (up to
+        :data:`MAX_CALLS_IN_FLIGHT` of them pipelined, so that the round trip does not cap
+        the rate), each slip in it still judged and applied on its own."""
+        bad = precheck(slip)
         if bad is not None:
             return bad
         try:
-            k, table = self.keys, _tag(bet.table)
+            _tag(slip.table)
         except ValueError:
-            return rejected(bet.bet_id, "unknown_round")
-        spot = BetSpot(bet.spot)
-        call = (
-            [*k.money, k.bets, k.bet_seq, k.round_info(table, bet.round_id),
-             k.round_bets(table, bet.round_id), k.round_totals(table, bet.round_id),
-             k.player_bet_ids(bet.player_id), k.player_bets(bet.player_id),
-             k.player_rounds(bet.player_id)],
-            [bet.player_id, bet.bet_id, bet.table, bet.round_id, bet.spot, bet.amount,
-             spot.deducted_multiple, int(spot.is_pair), now])
-        # Bets that arrive in one turn of the event loop go to Redis in one pipeline: one
-        # round trip for all, each still its own atomic script.
+            return Rejection("unknown_round")
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        self._pending_bets.append((call, future))
-        if len(self._pending_bets) == 1:
-            loop.call_soon(self._send_pending_bets)
-        reply = await future
-        if reply[0] == b"accepted":
-            return p.BetAccepted(bet_id=bet.bet_id, round_id=_s(reply[1]), spot=_s(reply[2]),
-                                 amount=int(reply[3]), deducted=int(reply[4]),
-                                 balance=int(reply[5]))
-        code = _s(reply[1])
-        return rejected(bet.bet_id, code, _rejection_detail(code, reply[2:]))
+        future: asyncio.Future[SlipAnswer] = loop.create_future()
+        self._pending.append((slip, now, future))
+        if len(self._drainers) < MAX_CALLS_IN_FLIGHT:
+            task = loop.create_task(self._drain_slips())
+            self._drainers.add(task)
+            task.add_done_callback(self._drainers.discard)
+        return await future
 
-    def _send_pending_bets(self) -> None:
-        batch, self._pending_bets = self._pending_bets, []
-        task = asyncio.get_running_loop().create_task(self._pipeline_bets(batch))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _pipeline_bets(self, batch: list[tuple[tuple[list[str], list[Any]],
-                                                     asyncio.Future[Any]]]) -> None:
-        try:
-            if len(batch) == 1:
-                (keys, args), _ = batch[0]
-                replies = [await self._place_bet_script(keys=keys, args=args)]
-            else:
-                pipe = self.redis.pipeline(transaction=False)
-                for (keys, args), _ in batch:
-                    await self._place_bet_script(keys=keys, args=args, client=pipe)
-                replies = await pipe.execute(raise_on_error=False)
-        except BaseException as exc:
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for (_, future), reply in zip(batch, replies, strict=True):
-            if future.done():
+    async def _drain_slips(self) -> None:
+        await asyncio.sleep(0)  # the slips of this turn of the loop go together
+        while self._pending:
+            batch = self._pending[:MAX_SLIPS_PER_CALL]
+            del self._pending[:MAX_SLIPS_PER_CALL]
+            try:
+                replies = await self._take_slips([(slip, now) for slip, now, _ in batch])
+            except Exception as exc:
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
                 continue
-            if isinstance(reply, Exception):  # that bet's script failed; the others stand
-                future.set_exception(reply)
-            else:
-                future.set_result(reply)
+            for (slip, _, future), reply in zip(batch, replies, strict=True):
+                if not future.done():
+                    future.set_result(_slip_answer(slip, reply))
+
+    async def _take_slips(self, batch: list[tuple[SlipRequest, int]]) -> list[Any]:
+        k = self.keys
+        keys = [*k.money, k.bets, k.bet_seq, k.slip_seq]
+        plan: list[list[Any]] = []
+        for slip, now in batch:
+            plan.append([len(keys) + 1, slip.player_id, slip.slip_id or "", slip.table,
+                         slip.round_id, now,
+                         [[b.bet_id, b.spot, b.amount, SPOT_MULTIPLE[b.spot],
+                           int(SPOT_IS_PAIR[b.spot])] for b in slip.bets]])
+            keys += k.slip_keys(slip.table, slip.round_id, slip.player_id)
+        return list(await self._place_slips_script(
+            keys=keys, args=[msgspec.msgpack.encode(plan)]))
 
     # --- engine steps ------------------------------------------------------------------
 
@@ -745,7 +456,7 @@ class RedisStore:
         k = self.keys
         token = self.fence_tokens.get(table)
         keys = [*k.money, k.bets, k.rounds, k.table_state(table), k.table_events(table),
-                lease_token_key(table)]
+                lease_token_key(table), k.pending_rounds(table)]
 
         def key(name: str) -> int:  # the Lua index of a key the effects name
             keys.append(name)
@@ -764,9 +475,10 @@ class RedisStore:
                              effect.status, "" if effect.closes_at is None else effect.closes_at])
             elif isinstance(effect, SettleRound):
                 plan.append(["settle", key(k.round_info(effect.table, effect.round_id)),
-                             key(k.round_bets(effect.table, effect.round_id)), effect.round_id,
-                             json.dumps(effect.cards), json.dumps(effect.spots),
-                             {spot: list(result) for spot, result in effect.spots.items()}])
+                             key(k.round_players(effect.table, effect.round_id)),
+                             effect.round_id, json.dumps(effect.cards), json.dumps(effect.spots),
+                             {spot: list(result) for spot, result in effect.spots.items()},
+                             key(k.round_by_player(effect.table, effect.round_id))])
             elif isinstance(effect, RevealShoe):
                 plan.append(["shoe", key(k.shoe_info(effect.table, effect.shoe_id)),
                              key(k.shoes), effect.shoe_id, effect.table, effect.commitment,
@@ -774,14 +486,14 @@ class RedisStore:
                              json.dumps(effect.order), json.dumps(effect.rounds)])
             elif isinstance(effect, CancelRound):
                 plan.append(["cancel", key(k.round_info(effect.table, effect.round_id)),
-                             key(k.round_bets(effect.table, effect.round_id)), effect.round_id,
-                             effect.reason])
+                             key(k.round_players(effect.table, effect.round_id)),
+                             effect.round_id, effect.reason,
+                             key(k.round_by_player(effect.table, effect.round_id))])
             else:
                 raise TypeError(f"unknown effect {effect!r}")
         args: list[bytes | str | int] = [
             "" if token is None else str(token), now, seal_state(self.seal, table, state),
-            msgspec.msgpack.encode(plan),
-            self.event_retention]
+            msgspec.msgpack.encode(plan), self.event_retention, self.settle_chunk]
         for epoch, seq, frame in events:
             args += [epoch, seq, frame]
         try:
@@ -798,13 +510,25 @@ class RedisStore:
         if reply[0] == b"hold_taken":
             raise AccountError(f"round {_s(reply[1])}: its escrow account already exists as "
                                f"a {_s(reply[2])} account")
-        return [
-            Settled(_s(pid), p.BetSettled(
-                bet_id=_s(bet_id), round_id=_s(round_id), spot=_s(spot), amount=int(amount),
-                outcome=_s(outcome), odds=int(odds), returned=int(returned),
-                balance=int(balance)))
-            for pid, bet_id, round_id, spot, amount, outcome, odds, returned, balance in reply[1]
-        ]
+        return _settled_rows(reply[1])
+
+    async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
+        """The next chunk of the oldest round of ``table`` still settling or refunding."""
+        k = self.keys
+        pending = sorted(_s(r) for r in await self.redis.smembers(k.pending_rounds(table)))
+        if not pending:
+            return [], False
+        round_id = pending[0]
+        token = self.fence_tokens.get(table)
+        reply = await self._settle_chunk_script(
+            keys=[*k.money, k.bets, lease_token_key(table), k.pending_rounds(table),
+                  k.round_info(table, round_id), k.round_players(table, round_id),
+                  k.round_by_player(table, round_id)],
+            args=["" if token is None else str(token), round_id, now, self.settle_chunk])
+        if reply[0] == b"fenced":
+            assert token is not None
+            raise FencedOut(table, token, _s(reply[1]) or None)
+        return _settled_rows(reply[1]), bool(reply[2]) or len(pending) > 1
 
     # --- reading -----------------------------------------------------------------------
 
@@ -821,7 +545,7 @@ class RedisStore:
             return None
         return [bytes(frame) for frame in reply[1:]]
 
-    async def _bets(self, seqs: Sequence[bytes | str | int]) -> list[tuple[int, _BetRecord]]:
+    async def _bets(self, seqs: Sequence[bytes | str | int]) -> list[tuple[int, BetRow]]:
         if not seqs:
             return []
         raw = await self.redis.hmget(self.keys.bets, list(seqs))
@@ -834,12 +558,7 @@ class RedisStore:
             return []
         lists = await self.redis.hmget(self.keys.player_rounds(player_id), round_ids)
         seqs = sorted({int(seq) for item in lists if item for seq in _s(item).split(",")})
-        return [
-            p.BetSettled(bet_id=b.bet_id, round_id=b.round_id, spot=b.spot, amount=b.amount,
-                         outcome=b.outcome or "", odds=b.odds or 0, returned=b.returned or 0,
-                         balance=b.balance_after or 0)
-            for _, b in await self._bets(seqs) if b.state != "accepted"
-        ]
+        return [settled_message(b) for _, b in await self._bets(seqs) if b.state != "accepted"]
 
     async def bet_record(self, player_id: str, limit: int,
                          before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
@@ -858,20 +577,12 @@ class RedisStore:
         entries = []
         for _, b in bets[:limit]:
             shoe_id, round_no, cards_json = infos[(b.table, b.round_id)]
-            cards = json.loads(cards_json) if cards_json and b.state == "settled" else None
-            position = BetSpot(b.spot).position.value
-            entries.append(p.BetRecordEntry(
-                bet_id=b.bet_id, table=b.table, shoe_id=_s(shoe_id or b""), round_id=b.round_id,
-                round_no=int(round_no or 0), spot=b.spot, amount=b.amount, deducted=b.deducted,
-                placed_at=b.placed_at, state=b.state, outcome=b.outcome, odds=b.odds,
-                returned=b.returned,
-                net=None if b.returned is None else b.returned - b.deducted,
-                settled_at=b.settled_at, cards=cards[position] if cards else None,
-                banker_cards=cards["BANKER"] if cards else None, balance_after=b.balance_after))
+            entries.append(record_entry(b, _s(shoe_id or b""), int(round_no or 0),
+                                        json.loads(cards_json) if cards_json else None))
         next_cursor = str(bets[limit - 1][0]) if len(bets) > limit else None
         return entries, next_cursor
 
-    async def round_view(self, round_id: str) -> dict[str, object] | None:
+    async def round_view(self, round_id: str) -> RoundView | None:
         table = await self.redis.hget(self.keys.rounds, round_id)
         if table is None:
             return None
@@ -880,13 +591,14 @@ class RedisStore:
             return None
         info = {_b(name): _b(value) for name, value in raw.items()}
         cards, spots = info.get(b"cards"), info.get(b"spots")
-        return {"round_id": round_id, "table": _s(info[b"table"]),
-                "shoe_id": _s(info[b"shoe_id"]), "round_no": int(info[b"round_no"]),
-                "state": _s(info[b"state"]), "cards": json.loads(cards) if cards else None,
-                "spots": json.loads(spots) if spots else None,
-                "reason": _s(info[b"reason"]) if b"reason" in info else None,
-                "opened_at": int(info[b"opened_at"]),
-                "ended_at": _int_or_none(info.get(b"ended_at"))}
+        return RoundView(
+            round_id=round_id, table=_s(info[b"table"]), shoe_id=_s(info[b"shoe_id"]),
+            round_no=int(info[b"round_no"]), state=_s(info[b"state"]),
+            cards=json.loads(cards) if cards else None,
+            spots={spot: (r[0], r[1], r[2]) for spot, r in json.loads(spots).items()}
+            if spots else None,
+            reason=_s(info[b"reason"]) if b"reason" in info else None,
+            opened_at=int(info[b"opened_at"]), ended_at=_int_or_none(info.get(b"ended_at")))
 
     async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
         table = await self.redis.hget(self.keys.shoes, shoe_id)
@@ -1004,15 +716,23 @@ class RedisStore:
             await self.redis.aclose()
 
 
-def _rejection_detail(code: str, values: list[int]) -> str | None:
-    """The same detail the SQLite store gives (the browser shows it after the message)."""
-    if code == "below_min":
-        return f"(minimum {values[0]})"
-    if code == "above_max":
-        return f"(maximum {values[0]} per spot)"
-    if code == "round_limit":
-        return f"(at most {values[0]})"
-    if code == "insufficient_funds":
-        return f"(needs {values[0]}, balance {values[1]})"
-    return None
+def _slip_answer(slip: SlipRequest, reply: list[Any]) -> SlipAnswer:
+    """place_slips.lua's answer for one slip, as the Struct judge_slip would have given."""
+    if reply[0] == b"accepted":
+        return p.SlipAccepted(
+            slip_id=slip.slip_id or "", round_id=_s(reply[1]), balance=int(reply[2]),
+            bets=[p.SlipBetAccepted(bet_id=_s(b[0]), spot=_s(b[1]), amount=int(b[2]),
+                                    deducted=int(b[3])) for b in reply[3]],
+            deducted=sum(int(b[3]) for b in reply[3]))
+    code, bet_id = _s(reply[1]), _s(reply[2])
+    values = tuple(int(v) for v in reply[3:])
+    return Rejection(code, bet_id or None, values)
 
+
+def _settled_rows(rows: list[Any]) -> list[Settled]:
+    return [
+        Settled(_s(pid), p.BetSettled(
+            bet_id=_s(bet_id), round_id=_s(round_id), spot=_s(spot), amount=int(amount),
+            outcome=_s(outcome), odds=int(odds), returned=int(returned), balance=int(balance)))
+        for pid, bet_id, round_id, spot, amount, outcome, odds, returned, balance in rows
+    ]

@@ -1,11 +1,16 @@
 """The SQLite store: the embedded default (stdlib ``sqlite3``, WAL mode).
 
-One connection, used from the event loop's thread: every operation is a short transaction
-that never waits on the network, so running it inline is faster than a thread hop and
-keeps each bet atomic with respect to every other coroutine (nothing awaits inside a
-transaction). ``synchronous=NORMAL`` in WAL mode survives a process crash (what the
-recovery tests do); an OS crash may lose the last transactions, which ``FULL`` would not —
-set ``LIVETABLE_SQLITE_SYNC=FULL`` for that trade.
+One connection, used by one writer thread (:attr:`SQLiteStore.writer`): every operation,
+read or write, runs there, so the event loop never waits on the disk or on a long query —
+a Bet Record read or a chunk of settlement delays no connection of the process. The thread
+also serializes the transactions, which keeps each slip atomic with respect to every other
+operation. Slips that arrive while the writer is busy wait together and go in one
+transaction (group commit), each still judged and applied one after another, so the
+answers are exactly those of one transaction per slip.
+
+``synchronous=NORMAL`` in WAL mode survives a process crash (what the recovery tests do);
+an OS crash may lose the last transactions, which ``FULL`` would not — set
+``LIVETABLE_SQLITE_SYNC=FULL`` for that trade.
 
 Schema changes are migrations in :data:`MIGRATIONS`, applied in order and recorded in
 ``PRAGMA user_version``.
@@ -14,11 +19,15 @@ Schema changes are migrations in :data:`MIGRATIONS`, applied in order and record
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
 import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id, hold_account
@@ -30,18 +39,36 @@ from livetable.engine.table import (
     SetBetting,
     SettleRound,
 )
-from livetable.rules import BetSpot
 from livetable.rules.fairness import ShoeRecord, ShoeRound
-from livetable.store.base import (
-    AuditReport,
+from livetable.store.base import AuditReport, Settled, cursor_of
+from livetable.store.bets import (
+    SQLITE_SETTLE_CHUNK,
     BetRequest,
-    Settled,
-    cursor_of,
+    BetRow,
+    OpenBet,
+    Rejection,
+    RoundFacts,
+    RoundView,
+    SlipAnswer,
+    SlipFacts,
+    SlipRequest,
+    TakenBet,
+    accepted,
+    bet_answer,
+    closed_deadline,
+    judge_slip,
+    limits_dict,
+    payout_transfer_id,
     precheck,
-    rejected,
-    spot_limits,
+    record_entry,
+    refund_transfer_id,
+    settle_chunk,
+    settle_transfer_id,
+    settled_message,
 )
 from livetable.store.sealing import StateSeal, open_state, seal_state
+
+T = TypeVar("T")
 
 MIGRATIONS: list[str] = [
     # 1: the first schema
@@ -133,22 +160,66 @@ MIGRATIONS: list[str] = [
         ended_at INTEGER NOT NULL
     );
     """,
+    # 4: bet slips (every bet belongs to one; a place_bet is a slip of one without a
+    # slip_id), and the indexes chunked settlement reads by
+    """
+    CREATE TABLE slips (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        player_id TEXT NOT NULL,
+        slip_id TEXT,                  -- NULL: a place_bet
+        round_id TEXT NOT NULL,
+        deducted INTEGER NOT NULL,
+        balance INTEGER NOT NULL,      -- the player's balance once the slip was taken
+        placed_at INTEGER NOT NULL,
+        UNIQUE (player_id, slip_id)
+    );
+    ALTER TABLE bets ADD COLUMN slip_seq INTEGER REFERENCES slips (seq);
+    CREATE INDEX bets_by_slip ON bets (slip_seq);
+    CREATE INDEX bets_open ON bets (round_id, state, player_id, seq);
+    CREATE INDEX rounds_by_table_state ON rounds (table_id, state);
+    -- a round's players in the order they first bet (settlement goes player by player,
+    -- ``cursor`` players done), as the Redis store keeps them
+    CREATE TABLE round_players (
+        round_id TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        player_id TEXT NOT NULL,
+        PRIMARY KEY (round_id, n)
+    ) WITHOUT ROWID;
+    ALTER TABLE rounds ADD COLUMN players INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE rounds ADD COLUMN cursor INTEGER NOT NULL DEFAULT 0;
+    INSERT INTO round_players (round_id, n, player_id)
+        SELECT round_id, ROW_NUMBER() OVER (PARTITION BY round_id ORDER BY MIN(seq)) - 1,
+               player_id FROM bets WHERE state = 'accepted' GROUP BY round_id, player_id;
+    UPDATE rounds SET players = (SELECT COUNT(*) FROM round_players
+                                 WHERE round_players.round_id = rounds.round_id);
+    """,
 ]
 
 #: How many events per table the log keeps for resume (older ones are trimmed).
 DEFAULT_EVENT_RETENTION = 20_000
 
 
+#: Slips taken in one transaction at most (a burst is cut into transactions of this size,
+#: so that a settlement chunk or a read waits behind one of them at most).
+MAX_SLIPS_PER_TRANSACTION = 2_000
+
+_BET_COLUMNS = ("player_id, bet_id, table_id, round_id, spot, amount, deducted, placed_at, "
+                "balance_at_accept, state, outcome, odds, returned, settled_at, balance_after")
+_TAKEN_COLUMNS = "bet_id, round_id, spot, amount, deducted, balance_at_accept"
+
+
 class SQLiteStore:
     """The :class:`~livetable.store.base.Store` contract on SQLite."""
 
     def __init__(self, path: str | Path, event_retention: int = DEFAULT_EVENT_RETENTION,
-                 seal: StateSeal | None = None) -> None:
+                 seal: StateSeal | None = None,
+                 settle_chunk: int = SQLITE_SETTLE_CHUNK) -> None:
         self.path = str(path)
         #: Seals engine states at rest (store/sealing.py); None only in tests.
         self.seal = seal
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        # used by the writer thread only (tests may use it between two operations)
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         sync = os.environ.get("LIVETABLE_SQLITE_SYNC", "NORMAL").upper()
@@ -157,10 +228,27 @@ class SQLiteStore:
         self.db.execute(f"PRAGMA synchronous={sync}")
         self.db.execute("PRAGMA foreign_keys=ON")
         self.event_retention = event_retention
+        #: Bets settled per call of :meth:`settle_pending` (and in the settling step).
+        self.settle_chunk = settle_chunk
         self._limits: dict[str, p.Limits] = {}  # a round's limits never change
-        self._pending_bets: list[tuple[BetRequest, int,
-                                       asyncio.Future[p.BetAccepted | p.BetRejected]]] = []
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="livetable-sqlite")
+        self._pending: list[tuple[SlipRequest, int, asyncio.Future[SlipAnswer]]] = []
+        self._draining: asyncio.Task[None] | None = None
         self._migrate()
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn`` on the writer thread."""
+        return await asyncio.get_running_loop().run_in_executor(self.writer, fn, *args)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
 
     def _migrate(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -207,8 +295,11 @@ class SQLiteStore:
     async def ensure_player(self, player_id: str, name: str, initial_balance: int,
                             now: int) -> p.PlayerView:
         check_player_id(player_id)
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
+        return await self._run(self._ensure_player, player_id, name, initial_balance, now)
+
+    def _ensure_player(self, player_id: str, name: str, initial_balance: int,
+                       now: int) -> p.PlayerView:
+        with self._transaction():
             cur = self.db.execute(
                 "INSERT OR IGNORE INTO accounts (id, kind, name, balance, created_at) "
                 "VALUES (?, 'player', ?, 0, ?)", (player_id, name, now))
@@ -219,15 +310,14 @@ class SQLiteStore:
                 raise AccountError(f"{player_id!r} is not a player account")
             elif name:
                 self.db.execute("UPDATE accounts SET name = ? WHERE id = ?", (name, player_id))
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        view = await self.player(player_id)
+        view = self._player(player_id)
         assert view is not None
         return view
 
     async def player(self, player_id: str) -> p.PlayerView | None:
+        return await self._run(self._player, player_id)
+
+    def _player(self, player_id: str) -> p.PlayerView | None:
         row = self.db.execute(
             "SELECT id, name, balance FROM accounts WHERE id = ? AND kind = 'player'",
             (player_id,)).fetchone()
@@ -235,115 +325,145 @@ class SQLiteStore:
 
     async def deposit(self, transfer_id: str, player_id: str, amount: int, now: int) -> int:
         check_player_id(player_id)
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
+        return await self._run(self._deposit, transfer_id, player_id, amount, now)
+
+    def _deposit(self, transfer_id: str, player_id: str, amount: int, now: int) -> int:
+        with self._transaction():
             if self._kind(player_id) != "player":
                 raise KeyError(f"no player {player_id!r}")
             self._transfer(f"deposit:{transfer_id}", "external", player_id, amount, "deposit",
                            player_id, now)
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
         balance = self._balance(player_id)
         assert balance is not None
         return balance
 
-    # --- bets ------------------------------------------------------------------------
+    # --- slips -----------------------------------------------------------------------
 
     async def place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected:
-        """Take a bet. Bets that arrive together (in one turn of the event loop) share one
-        transaction — group commit — each still checked and applied one after another,
-        so the answers are exactly those of one transaction per bet."""
-        bad = precheck(bet)
+        return bet_answer(bet, await self.place_slip(bet.as_slip(), now))
+
+    async def place_slip(self, slip: SlipRequest, now: int) -> p.SlipAccepted | Rejection:
+        """Take a slip. Slips that arrive while the writer is busy wait for one another
+        and share the next transaction (group commit)."""
+        bad = precheck(slip)
         if bad is not None:
             return bad
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[p.BetAccepted | p.BetRejected] = loop.create_future()
-        self._pending_bets.append((bet, now, future))
-        if len(self._pending_bets) == 1:
-            loop.call_soon(self._take_pending_bets)
+        future: asyncio.Future[SlipAnswer] = loop.create_future()
+        self._pending.append((slip, now, future))
+        if self._draining is None:
+            self._draining = loop.create_task(self._drain_slips())
         return await future
 
-    def _take_pending_bets(self) -> None:
-        batch, self._pending_bets = self._pending_bets, []
-        answers: list[p.BetAccepted | p.BetRejected] = []
-        self.db.execute("BEGIN IMMEDIATE")
+    async def _drain_slips(self) -> None:
         try:
-            answers = [self._place_bet(bet, now) for bet, now, _ in batch]
-            self.db.execute("COMMIT")
-        except BaseException as exc:
-            self.db.execute("ROLLBACK")
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        for (_, _, future), answer in zip(batch, answers, strict=True):
-            if not future.done():
-                future.set_result(answer)
+            while self._pending:
+                batch = self._pending[:MAX_SLIPS_PER_TRANSACTION]
+                del self._pending[:MAX_SLIPS_PER_TRANSACTION]
+                try:
+                    answers = await self._run(self._take_slips,
+                                              [(slip, now) for slip, now, _ in batch])
+                except Exception as exc:
+                    for _, _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (_, _, future), answer in zip(batch, answers, strict=True):
+                    if not future.done():
+                        future.set_result(answer)
+        finally:
+            self._draining = None
 
-    def _place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected:
+    def _take_slips(self, batch: list[tuple[SlipRequest, int]]) -> list[SlipAnswer]:
+        with self._transaction():
+            return [self._take_slip(slip, now) for slip, now in batch]
+
+    def _take_slip(self, slip: SlipRequest, now: int) -> SlipAnswer:
+        verdict = judge_slip(slip, now, self._facts(slip))
+        if not isinstance(verdict, list):
+            return verdict
         db = self.db
-        prior = db.execute(
-            "SELECT round_id, spot, amount, deducted, balance_at_accept FROM bets "
-            "WHERE player_id = ? AND bet_id = ?", (bet.player_id, bet.bet_id)).fetchone()
-        if prior is not None:
-            if (prior[0], prior[1], prior[2]) == (bet.round_id, bet.spot, bet.amount):
-                return p.BetAccepted(bet_id=bet.bet_id, round_id=prior[0], spot=prior[1],
-                                     amount=prior[2], deducted=prior[3], balance=prior[4])
-            return rejected(bet.bet_id, "duplicate_bet_id")
-        row = db.execute("SELECT table_id, state, closes_at, limits FROM rounds "
-                         "WHERE round_id = ?", (bet.round_id,)).fetchone()
-        if row is None or row[0] != bet.table:
-            return rejected(bet.bet_id, "unknown_round")
-        state, closes_at = row[1], row[2]
-        limits = self._limits.get(bet.round_id)
-        if limits is None:
-            limits = self._limits[bet.round_id] = p.Limits(**json.loads(row[3]))
-            if len(self._limits) > 1000:
-                self._limits.pop(next(iter(self._limits)))
-        if state == "paused":
-            return rejected(bet.bet_id, "paused")
-        if state != "betting" or closes_at is None or now >= closes_at:
-            return rejected(bet.bet_id, "betting_closed")
-        low, high = spot_limits(limits, bet.spot)
-        if bet.amount < low:
-            return rejected(bet.bet_id, "below_min", f"(minimum {low})")
-        on_spot, on_round = db.execute(
-            "SELECT COALESCE(SUM(CASE WHEN spot = ? THEN amount END), 0), "
-            "COALESCE(SUM(deducted), 0) FROM bets WHERE round_id = ? AND player_id = ?",
-            (bet.spot, bet.round_id, bet.player_id)).fetchone()
-        if on_spot + bet.amount > high:
-            return rejected(bet.bet_id, "above_max", f"(maximum {high} per spot)")
-        deducted = bet.amount * BetSpot(bet.spot).deducted_multiple
-        if on_round + deducted > limits.round_max:
-            return rejected(bet.bet_id, "round_limit", f"(at most {limits.round_max})")
-        balance = self._balance(bet.player_id)
-        if balance is None or self._kind(bet.player_id) != "player":
-            return rejected(bet.bet_id, "not_a_player")
-        if balance < deducted:
-            return rejected(bet.bet_id, "insufficient_funds",
-                            f"(needs {deducted}, balance {balance})")
-        balance -= deducted
+        balance = self._balance(slip.player_id)
+        assert balance is not None  # judge_slip checked the account
+        total = sum(verdict)
+        balance -= total
         cur = db.execute(
+            "INSERT INTO slips (player_id, slip_id, round_id, deducted, balance, placed_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (slip.player_id, slip.slip_id, slip.round_id, total, balance, now))
+        slip_seq = cur.lastrowid
+        first_in_round = not self._bet_in_round(slip.player_id, slip.round_id)
+        if first_in_round:  # the round's players in the order they first bet
+            db.execute("INSERT INTO round_players (round_id, n, player_id) SELECT round_id, "
+                       "players, ? FROM rounds WHERE round_id = ?",
+                       (slip.player_id, slip.round_id))
+            db.execute("UPDATE rounds SET players = players + 1 WHERE round_id = ?",
+                       (slip.round_id,))
+        db.executemany(
             "INSERT INTO bets (player_id, bet_id, table_id, round_id, spot, amount, deducted, "
-            "placed_at, balance_at_accept, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'accepted')",
-            (bet.player_id, bet.bet_id, bet.table, bet.round_id, bet.spot, bet.amount, deducted,
-             now, balance))
-        # The transfer id is the bet's row, not "player:bet_id": both are free text, and
-        # "a" betting "b:c" must not be taken for "a:b" betting "c" (a bet without money).
-        self._transfer(f"bet:{cur.lastrowid}", bet.player_id, hold_account(bet.round_id), deducted,
-                       "bet", bet.round_id, now)
-        return p.BetAccepted(bet_id=bet.bet_id, round_id=bet.round_id, spot=bet.spot,
-                             amount=bet.amount, deducted=deducted, balance=balance)
+            "placed_at, balance_at_accept, state, slip_seq) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'accepted', ?)",
+            [(slip.player_id, b.bet_id, slip.table, slip.round_id, b.spot, b.amount, d, now,
+              balance, slip_seq) for b, d in zip(slip.bets, verdict, strict=True)])
+        # The transfer id is the slip's row, not "player:slip_id": both are free text, and
+        # "a" sending "b:c" must not be taken for "a:b" sending "c" (a slip without money).
+        self._transfer(f"slip:{slip_seq}", slip.player_id, hold_account(slip.round_id), total,
+                       "bet", slip.round_id, now)
+        return accepted(slip, verdict, balance)
+
+    def _bet_in_round(self, player_id: str, round_id: str) -> bool:
+        return self.db.execute("SELECT 1 FROM bets WHERE round_id = ? AND player_id = ? LIMIT 1",
+                               (round_id, player_id)).fetchone() is not None
+
+    def _facts(self, slip: SlipRequest) -> SlipFacts:
+        db = self.db
+        prior_slip: list[TakenBet] | None = None
+        if slip.slip_id is not None:
+            row = db.execute("SELECT seq FROM slips WHERE player_id = ? AND slip_id = ?",
+                             (slip.player_id, slip.slip_id)).fetchone()
+            if row is not None:
+                prior_slip = [TakenBet(*r) for r in db.execute(
+                    f"SELECT {_TAKEN_COLUMNS} FROM bets WHERE slip_seq = ? ORDER BY seq",
+                    (row[0],))]
+        ids = [b.bet_id for b in slip.bets]
+        used = {r[0]: TakenBet(*r) for r in db.execute(
+            f"SELECT {_TAKEN_COLUMNS} FROM bets WHERE player_id = ? AND bet_id IN "
+            f"({','.join('?' * len(ids))})", (slip.player_id, *ids))}
+        round_facts = None
+        row = db.execute("SELECT table_id, state, closes_at, limits FROM rounds "
+                         "WHERE round_id = ?", (slip.round_id,)).fetchone()
+        if row is not None:
+            limits = self._limits.get(slip.round_id)
+            if limits is None:
+                limits = self._limits[slip.round_id] = p.Limits(**json.loads(row[3]))
+                if len(self._limits) > 1000:
+                    self._limits.pop(next(iter(self._limits)))
+            round_facts = RoundFacts(table=row[0], state=row[1], closes_at=row[2],
+                                     limits=limits)
+        on_spot: dict[str, int] = {}
+        on_round = 0
+        for spot, amount, deducted in db.execute(
+                "SELECT spot, SUM(amount), SUM(deducted) FROM bets WHERE round_id = ? AND "
+                "player_id = ? GROUP BY spot", (slip.round_id, slip.player_id)):
+            on_spot[spot] = amount
+            on_round += deducted
+        account = db.execute("SELECT kind, balance FROM accounts WHERE id = ?",
+                             (slip.player_id,)).fetchone()
+        return SlipFacts(prior_slip=prior_slip, used_bet_ids=used, round=round_facts,
+                         on_spot=on_spot, on_round=on_round,
+                         is_player=account is not None and account[0] == "player",
+                         balance=0 if account is None else account[1])
 
     # --- engine steps ------------------------------------------------------------------
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
                           effects: list[Effect], now: int) -> list[Settled]:
+        return await self._run(self._commit_step, table, state, events, effects, now)
+
+    def _commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
+                     effects: list[Effect], now: int) -> list[Settled]:
         settled: list[Settled] = []
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction():
             for effect in effects:
                 settled.extend(self._apply(effect, now))
             if events:
@@ -361,10 +481,6 @@ class SQLiteStore:
                 "epoch = CASE WHEN excluded.seq > 0 THEN excluded.epoch ELSE epoch END, "
                 "seq = CASE WHEN excluded.seq > 0 THEN excluded.seq ELSE seq END",
                 (table, seal_state(self.seal, table, state), *epoch_seq))
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
         return settled
 
     def _apply(self, effect: Effect, now: int) -> list[Settled]:
@@ -374,7 +490,7 @@ class SQLiteStore:
                 "INSERT OR IGNORE INTO rounds (round_id, table_id, shoe_id, round_no, state, "
                 "closes_at, limits, opened_at) VALUES (?, ?, ?, ?, 'betting', ?, ?, ?)",
                 (effect.round_id, effect.table, effect.shoe_id, effect.round_no,
-                 effect.closes_at, json.dumps(_limits_dict(effect.limits)), now))
+                 effect.closes_at, json.dumps(limits_dict(effect.limits)), now))
             hold = hold_account(effect.round_id)
             kind = self._kind(hold)
             if kind is None:
@@ -385,9 +501,14 @@ class SQLiteStore:
                                    f"already exists as a {kind} account")
             return []
         if isinstance(effect, SetBetting):
+            closes_at = effect.closes_at
+            if effect.status == "closed":  # keep the deadline: see bets.closed_deadline
+                row = db.execute("SELECT closes_at FROM rounds WHERE round_id = ?",
+                                 (effect.round_id,)).fetchone()
+                closes_at = closed_deadline(row[0], now) if row is not None else None
             db.execute("UPDATE rounds SET state = ?, closes_at = ? WHERE round_id = ? AND "
                        "state IN ('betting', 'paused', 'closed')",
-                       (effect.status, effect.closes_at, effect.round_id))
+                       (effect.status, closes_at, effect.round_id))
             return []
         if isinstance(effect, SettleRound):
             return self._settle(effect, now)
@@ -405,99 +526,119 @@ class SQLiteStore:
         raise TypeError(f"unknown effect {effect!r}")
 
     def _settle(self, effect: SettleRound, now: int) -> list[Settled]:
-        """Settle every bet of the round in set-wise statements (one per spot), not one
-        statement per bet: 100,000 bets settle in a fraction of a second.
-
-        Ledger: the round's hold goes to the house in one transfer; each player's winnings
-        come back from the house in one transfer per player. Each bet records its own
-        outcome, odds and return, and the balance after the round's settlement.
-        """
+        """Mark the round ``settling`` with its results, then settle its first chunk."""
         db = self.db
         round_id = effect.round_id
         cur = db.execute(
-            "UPDATE rounds SET state = 'settled', cards = ?, spots = ?, ended_at = ? "
-            "WHERE round_id = ? AND state NOT IN ('settled', 'cancelled')",
+            "UPDATE rounds SET state = 'settling', cards = ?, spots = ?, ended_at = ? "
+            "WHERE round_id = ? AND state IN ('betting', 'paused', 'closed')",
             (json.dumps(effect.cards), json.dumps(effect.spots), now, round_id))
         if cur.rowcount == 0:
-            return []  # settled before (idempotent by round id), or never opened
+            return []  # ended before (idempotent by round id), or never opened
         spots_bet = {row[0] for row in db.execute(
             "SELECT DISTINCT spot FROM bets WHERE round_id = ? AND state = 'accepted'",
             (round_id,))}
         missing = spots_bet - effect.spots.keys()
         if missing:  # raising rolls the whole step back: nothing is written
             raise KeyError(f"no result for spot(s) {sorted(missing)} of round {round_id}")
-        total_held = db.execute(
-            "SELECT COALESCE(SUM(deducted), 0) FROM bets WHERE round_id = ? AND "
-            "state = 'accepted'", (round_id,)).fetchone()[0]
-        if total_held == 0:
-            return []
-        self._transfer(f"settle:{round_id}", hold_account(round_id), "house", total_held, "settle",
-                       round_id, now)
-        # One CASE per column maps a bet's spot to its result: two passes over the round's
-        # bets in all (payouts per player, then the bets themselves).
-        outcome_sql, outcome_args = _spot_case(effect.spots, 0)
-        odds_sql, odds_args = _spot_case(effect.spots, 1)
-        multiple_sql, multiple_args = _spot_case(effect.spots, 2)
-        payouts = db.execute(
-            f"SELECT player_id, SUM(amount * ({multiple_sql})) AS paid FROM bets "
-            f"WHERE round_id = ? AND state = 'accepted' GROUP BY player_id HAVING paid > 0",
-            (*multiple_args, round_id)).fetchall()
-        db.executemany("INSERT INTO transfers (id, debit, credit, amount, kind, ref, at) "
-                       "VALUES (?, 'house', ?, ?, 'payout', ?, ?)",
-                       [(f"payout:{round_id}:{pid}", pid, amount, round_id, now)
-                        for pid, amount in payouts])
-        db.executemany("UPDATE accounts SET balance = balance + ? WHERE id = ?",
-                       [(amount, pid) for pid, amount in payouts])
-        db.execute("UPDATE accounts SET balance = balance - ? WHERE id = 'house'",
-                   (sum(amount for _, amount in payouts),))
-        db.execute(
-            f"UPDATE bets SET state = 'settled', outcome = {outcome_sql}, odds = {odds_sql}, "
-            f"returned = amount * ({multiple_sql}), settled_at = ?, balance_after = a.balance "
-            f"FROM accounts AS a WHERE a.id = bets.player_id AND bets.round_id = ? "
-            f"AND bets.state = 'accepted'",
-            (*outcome_args, *odds_args, *multiple_args, now, round_id))
-        rows = db.execute(
-            "SELECT player_id, bet_id, spot, amount, outcome, odds, returned, balance_after "
-            "FROM bets WHERE round_id = ? AND state = 'settled' ORDER BY seq",
-            (round_id,)).fetchall()
-        return [Settled(r[0], p.BetSettled(bet_id=r[1], round_id=round_id, spot=r[2],
-                                           amount=r[3], outcome=r[4], odds=r[5],
-                                           returned=r[6], balance=r[7])) for r in rows]
+        return self._close_chunk(round_id, now)[0]
 
     def _refund(self, effect: CancelRound, now: int) -> list[Settled]:
-        db = self.db
-        cur = db.execute(
-            "UPDATE rounds SET state = 'cancelled', reason = ?, closes_at = NULL, ended_at = ? "
-            "WHERE round_id = ? AND state NOT IN ('settled', 'cancelled')",
+        """Mark the round ``refunding``, then refund its first chunk of bets."""
+        cur = self.db.execute(
+            "UPDATE rounds SET state = 'refunding', reason = ?, closes_at = NULL, ended_at = ? "
+            "WHERE round_id = ? AND state IN ('betting', 'paused', 'closed')",
             (effect.reason, now, effect.round_id))
         if cur.rowcount == 0:
             return []
-        bets = db.execute(
-            "SELECT seq, player_id, bet_id, spot, amount, deducted FROM bets "
-            "WHERE round_id = ? AND state = 'accepted' ORDER BY seq", (effect.round_id,)
-        ).fetchall()
-        hold = hold_account(effect.round_id)
-        for seq, pid, _bet_id, _spot, _amount, deducted in bets:
-            self._transfer(f"refund:{seq}", hold, pid, deducted, "refund", effect.round_id,
-                           now)
-        # each bet records its player's balance after the round's refunds, as settlement does
-        after = {pid: self._balance(pid) or 0 for pid in {b[1] for b in bets}}
-        db.executemany("UPDATE bets SET state = 'refunded', outcome = 'refund', odds = 0, "
-                       "returned = deducted, settled_at = ?, balance_after = ? WHERE seq = ?",
-                       [(now, after[b[1]], b[0]) for b in bets])
-        return [Settled(pid, p.BetSettled(
-            bet_id=bet_id, round_id=effect.round_id, spot=spot, amount=amount, outcome="refund",
-            odds=0, returned=deducted, balance=after[pid]))
-            for _seq, pid, bet_id, spot, amount, deducted in bets]
+        return self._close_chunk(effect.round_id, now)[0]
+
+    def _close_chunk(self, round_id: str, now: int) -> tuple[list[Settled], bool]:
+        """Settle or refund the next chunk of the round's open bets — whole players, in the
+        order they first bet, about ``settle_chunk`` bets — and mark the round ``settled`` /
+        ``cancelled`` once none is left. Returns the chunk's messages, and whether bets
+        remain. (lua/settle.lua does the same.)"""
+        db = self.db
+        state, spots_json, cursor, players_in_round = db.execute(
+            "SELECT state, spots, cursor, players FROM rounds WHERE round_id = ?",
+            (round_id,)).fetchone()
+        if state not in ("settling", "refunding"):
+            return [], False
+        bets: list[OpenBet] = []
+        taken = 0
+        for (pid,) in db.execute(
+                "SELECT player_id FROM round_players WHERE round_id = ? AND n >= ? ORDER BY n "
+                "LIMIT ?", (round_id, cursor, self.settle_chunk)).fetchall():
+            bets += [OpenBet(*r) for r in db.execute(
+                "SELECT seq, player_id, bet_id, spot, amount, deducted FROM bets "
+                "WHERE round_id = ? AND state = 'accepted' AND player_id = ? ORDER BY seq",
+                (round_id, pid))]
+            taken += 1
+            if len(bets) >= self.settle_chunk:
+                break
+        cursor += taken
+        hold = hold_account(round_id)
+        rows: list[tuple[str, str, int, int]] = []  # state outcome odds returned
+        if bets and state == "settling":
+            plan = settle_chunk(bets, json.loads(spots_json))
+            self._transfer(settle_transfer_id(plan.first), hold, "house", plan.held, "settle",
+                           round_id, now)
+            for pid, (first, amount) in plan.payouts.items():
+                self._transfer(payout_transfer_id(first), "house", pid, amount, "payout",
+                               round_id, now)
+            rows = [("settled", *result) for result in plan.results]
+        elif bets:
+            for b in bets:
+                self._transfer(refund_transfer_id(b.seq), hold, b.player_id, b.deducted,
+                               "refund", round_id, now)
+            rows = [("refunded", "refund", 0, b.deducted) for b in bets]
+        # each bet records its player's balance after the round (a player is in one chunk)
+        players = list({b.player_id: None for b in bets})
+        after = dict(db.execute(
+            f"SELECT id, balance FROM accounts WHERE id IN ({','.join('?' * len(players))})",
+            players).fetchall()) if players else {}
+        db.executemany(
+            "UPDATE bets SET state = ?, outcome = ?, odds = ?, returned = ?, settled_at = ?, "
+            "balance_after = ? WHERE seq = ?",
+            [(st, outcome, odds, returned, now, after[b.player_id], b.seq)
+             for b, (st, outcome, odds, returned) in zip(bets, rows, strict=True)])
+        more = cursor < players_in_round
+        db.execute("UPDATE rounds SET cursor = ?, state = ? WHERE round_id = ?",
+                   (cursor, state if more else "settled" if state == "settling" else "cancelled",
+                    round_id))
+        return [Settled(b.player_id, p.BetSettled(
+            bet_id=b.bet_id, round_id=round_id, spot=b.spot, amount=b.amount, outcome=outcome,
+            odds=odds, returned=returned, balance=after[b.player_id]))
+            for b, (_, outcome, odds, returned) in zip(bets, rows, strict=True)], more
+
+    async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
+        return await self._run(self._settle_pending, table, now)
+
+    def _settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
+        with self._transaction():
+            pending = [r[0] for r in self.db.execute(
+                "SELECT round_id FROM rounds WHERE table_id = ? AND state IN "
+                "('settling', 'refunding') ORDER BY opened_at LIMIT 2", (table,))]
+            if not pending:
+                return [], False
+            settled, more = self._close_chunk(pending[0], now)
+            return settled, more or len(pending) > 1
 
     # --- reading -----------------------------------------------------------------------
 
     async def load_table(self, table: str) -> bytes | None:
+        return await self._run(self._load_table, table)
+
+    def _load_table(self, table: str) -> bytes | None:
         row = self.db.execute("SELECT state FROM tables WHERE table_id = ?", (table,)).fetchone()
         return None if row is None else open_state(self.seal, table, bytes(row[0]))
 
     async def events_after(self, table: str, epoch: int, seq: int,
                            limit: int) -> list[bytes] | None:
+        return await self._run(self._events_after, table, epoch, seq, limit)
+
+    def _events_after(self, table: str, epoch: int, seq: int,
+                      limit: int) -> list[bytes] | None:
         head = self.db.execute("SELECT epoch, seq FROM tables WHERE table_id = ?",
                                (table,)).fetchone()
         if head is None or head[0] != epoch or seq > head[1]:
@@ -515,53 +656,56 @@ class SQLiteStore:
 
     async def settlements_for_rounds(self, player_id: str,
                                      round_ids: list[str]) -> list[p.BetSettled]:
+        return await self._run(self._settlements_for_rounds, player_id, round_ids)
+
+    def _settlements_for_rounds(self, player_id: str,
+                                round_ids: list[str]) -> list[p.BetSettled]:
         if not round_ids:
             return []
         marks = ",".join("?" * len(round_ids))
         rows = self.db.execute(
-            f"SELECT bet_id, round_id, spot, amount, outcome, odds, returned, balance_after "
-            f"FROM bets WHERE player_id = ? AND round_id IN ({marks}) AND state != 'accepted' "
-            f"ORDER BY seq", (player_id, *round_ids)).fetchall()
-        return [p.BetSettled(bet_id=r[0], round_id=r[1], spot=r[2], amount=r[3], outcome=r[4],
-                             odds=r[5], returned=r[6], balance=r[7]) for r in rows]
+            f"SELECT {_BET_COLUMNS} FROM bets WHERE player_id = ? AND round_id IN ({marks}) "
+            f"AND state != 'accepted' ORDER BY seq", (player_id, *round_ids)).fetchall()
+        return [settled_message(BetRow(*r)) for r in rows]
 
     async def bet_record(self, player_id: str, limit: int,
                          before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
+        return await self._run(self._bet_record, player_id, limit, before)
+
+    def _bet_record(self, player_id: str, limit: int,
+                    before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
         limit = max(1, min(limit, 200))
         cursor = cursor_of(before)
+        columns = ", ".join(f"b.{c}" for c in _BET_COLUMNS.split(", "))
         rows = self.db.execute(
-            "SELECT b.seq, b.bet_id, b.table_id, r.shoe_id, b.round_id, r.round_no, b.spot, "
-            "b.amount, b.deducted, b.placed_at, b.state, b.outcome, b.odds, b.returned, "
-            "b.settled_at, r.cards, b.balance_after FROM bets b JOIN rounds r USING (round_id) "
-            "WHERE b.player_id = ? AND (? IS NULL OR b.seq < ?) ORDER BY b.seq DESC LIMIT ?",
+            f"SELECT b.seq, r.shoe_id, r.round_no, r.cards, {columns} "
+            f"FROM bets b JOIN rounds r USING (round_id) "
+            f"WHERE b.player_id = ? AND (? IS NULL OR b.seq < ?) ORDER BY b.seq DESC LIMIT ?",
             (player_id, cursor, cursor, limit + 1)).fetchall()
-        entries = []
-        for row in rows[:limit]:
-            cards = json.loads(row[15]) if row[15] else None
-            position = BetSpot(row[6]).position.value
-            returned = row[13]
-            entries.append(p.BetRecordEntry(
-                bet_id=row[1], table=row[2], shoe_id=row[3], round_id=row[4], round_no=row[5],
-                spot=row[6], amount=row[7], deducted=row[8], placed_at=row[9], state=row[10],
-                outcome=row[11], odds=row[12], returned=returned,
-                net=None if returned is None else returned - row[8], settled_at=row[14],
-                cards=cards[position] if cards else None,
-                banker_cards=cards["BANKER"] if cards else None, balance_after=row[16]))
+        entries = [record_entry(BetRow(*row[4:]), row[1], row[2],
+                                json.loads(row[3]) if row[3] else None)
+                   for row in rows[:limit]]
         next_cursor = str(rows[limit - 1][0]) if len(rows) > limit else None
         return entries, next_cursor
 
-    async def round_view(self, round_id: str) -> dict[str, object] | None:
+    async def round_view(self, round_id: str) -> RoundView | None:
+        return await self._run(self._round_view, round_id)
+
+    def _round_view(self, round_id: str) -> RoundView | None:
         row = self.db.execute(
             "SELECT round_id, table_id, shoe_id, round_no, state, cards, spots, reason, "
             "opened_at, ended_at FROM rounds WHERE round_id = ?", (round_id,)).fetchone()
         if row is None:
             return None
-        return {"round_id": row[0], "table": row[1], "shoe_id": row[2], "round_no": row[3],
-                "state": row[4], "cards": json.loads(row[5]) if row[5] else None,
-                "spots": json.loads(row[6]) if row[6] else None, "reason": row[7],
-                "opened_at": row[8], "ended_at": row[9]}
+        return RoundView(round_id=row[0], table=row[1], shoe_id=row[2], round_no=row[3],
+                         state=row[4], cards=json.loads(row[5]) if row[5] else None,
+                         spots=_spots(row[6]), reason=row[7], opened_at=row[8],
+                         ended_at=row[9])
 
     async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
+        return await self._run(self._shoe_view, shoe_id)
+
+    def _shoe_view(self, shoe_id: str) -> ShoeRecord | None:
         row = self.db.execute(
             "SELECT table_id, commitment, salt, cut_at, burn_card, burned, card_order, rounds, "
             "ended_at FROM shoes WHERE shoe_id = ?", (shoe_id,)).fetchone()
@@ -583,6 +727,9 @@ class SQLiteStore:
                           order=json.loads(row[6]), rounds=rounds, ended_at=row[8])
 
     async def audit(self) -> AuditReport:
+        return await self._run(self._audit)
+
+    def _audit(self) -> AuditReport:
         db = self.db
         problems: list[str] = []
         total = db.execute("SELECT COALESCE(SUM(balance), 0) FROM accounts").fetchone()[0]
@@ -612,6 +759,9 @@ class SQLiteStore:
                            problems=problems)
 
     async def identity(self, create: bool = False) -> str | None:
+        return await self._run(self._identity, create)
+
+    def _identity(self, create: bool) -> str | None:
         if create:
             self.db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)",
                             (uuid.uuid4().hex,))
@@ -619,17 +769,13 @@ class SQLiteStore:
         return None if row is None else str(row[0])
 
     async def close(self) -> None:
-        self.db.close()
+        if self._draining is not None:
+            await self._draining
+        await self._run(self.db.close)
+        self.writer.shutdown(wait=True)
 
 
-def _spot_case(spots: dict[str, tuple[str, int, int]], column: int) -> tuple[str, list[object]]:
-    """``CASE spot WHEN 'P1' THEN … END`` picking ``column`` of each spot's result."""
-    args: list[object] = []
-    for spot, result in spots.items():
-        args += [spot, result[column]]
-    return "CASE spot " + " ".join("WHEN ? THEN ?" for _ in spots) + " END", args
-
-
-def _limits_dict(limits: p.Limits) -> dict[str, int]:
-    return {"min": limits.min, "max": limits.max, "pair_min": limits.pair_min,
-            "pair_max": limits.pair_max, "round_max": limits.round_max}
+def _spots(text: str | None) -> dict[str, tuple[str, int, int]] | None:
+    if not text:
+        return None
+    return {spot: (r[0], r[1], r[2]) for spot, r in json.loads(text).items()}

@@ -4,10 +4,11 @@
 // through state.js) and the player's own frames (bet_accepted / bet_rejected /
 // bet_settled, and the balance they carry). Bets go through three stages here:
 //   draft    — chips placed on spots, not yet sent (undo, clear, rebet, double work here);
-//   pending  — sent as place_bet with a fresh bet_id, no answer yet. If the socket drops,
-//              they are sent again after the next welcome with the SAME bet_id, so the
-//              server takes each once;
-//   confirmed — bet_accepted; shown on the spot until the next round opens.
+//   pending  — sent with a fresh bet_id, all of one Confirm in one slip (place_bets, a
+//              fresh slip_id: taken whole or not at all), no answer yet. If the socket
+//              drops, the slip is sent again after the next welcome with the SAME slip_id
+//              and bet_ids, so the server takes it once;
+//   confirmed — slip_accepted; shown on the spot until the next round opens.
 
 import { t, lang, onLangChange } from "./i18n.js";
 import { $, $$, h, money, signed, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
@@ -191,11 +192,14 @@ function onWelcome(msg, reconnect) {
   $("#table-name").textContent = st.name;
   buildChips();
 
-  // Bets sent before the drop: send again, same bet_id — the server takes each once.
+  // Slips sent before the drop: send again, same slip_id and bet_ids — taken once.
+  const slips = new Map();
   for (const p of bets.pending.values()) {
     p.resent = true;
-    conn.send({ type: "place_bet", bet_id: p.bet_id, round_id: p.round_id, spot: p.spot, amount: p.amount });
+    if (!slips.has(p.slip_id)) slips.set(p.slip_id, []);
+    slips.get(p.slip_id).push(p);
   }
+  for (const [slipId, ps] of slips) sendSlip(slipId, ps);
 
   catchUpHead = msg.seq;
   if (reconnect) openResumeWindow(msg.resumed);
@@ -250,8 +254,27 @@ function onTableEvent(ev) {
   render();
 }
 
+function sendSlip(slipId, ps) {
+  conn.send({ type: "place_bets", slip_id: slipId, round_id: ps[0].round_id,
+    bets: ps.map((p) => ({ bet_id: p.bet_id, spot: p.spot, amount: p.amount })) });
+}
+
 function onPrivate(msg) {
   switch (msg.type) {
+    case "slip_accepted":  // each bet of the slip, as its own acceptance
+      for (const b of msg.bets) {
+        onPrivate({ type: "bet_accepted", bet_id: b.bet_id, round_id: msg.round_id, spot: b.spot,
+          amount: b.amount, deducted: b.deducted, balance: msg.balance });
+      }
+      return;
+    case "slip_rejected": {  // the whole slip: none of its bets was taken
+      const mine = [...bets.pending.values()].filter((p) => p.slip_id === msg.slip_id);
+      for (const p of mine) bets.pending.delete(p.bet_id);
+      const p = mine.find((x) => x.bet_id === msg.bet_id);
+      const what = p ? `${spotName(p.spot)} ${money(p.amount)}: ` : "";
+      showError(what + rejectText(msg.code, msg.message, p));
+      break;
+    }
     case "bet_accepted": {
       const p = bets.pending.get(msg.bet_id);
       bets.pending.delete(msg.bet_id);
@@ -523,11 +546,11 @@ function confirmBets() {
     const min = isPairSpot(spot) ? lim.pair_min : lim.min;
     if (amount < min) { warn(t("warn.min", { spot: spotName(spot), min: money(min) })); return; }
   }
-  for (const [spot, amount] of entries) {
-    const p = { bet_id: newBetId(), round_id: st.round_id, spot, amount };
-    bets.pending.set(p.bet_id, p);
-    conn.send({ type: "place_bet", ...p });
-  }
+  const slipId = newBetId();
+  const ps = entries.map(([spot, amount]) => (
+    { bet_id: newBetId(), slip_id: slipId, round_id: st.round_id, spot, amount }));
+  for (const p of ps) bets.pending.set(p.bet_id, p);
+  sendSlip(slipId, ps);
   bets.draft = {};
   bets.history = [];
   announce(t("announce.sent"));

@@ -7,6 +7,7 @@ what the rules pay, no more, no less.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -34,6 +35,9 @@ def test_lobby_join_bet_watch_reveal_and_payout(
     server: Server, page: Page, page_errors: list[str]
 ) -> None:
     table = auto_table(server)
+    sent: list[str] = []  # what the page sends on its websockets
+    page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(
+        payload if isinstance(payload, str) else payload.decode())))
     page.goto(server.url)
     card = page.get_by_test_id(f"lobby-table-{table}")
     expect(card).to_be_visible()
@@ -67,6 +71,12 @@ def test_lobby_join_bet_watch_reveal_and_payout(
     tp.confirm(bets)
     taken = sum(deducted(x.spot, x.amount) for x in bets)
     expect(page.get_by_test_id("balance")).to_have_attribute("data-value", str(start - taken))
+    # The Confirm went as one bet slip (DESIGN §6), holding both bets.
+    frames = [json.loads(f) for f in sent]
+    slips = [f for f in frames if f.get("type") == "place_bets"]
+    assert len(slips) == 1 and not [f for f in frames if f.get("type") == "place_bet"], frames
+    assert sorted((b["spot"], b["amount"]) for b in slips[0]["bets"]) == sorted(
+        (x.spot, x.amount) for x in bets)
 
     # Face-down cards as they are dealt, then the reveal P1 … P5, Banker.
     expect(page.get_by_test_id("hand-BANKER")).to_have_attribute("data-dealt", "2", timeout=30_000)

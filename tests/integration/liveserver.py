@@ -290,6 +290,14 @@ class WireClient:
         return await self.expect(lambda f: f.get("type") in ("bet_accepted", "bet_rejected")
                                  and f.get("bet_id") == bet_id, timeout=10)
 
+    async def slip(self, slip_id: str, round_id: str,
+                   bets: list[tuple[str, str, int]]) -> Frame:
+        """Send a bet slip; return its answer (slip_accepted or slip_rejected)."""
+        await self.send({"type": "place_bets", "slip_id": slip_id, "round_id": round_id,
+                         "bets": [{"bet_id": b, "spot": s, "amount": a} for b, s, a in bets]})
+        return await self.expect(lambda f: f.get("type") in ("slip_accepted", "slip_rejected")
+                                 and f.get("slip_id") == slip_id, timeout=10)
+
     async def command(self, cmd: str, **fields: Any) -> Frame:
         """A dealer command; its answer (ack or error)."""
         await self.send({"type": cmd, **fields})

@@ -30,7 +30,9 @@ from redis.crc import key_slot
 from redis.exceptions import ResponseError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 
+import test_store_contract as contract
 from redis_util import RedisServer, start_redis
 
 from livetable import protocol as p
@@ -51,6 +53,7 @@ from livetable.store.redis import (
     AmountOverflow,
     FencedOut,
     RedisStore,
+    _lua,
     lease_token_key,
 )
 
@@ -253,9 +256,11 @@ async def test_two_hundred_bets_racing_the_close_are_each_held_or_refused(
         await gateway.load_scripts()
         await asyncio.gather(*(gateway.redis.ping() for _ in range(8)))  # connections ready
 
+    # Each bet reached its gateway after the dealer's close (T0 + 100): whether it is taken
+    # depends only on whether its script runs before the close step's.
     async def place(n: int) -> p.BetAccepted | p.BetRejected:
         await asyncio.sleep(rng.uniform(0, 0.005))
-        return await gateways[n % 4].place_bet(requests[n], T0 + 50)
+        return await gateways[n % 4].place_bet(requests[n], T0 + 150)
 
     async def closing() -> list[Any]:
         await asyncio.sleep(0.0025)
@@ -284,7 +289,7 @@ async def test_two_hundred_bets_racing_the_close_are_each_held_or_refused(
         assert await balance(store, pid) == 1_000 - sum(a.deducted for a in mine) >= 0
         entries, _ = await store.bet_record(pid, 200, None)
         assert sorted(e.bet_id for e in entries) == sorted(a.bet_id for a in mine)
-    late = await store.place_bet(bet("p0", "late"), T0 + 60)
+    late = await store.place_bet(bet("p0", "late"), T0 + 160)
     assert isinstance(late, p.BetRejected) and late.code == "betting_closed"
     assert (await store.audit()).ok
 
@@ -341,7 +346,7 @@ async def test_a_fenced_out_engine_writes_nothing(store: RedisStore) -> None:
     assert await store.load_table(TABLE) == b"s1"
     assert await store.events_after(TABLE, 1, 1, 100) == []
     view = await store.round_view(R1)
-    assert view is not None and view["state"] == "betting"
+    assert view is not None and view.state == "betting"
     assert (await balance(store, "alice"), await held(store)) == (800, 200)
 
     await store.redis.delete(lease_token_key(TABLE))  # the lease lapsed: still not ours
@@ -374,7 +379,7 @@ async def test_a_step_that_cannot_settle_writes_nothing(store: RedisStore) -> No
     assert await store.load_table(TABLE) == b"s1"
     assert await store.events_after(TABLE, 1, 1, 100) == []
     view = await store.round_view(R1)
-    assert view is not None and view["state"] == "betting"  # the close was not applied either
+    assert view is not None and view.state == "betting"  # the close was not applied either
     assert (await balance(store, "alice"), await held(store)) == (800, 200)
     assert (await store.audit()).ok
 
@@ -535,14 +540,12 @@ async def test_a_round_does_not_open_on_a_taken_escrow_account(store: RedisStore
 
 
 async def test_no_lua_transfer_from_an_account_to_itself(store: RedisStore) -> None:
-    from livetable.store.redis import _LEDGER_LUA
-
     await store.ensure_player("alice", "Alice", 1_000, T0)
     journal = await store.redis.xlen(store.keys.money[4])
     with pytest.raises(ResponseError, match="SAME_ACCOUNT"):
         await store.redis.eval(
-            _LEDGER_LUA + "transfer('t-self', 'alice', 'alice', 100, 'bet', 'r', 0)",
-            5, *store.keys.money)
+            _lua("ledger") + "\ntransfer('t-self', 'alice', 'alice', 100, 'bet', 'r', 0)",
+            len(store.keys.money), *store.keys.money)
     assert await store.redis.xlen(store.keys.money[4]) == journal
     assert await balance(store, "alice") == 1_000
     assert (await store.audit()).ok
@@ -554,3 +557,27 @@ async def test_a_cluster_client_is_refused_up_front() -> None:
     with pytest.raises(TypeError, match="cluster"):
         RedisStore(cluster)
     await cluster.aclose()
+
+
+async def test_a_crash_in_the_middle_of_a_chunked_settlement(redis_server: RedisServer) -> None:
+    # A process restart: the store's client and its pool are gone, a new one continues.
+    async def reopen(old: Store) -> Store:
+        await old.close()
+        return RedisStore.from_url(redis_server.url, prefix="crash")
+
+    store = await contract.crash_in_the_middle_of_a_settlement(
+        RedisStore.from_url(redis_server.url, prefix="crash"), reopen)
+    await store.close()
+
+
+async def test_a_ledger_transfer_is_applied_once_by_id(store: RedisStore) -> None:
+    # As SQLite's transfers table (its primary key): the same id moves money once.
+    await store.ensure_player("alice", "Alice", 1_000, T0)
+    k = store.keys
+    script = store.redis.register_script(
+        _lua("ledger") + "\nreturn {transfer(ARGV[1], 'house', 'alice', 5, 'test', 'x', 0)}")
+    await script(keys=k.money, args=["t-1"])
+    await script(keys=k.money, args=["t-1"])
+    assert (await store.player("alice")) == p.PlayerView(id="alice", name="Alice", balance=1_005)
+    assert await store.redis.xlen(k.journal) == 2  # the opening deposit and t-1, once
+    assert (await store.audit()).ok

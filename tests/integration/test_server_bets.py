@@ -123,3 +123,37 @@ async def test_the_same_bet_id_after_a_reconnect_is_taken_once(
     record = auto_server.get("/api/bets", token).json()["bets"]
     assert sorted(e["bet_id"] for e in record) == sorted([bet_id, pair["bet_id"]])
     assert [e["deducted"] for e in record if e["bet_id"] == bet_id] == [deducted("P3", 100)]
+
+
+async def test_a_bet_slip_is_taken_whole_or_not_at_all(auto_server: LiveServer) -> None:
+    token, player = auto_server.guest()
+    start = player["balance"]
+    client = await WireClient.connect(auto_server.ws, "slip")
+    slip_id = f"slip-{uuid.uuid4().hex}"
+    try:
+        welcome = await client.hello(token)
+        opened = await client.expect(lambda f: f.get("type") == "round_opened"
+                                     and f["seq"] > welcome["seq"])
+        round_id = opened["round_id"]
+        # one bet of three below the minimum: the slip is refused, nothing is taken
+        refused = await client.slip(slip_id, round_id, [("s-a", "P1", 100), ("s-b", "P2", 1),
+                                                        ("s-c", "P2_PAIR", 10)])
+        assert refused == {"type": "slip_rejected", "slip_id": slip_id, "code": "below_min",
+                           "bet_id": "s-b", "message": refused["message"]}
+        bets = [("s-a", "P1", 100), ("s-b", "P2", 50), ("s-c", "P2_PAIR", 10)]
+        taken = await client.slip(slip_id, round_id, bets)
+        assert taken == {
+            "type": "slip_accepted", "slip_id": slip_id, "round_id": round_id,
+            "bets": [{"bet_id": "s-a", "spot": "P1", "amount": 100, "deducted": 200},
+                     {"bet_id": "s-b", "spot": "P2", "amount": 50, "deducted": 100},
+                     {"bet_id": "s-c", "spot": "P2_PAIR", "amount": 10, "deducted": 10}],
+            "deducted": 310, "balance": start - 310}
+        assert await client.slip(slip_id, round_id, bets) == taken  # a retry: once
+        other = await client.slip(slip_id, round_id, bets[:1])
+        assert other["code"] == "duplicate_slip_id"
+        for bet_id in ("s-a", "s-b", "s-c"):
+            await client.expect("bet_settled", bet_id=bet_id)
+    finally:
+        await client.close()
+    record = auto_server.get("/api/bets", token).json()["bets"]
+    assert sorted(e["bet_id"] for e in record) == ["s-a", "s-b", "s-c"]

@@ -128,6 +128,9 @@ class SimConfig:
     audit_every: int = 500
     #: Every this many rounds, also read back each player's settlements and Bet Record.
     deep_every: int = 10
+    #: Per settlement chunk after a round's first: the process dies before it (the store is
+    #: reopened; the next chunk is the new runner's).
+    settle_crash_rate: float = 0.2
 
 
 @dataclass
@@ -142,6 +145,8 @@ class Stats:
     events: int = 0
     crashes: int = 0
     lost_steps: int = 0
+    chunks: int = 0  # settlement chunks after the settling step's own
+    settle_crashes: int = 0
     recovered_settled: int = 0
     pauses: int = 0
     impossible_cards: int = 0
@@ -165,7 +170,8 @@ class Stats:
             f"in {self.seconds:.1f} s ({self.cpu_seconds:.1f} s CPU); {self.steps} steps, "
             f"{self.events} events; "
             f"{self.crashes} crashes ({self.lost_steps} lost steps, {self.recovered_settled} "
-            f"rounds settled after a crash); {self.pauses} pauses, {self.impossible_cards} "
+            f"rounds settled after a crash, {self.settle_crashes} in the middle of a chunked "
+            f"settlement of {self.chunks} chunks); {self.pauses} pauses, {self.impossible_cards} "
             f"impossible cards, {self.cut_cards} cut cards, {self.refused_commands} refused "
             f"commands; {self.bets_accepted} bets accepted, {self.retries} retries answered "
             f"identically, {self.deposits} deposits, {self.audits} audits; rejected: {codes}"
@@ -235,7 +241,7 @@ class Ledger:
             return "unknown_round"
         if r.status == "paused":
             return "paused"
-        if r.status != "betting" or r.closes_at is None or now >= r.closes_at:
+        if r.status not in ("betting", "closed") or r.closes_at is None or now >= r.closes_at:
             return "betting_closed"
         low, high = spot_limits(r.limits, bet.spot)
         if bet.amount < low:
@@ -384,7 +390,25 @@ class Simulation:
         settled = await self.store.commit_step(self.cfg.table, self.engine.to_bytes(), frames,
                                                step.effects, self.now)
         self.stats.steps += 1
+        if any(isinstance(e, SettleRound | CancelRound) for e in step.effects):
+            settled += await self._settle_rest()
         await self._committed(step, frames, settled)
+
+    async def _settle_rest(self) -> list[Settled]:
+        """The round's bets past the settling step's chunk, chunk by chunk as the runner's
+        settlement task takes them — with the process dying between two chunks now and
+        then (the next process goes on from what the store kept)."""
+        settled: list[Settled] = []
+        while True:
+            if self.rng.random() < self.cfg.settle_crash_rate:
+                self.stats.settle_crashes += 1
+                if self.reopen is not None:
+                    self.store = await self.reopen(self.store)
+            chunk, more = await self.store.settle_pending(self.cfg.table, self.now)
+            self.stats.chunks += bool(chunk)
+            settled += chunk
+            if not more:
+                return settled
 
     async def _crash(self) -> None:
         self.stats.crashes += 1
@@ -470,7 +494,12 @@ class Simulation:
             elif isinstance(effect, SetBetting):
                 r = self.model.rounds[effect.round_id]
                 if not r.ended:
-                    r.status, r.closes_at = effect.status, effect.closes_at
+                    # a closed round keeps its deadline (a dealer's early close moves it
+                    # to the close): bets that arrived in time are still taken
+                    r.closes_at = (effect.closes_at if effect.status != "closed"
+                                   else None if r.closes_at is None
+                                   else min(r.closes_at, self.now))
+                    r.status = effect.status
             elif isinstance(effect, SettleRound):
                 announced = [ev for ev in step.events if isinstance(ev, p.RoundSettled)
                              and ev.round_id == effect.round_id]
@@ -547,9 +576,9 @@ class Simulation:
         self.check(effect.cards == hands, "the settled cards are not the revealed cards")
         # Independently of the engine: the cards the store keeps for the round, by the rules.
         view = await self.store.round_view(effect.round_id)
-        self.check(view is not None and view["state"] == "settled", f"round_view {view}")
+        self.check(view is not None and view.state == "settled", f"round_view {view}")
         assert view is not None
-        self.check(view["cards"] == hands, f"stored cards {view['cards']} ≠ revealed {hands}")
+        self.check(view.cards == hands, f"stored cards {view.cards} ≠ revealed {hands}")
         stored = {Position(k): hand_of(parse_cards(" ".join(v))) for k, v in hands.items()}
         self.last_cards = hands
         spots = settle_round(stored)
@@ -572,7 +601,7 @@ class Simulation:
         self.stats.cancelled += 1
         self.hands.pop(effect.round_id, None)
         view = await self.store.round_view(effect.round_id)
-        self.check(view is not None and view["state"] == "cancelled", f"round_view {view}")
+        self.check(view is not None and view.state == "cancelled", f"round_view {view}")
         expected: dict[tuple[str, str], tuple[str, int, int]] = {}
         for b in r.bets:
             expected[(b.player, b.bet_id)] = ("refund", 0, b.deducted)

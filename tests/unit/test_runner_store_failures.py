@@ -89,7 +89,7 @@ async def test_failed_commits_lose_no_step(tmp_path: Path) -> None:
     logged = await store.events_after(TABLE, batches[0].epoch, 0, 10_000)
     assert logged is not None and len(logged) == head  # every event once, no hole
     view = await store.round_view(opened.round_id)
-    assert view is not None and view["state"] == "settled"
+    assert view is not None and view.state == "settled"
     record, _ = await store.bet_record("p1", 10, None)
     assert [(e.bet_id, e.state) for e in record] == [("b1", "settled")]
     report = await store.audit()

@@ -15,7 +15,9 @@ money expected back is written out from DESIGN §1 (and cross-checked with
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -33,7 +35,7 @@ from livetable.rules import (
     settle_round,
 )
 from livetable.rules.fairness import ShoeRecord, ShoeRound
-from livetable.store import REJECTIONS, BetRequest, SQLiteStore, Store
+from livetable.store import REJECTIONS, BetRequest, Rejection, SlipRequest, SQLiteStore, Store
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import DEFAULT_EVENT_RETENTION
 
@@ -221,6 +223,24 @@ async def test_betting_closed_by_the_callers_clock(table: Store) -> None:
 async def test_betting_closed_after_set_betting_closed(table: Store) -> None:
     await commit(table, betting("closed"))
     await rejected(table, bet("alice", "b1", "P1", 100), "betting_closed", now=T0 + 2)
+
+
+async def test_a_bet_that_arrived_in_time_is_taken_after_the_close_step(table: Store) -> None:
+    # Judged by when it reached the gateway: a busy server may store the close (at
+    # closes_at plus the grace) before it gets to a bet that arrived before closes_at.
+    await commit(table, betting("closed"), now=CLOSES + 1_000)
+    await accepted(table, bet("alice", "b1", "P1", 100), now=CLOSES - 1)
+    await rejected(table, bet("alice", "b2", "P1", 100), "betting_closed", now=CLOSES)
+    # until the round starts settling: then it is too late, even for an on-time bet
+    settled = await commit(table, settle_effect(R1, ROUND_A), now=CLOSES + 5_000)
+    assert [s.message.bet_id for s in settled] == ["b1"]
+    await rejected(table, bet("alice", "b3", "P1", 100), "betting_closed", now=CLOSES - 1)
+
+
+async def test_a_dealers_early_close_is_the_deadline(table: Store) -> None:
+    await commit(table, betting("closed"), now=T0 + 5_000)
+    await accepted(table, bet("alice", "b1", "P1", 100), now=T0 + 4_999)
+    await rejected(table, bet("alice", "b2", "P1", 100), "betting_closed", now=T0 + 5_000)
 
 
 async def test_betting_closed_after_the_round_ended(table: Store) -> None:
@@ -413,10 +433,10 @@ async def test_settlement_is_exact_and_paid_once(table: Store) -> None:
 
     view = await table.round_view(R1)
     assert view is not None
-    assert view["state"] == "settled"
-    assert view["cards"] == {pos: text.split() for pos, text in ROUND_A.items()}
-    spots = view["spots"]
-    assert isinstance(spots, dict)
+    assert view.state == "settled"
+    assert view.cards == {pos: text.split() for pos, text in ROUND_A.items()}
+    spots = view.spots
+    assert spots is not None
     assert {k: list(v) for k, v in spots.items()} == {
         k: list(v) for k, v in settle_effect(R1, ROUND_A).spots.items()}
 
@@ -469,7 +489,7 @@ async def test_cancel_refunds_stake_and_withholding(
     assert await commit(table, settle_effect(R1, ROUND_A)) == []
     assert await balance(table, "alice") == 10_000
     view = await table.round_view(R1)
-    assert view is not None and (view["state"], view["reason"]) == ("cancelled", "camera down")
+    assert view is not None and (view.state, view.reason) == ("cancelled", "camera down")
     entries, _ = await table.bet_record("alice", 10, None)
     assert [(e.bet_id, e.state, e.outcome, e.returned, e.net, e.balance_after)
             for e in entries] == [("b2", "refunded", "refund", 50, 0, 10_000),
@@ -543,8 +563,8 @@ async def test_round_view(table: Store) -> None:
     assert await table.round_view("t1.9.9") is None
     view = await table.round_view(R1)
     assert view is not None
-    assert (view["round_id"], view["table"], view["shoe_id"], view["round_no"], view["state"],
-            view["cards"]) == (R1, TABLE, "t1.1", 1, "betting", None)
+    assert (view.round_id, view.table, view.shoe_id, view.round_no, view.state,
+            view.cards) == (R1, TABLE, "t1.1", 1, "betting", None)
 
 
 # --- the event log ------------------------------------------------------------------------------
@@ -735,3 +755,295 @@ async def test_a_shoe_is_kept_once_revealed_with_its_rounds(store: Store) -> Non
     assert await store.shoe_view("t1.1") == expected
     assert await store.shoe_view("t1.2") is None
     assert await store.shoe_view("t9") is None
+
+# --- bet slips (DESIGN §6) ----------------------------------------------------------------------
+
+
+def slip(player: str, slip_id: str | None, *bets: tuple[str, str, int],
+         round_id: str = R1) -> SlipRequest:
+    return SlipRequest(player_id=player, table=TABLE, slip_id=slip_id, round_id=round_id,
+                       bets=tuple(p.SlipBet(bet_id=b, spot=s, amount=a) for b, s, a in bets))
+
+
+async def test_a_slip_is_taken_whole(table: Store) -> None:
+    answer = await table.place_slip(
+        slip("alice", "s1", ("b1", "P1", 100), ("b2", "P1_PAIR", 10), ("b3", "P1", 50)),
+        T0 + 1)
+    assert answer == p.SlipAccepted(
+        slip_id="s1", round_id=R1, deducted=200 + 10 + 100, balance=10_000 - 310,
+        bets=[p.SlipBetAccepted(bet_id="b1", spot="P1", amount=100, deducted=200),
+              p.SlipBetAccepted(bet_id="b2", spot="P1_PAIR", amount=10, deducted=10),
+              p.SlipBetAccepted(bet_id="b3", spot="P1", amount=50, deducted=100)])
+    assert await balance(table, "alice") == 9_690
+    entries, _ = await table.bet_record("alice", 50, None)
+    assert [(e.bet_id, e.deducted, e.state) for e in entries] == [
+        ("b3", 100, "accepted"), ("b2", 10, "accepted"), ("b1", 200, "accepted")]
+    report = await table.audit()
+    assert report.ok, report.problems
+    # settled like any bets: the slip's bets, each once
+    settled = await commit(table, settle_effect(R1, ROUND_A))
+    assert sorted((s.message.bet_id, s.message.returned) for s in settled) == [
+        ("b1", 300), ("b2", 0), ("b3", 150)]
+    assert await balance(table, "alice") == 9_690 + 450
+
+
+# A slip whose one bet cannot be taken: (slip, the code, the bet that failed).
+BAD_SLIPS: list[tuple[SlipRequest, str, str | None]] = [
+    (slip("alice", "s", ("b1", "P1", 100), ("b2", "P2", 10)), "below_min", "b2"),
+    (slip("alice", "s", ("b1", "P1", 300), ("b2", "P1", 300)), "above_max", "b2"),
+    (slip("alice", "s", ("b1", "P1", 500), ("b2", "P2", 500), ("b3", "P3", 100)),
+     "round_limit", "b3"),
+    (slip("alice", "s", ("b1", "P1", 100), ("b2", "P6", 100)), "bad_spot", "b2"),
+    (slip("alice", "s", ("b1", "P1", 100), ("b2", "P2", 0)), "bad_amount", "b2"),
+    (slip("alice", "s", ("b1", "P1", 100), ("b1", "P2", 100)), "duplicate_bet_id", "b1"),
+    (slip("alice", "s", ("b1", "P1", 100), ("", "P2", 100)), "bad_bet_id", ""),
+    (slip("bob", "s", ("b1", "P1", 400), ("b2", "P2", 100)), "insufficient_funds", None),
+    (slip("alice", "", ("b1", "P1", 100)), "bad_slip_id", None),
+    (slip("alice", "s"), "bad_slip", None),
+    (slip("alice", "s", *((f"b{n}", "P1", 20) for n in range(21))), "bad_slip", None),
+    (slip("alice", "s", ("b1", "P1", 100), round_id="t1.9.9"), "unknown_round", None),
+    (slip("nobody", "s", ("b1", "P1", 100)), "not_a_player", None),
+]
+
+
+@pytest.mark.parametrize(("request_", "code", "bet_id"), BAD_SLIPS,
+                         ids=[f"{c}-{n}" for n, (_, c, _) in enumerate(BAD_SLIPS)])
+async def test_one_bad_bet_rejects_the_whole_slip_and_nothing_is_deducted(
+        table: Store, request_: SlipRequest, code: str, bet_id: str | None) -> None:
+    before = await ledger_view(table, ["alice", "bob"])
+    answer = await table.place_slip(request_, T0 + 1)
+    assert isinstance(answer, Rejection), answer
+    assert (answer.code, answer.bet_id) == (code, bet_id)
+    assert answer.message.startswith(REJECTIONS[code])
+    assert await ledger_view(table, ["alice", "bob"]) == before
+    # the refused slip's ids are free again
+    if code not in ("bad_slip_id", "bad_slip", "unknown_round", "not_a_player"):
+        fine = slip(request_.player_id, "s", ("b1", "P1", 20))
+        assert isinstance(await table.place_slip(fine, T0 + 1), p.SlipAccepted)
+
+
+async def test_a_slip_after_the_close_is_refused_whole(table: Store) -> None:
+    late = slip("alice", "s1", ("b1", "P1", 100), ("b2", "P2", 100))
+    answer = await table.place_slip(late, CLOSES)
+    assert isinstance(answer, Rejection) and answer.code == "betting_closed"
+    assert await balance(table, "alice") == 10_000
+
+
+async def test_the_same_slip_twice_is_taken_once_and_answered_identically(table: Store) -> None:
+    s1 = slip("alice", "s1", ("b1", "P1", 100), ("b2", "P2", 100))
+    first = await table.place_slip(s1, T0 + 1)
+    assert isinstance(first, p.SlipAccepted) and first.balance == 9_600
+    await accepted(table, bet("alice", "b9", "P3", 100))  # the balance moves on
+    assert await table.place_slip(s1, T0 + 2) == first
+    assert await table.place_slip(s1, CLOSES + 1) == first  # a retry after the close too
+    assert await balance(table, "alice") == 9_400
+    # bob may use the same slip id: slip ids are per player
+    bobs = await table.place_slip(slip("bob", "s1", ("b1", "P1", 100)), T0 + 3)
+    assert isinstance(bobs, p.SlipAccepted) and bobs.balance == 799
+    assert (await table.audit()).ok
+
+
+@pytest.mark.parametrize("other", [
+    slip("alice", "s1", ("b1", "P1", 100), ("b2", "P2", 200)),   # another amount
+    slip("alice", "s1", ("b1", "P1", 100)),                      # fewer bets
+    slip("alice", "s1", ("b2", "P2", 100), ("b1", "P1", 100)),   # another order
+    slip("alice", "s1", ("b1", "P1", 100), ("b2", "P2", 100), round_id=R2),
+], ids=["amount", "fewer", "order", "round"])
+async def test_the_same_slip_id_for_another_slip_is_refused(
+        table: Store, other: SlipRequest) -> None:
+    await open_round(table, R2)
+    first = await table.place_slip(slip("alice", "s1", ("b1", "P1", 100), ("b2", "P2", 100)),
+                                   T0 + 1)
+    assert isinstance(first, p.SlipAccepted)
+    before = await ledger_view(table, ["alice", "bob"])
+    answer = await table.place_slip(other, T0 + 2)
+    assert isinstance(answer, Rejection)
+    assert (answer.code, answer.bet_id) == ("duplicate_slip_id", None)
+    assert await ledger_view(table, ["alice", "bob"]) == before
+
+
+async def test_a_bet_id_of_an_earlier_slip_is_refused_in_a_new_slip(table: Store) -> None:
+    assert isinstance(await table.place_slip(slip("alice", "s1", ("b1", "P1", 100)), T0 + 1),
+                      p.SlipAccepted)
+    answer = await table.place_slip(slip("alice", "s2", ("b0", "P2", 20), ("b1", "P1", 100)),
+                                    T0 + 2)
+    assert isinstance(answer, Rejection)
+    assert (answer.code, answer.bet_id) == ("duplicate_bet_id", "b1")
+    # place_bet of a bet taken in a slip: its first answer (a slip of one, by bet id)
+    again = await table.place_bet(bet("alice", "b1", "P1", 100), T0 + 3)
+    assert again == p.BetAccepted(bet_id="b1", round_id=R1, spot="P1", amount=100,
+                                  deducted=200, balance=9_800)
+
+
+# --- settlement in chunks -------------------------------------------------------------------------
+
+
+async def _many_bets(table: Store, count: int) -> dict[str, int]:
+    """``count`` bets of 20 from three players across the spots; returns each one's stake."""
+    await table.ensure_player("carol", "Carol", 10_000, T0)
+    stakes: dict[str, int] = {}
+    spots = ["P1", "P2", "P3", "P4", "P5"]
+    for n in range(count):
+        pid = ["alice", "carol", "bob"][n % 3]
+        answer = await table.place_bet(bet(pid, f"m{n}", spots[n % 5], 20), T0 + 1)
+        assert isinstance(answer, p.BetAccepted), answer
+        stakes[f"m{n}"] = answer.deducted
+    return stakes
+
+
+@pytest.mark.parametrize("end", ["settle", "cancel"])
+async def test_a_round_settles_in_chunks_each_bet_once(table: Store, end: str) -> None:
+    table.settle_chunk = 4  # type: ignore[attr-defined]  # both stores have it
+    await _many_bets(table, 15)
+    before = {pid: await balance(table, pid) for pid in ("alice", "bob", "carol")}
+    effect = settle_effect(R1, ROUND_A) if end == "settle" else cancel()
+    messages = await commit(table, effect, now=T0 + 20_000)
+    assert len(messages) == 5
+    view = await table.round_view(R1)
+    assert view is not None and view.state == ("settling" if end == "settle" else "refunding")
+    assert (await table.audit()).ok  # mid-way: the hold still holds the rest
+    # the round's second step (a retry) settles nothing more
+    assert await commit(table, effect, now=T0 + 20_000) == []
+    chunks = [len(messages)]
+    while True:
+        chunk, more = await table.settle_pending(TABLE, T0 + 21_000)
+        chunks.append(len(chunk))
+        messages += chunk
+        if not more:
+            break
+    # whole players per chunk: one chunk per player here (each has 5 bets, over 4)
+    assert chunks == [5, 5, 5]
+    assert [len({m.player_id for m in c}) for c in _chunks(messages, chunks)] == [1, 1, 1]
+    assert await table.settle_pending(TABLE, T0 + 22_000) == ([], False)
+    ids = [m.message.bet_id for m in messages]
+    assert sorted(ids) == sorted(f"m{n}" for n in range(15)) and len(set(ids)) == 15
+    view = await table.round_view(R1)
+    assert view is not None and view.state == ("settled" if end == "settle" else "cancelled")
+    report = await table.audit()
+    assert report.ok, report.problems
+    # every player's last bet_settled holds their balance after the round
+    for pid in ("alice", "bob", "carol"):
+        mine = [m.message for m in messages if m.player_id == pid]
+        assert mine[-1].balance == await balance(table, pid)
+        assert await balance(table, pid) == before[pid] + sum(m.returned for m in mine)
+
+
+def _chunks(messages: list[Any], sizes: list[int]) -> list[list[Any]]:
+    out, start = [], 0
+    for size in sizes:
+        out.append(messages[start:start + size])
+        start += size
+    return out
+
+
+async def test_a_chunk_holds_whole_players_one_payout_each(table: Store) -> None:
+    table.settle_chunk = 4  # type: ignore[attr-defined]  # both stores have it
+    for n in range(6):
+        await table.ensure_player(f"q{n}", f"Q{n}", 10_000, T0)
+    for k in range(12):  # two bets each, taken in turn
+        await accepted(table, bet(f"q{k % 6}", f"q{k}", "P1", 20))
+    messages = await commit(table, settle_effect(R1, ROUND_A), now=T0 + 20_000)
+    chunks = [len(messages)]
+    more = True
+    while more:
+        chunk, more = await table.settle_pending(TABLE, T0 + 21_000)
+        chunks.append(len(chunk))
+        messages += chunk
+    assert chunks == [4, 4, 4]
+    for c in _chunks(messages, chunks):
+        players = [m.player_id for m in c]
+        assert players == sorted(players, key=players.index) and len(set(players)) == 2
+    for n in range(6):  # P1 wins 1:1: 20 + 20 withheld + 20 won, per bet
+        mine = [m.message for m in messages if m.player_id == f"q{n}"]
+        assert [m.balance for m in mine] == [10_000 + 40, 10_000 + 40]
+    report = await table.audit()
+    assert report.ok, report.problems
+
+
+async def test_settle_pending_with_nothing_to_settle(table: Store) -> None:
+    assert await table.settle_pending(TABLE, T0) == ([], False)
+    assert await table.settle_pending("t9", T0) == ([], False)
+
+
+async def crash_in_the_middle_of_a_settlement(
+        store: Store, reopen: Callable[[Store], Awaitable[Store]]) -> Store:
+    """Settle 30 bets in chunks of 4; the process dies after the settling step and again
+    after the next chunk (``reopen`` closes the store and opens a new one on the same
+    data). Every bet settles exactly once, and the audit is clean, mid-way and at the end.
+    Returns the last store."""
+    store.settle_chunk = 4  # type: ignore[attr-defined]  # both stores have it
+    await store.ensure_player("alice", "Alice", 10_000, T0)
+    await store.ensure_player("bob", "Bob", 999, T0)
+    await open_round(store)
+    await _many_bets(store, 30)
+    before = {pid: await balance(store, pid) for pid in ("alice", "bob", "carol")}
+    messages = await commit(store, settle_effect(R1, ROUND_A), now=T0 + 20_000)
+    store = await reopen(store)
+    store.settle_chunk = 4  # type: ignore[attr-defined]
+    chunk, more = await store.settle_pending(TABLE, T0 + 21_000)
+    messages += chunk
+    assert more and (await store.audit()).ok
+    store = await reopen(store)
+    store.settle_chunk = 4  # type: ignore[attr-defined]
+    # the new process retries the settling step it cannot know was stored: nothing more
+    assert await commit(store, settle_effect(R1, ROUND_A), now=T0 + 22_000) == []
+    while more:
+        chunk, more = await store.settle_pending(TABLE, T0 + 22_000)
+        messages += chunk
+    ids = [m.message.bet_id for m in messages]
+    assert sorted(ids) == sorted(f"m{n}" for n in range(30)), ids
+    entries = {pid: (await store.bet_record(pid, 200, None))[0]
+               for pid in ("alice", "bob", "carol")}
+    assert all(e.state == "settled" for es in entries.values() for e in es)
+    for pid in ("alice", "bob", "carol"):
+        returned = sum(m.message.returned for m in messages if m.player_id == pid)
+        assert await balance(store, pid) == before[pid] + returned
+    view = await store.round_view(R1)
+    assert view is not None and view.state == "settled"
+    report = await store.audit()
+    assert report.ok, report.problems
+    return store
+
+
+async def test_a_crash_in_the_middle_of_a_chunked_settlement_sqlite(tmp_path: Path) -> None:
+    path = tmp_path / "livetable.db"
+
+    async def reopen(old: Store) -> Store:
+        await old.close()
+        return SQLiteStore(path)
+
+    store = await crash_in_the_middle_of_a_settlement(SQLiteStore(path), reopen)
+    await store.close()
+
+
+async def test_a_chunk_that_fails_half_way_writes_nothing_sqlite(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The transaction of a chunk is all or nothing: a failure after its first transfer
+    # (a full disk, a crash) leaves every bet of the chunk open, to settle once later.
+    store = SQLiteStore(":memory:", settle_chunk=4)
+    await store.ensure_player("alice", "Alice", 10_000, T0)
+    await store.ensure_player("bob", "Bob", 999, T0)
+    await open_round(store)
+    await _many_bets(store, 10)
+    first = await commit(store, settle_effect(R1, ROUND_A), now=T0 + 20_000)
+    real = store._transfer
+
+    def failing(tid: str, *args: Any) -> bool:
+        if tid.startswith("payout:"):
+            raise sqlite3.OperationalError("disk I/O error")
+        return real(tid, *args)
+
+    monkeypatch.setattr(store, "_transfer", failing)
+    before = await store.audit()
+    with pytest.raises(sqlite3.OperationalError):
+        await store.settle_pending(TABLE, T0 + 21_000)
+    assert await store.audit() == before
+    monkeypatch.undo()
+    rest: list[Any] = []
+    more = True
+    while more:
+        chunk, more = await store.settle_pending(TABLE, T0 + 22_000)
+        rest += chunk
+    assert sorted(m.message.bet_id for m in first + rest) == sorted(f"m{n}" for n in range(10))
+    assert (await store.audit()).ok
+    await store.close()
