@@ -315,7 +315,10 @@ class LivetableServe:
                 "--data-dir", str(self.data), "--log-level", "warning", *args]
         if profile_to is not None:  # the same, with cProfile switched by SIGUSR1 / SIGUSR2
             argv[1:3] = ["-m", "bench.serve_profiled", str(profile_to)]
-        env = {**_env_without_livetable(), **env}
+        # The load generator's thousands of clients come from three loopback addresses:
+        # lift the per-address connection cap (a protection against one host, not a
+        # capacity limit) so that every player connects.
+        env = {**_env_without_livetable(), "LIVETABLE_CONNECTIONS_PER_ADDRESS": "0", **env}
         self.env_secret = b""
         if redis_url:
             argv += ["--redis", redis_url]
