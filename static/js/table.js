@@ -33,6 +33,7 @@ const RESUME_WINDOW_MS = 2500;
 // by when it arrived, so this covers a slow network with room to spare.
 const AUTO_CONFIRM_MS = 1200;
 const WIN_SHOWN_MS = 6000;
+const WIN_SETTLE_MS = 300;
 const PREF_AUTO_CONFIRM = "livetable.autoConfirm";
 const PREF_SOUND = "livetable.sound";
 
@@ -58,8 +59,10 @@ const bets = {
   autoTried: null,          // the draft auto-confirm last tried (tried once each)
 };
 const prefs = { autoConfirm: readPref(PREF_AUTO_CONFIRM) === "1", sound: readPref(PREF_SOUND) === "on" };
-let winShown = null;        // round whose win was shown (and its sound played)
+let winShown = null;        // round whose result is on the felt
+let winChimed = null;       // round whose win was announced (and its sound played)
 let winTimer = null;
+let winDue = null;
 let audio = null;           // the AudioContext, made on the first user gesture that needs it
 // Another tab of the same player learns of balance changes this tab causes, and vice versa.
 const balanceChannel = "BroadcastChannel" in self ? new BroadcastChannel("livetable.balance") : null;
@@ -966,16 +969,19 @@ function renderPayout() {
   const total = $("#payout-total");
   total.textContent = t("payout.total", { returned: money(returned), net: signed(net) });
   total.className = `payout__total ${net > 0 ? "pos" : net < 0 ? "neg" : ""}`;
-  showWin(list, returned, net);
+  // The round's results come one frame per bet: show the sum once they have all come.
+  clearTimeout(winDue);
+  winDue = setTimeout(() => showWin(list, returned, net), WIN_SETTLE_MS);
 }
 
 // "You win 1,200" on the felt, where the player is looking (the payout panel is below the
 // fold on a laptop), with a chime when the sound is on. Shown once per round, for a while.
 function showWin(list, returned, net) {
   const round = list[0].round_id;
-  if (winShown === round) return;
+  const first = winShown !== round;
   winShown = round;
   const el = $("#win");
+  if (!first && el.dataset.returned === String(returned)) return;
   el.dataset.returned = String(returned);
   el.dataset.net = String(net);
   el.dataset.kind = net > 0 ? "win" : "other";
@@ -983,7 +989,8 @@ function showWin(list, returned, net) {
     ? h("strong", { class: "win__amount", text: t("win.you_win", { amount: money(returned) }) })
     : h("span", { text: t("win.returned", { amount: money(returned), net: signed(net) }) }));
   el.hidden = false;
-  if (net > 0) {
+  if (net > 0 && winChimed !== round) {
+    winChimed = round;
     announce(t("win.you_win", { amount: money(returned) }));
     if (prefs.sound) chime();
   }
@@ -993,6 +1000,7 @@ function showWin(list, returned, net) {
 
 function hideWin() {
   clearTimeout(winTimer);
+  clearTimeout(winDue);
   const el = $("#win");
   if (el) el.hidden = true;
 }
