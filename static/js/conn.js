@@ -188,7 +188,6 @@ export class Connection extends EventTarget {
   /** The connection is gone without a close: drop it, say so, and retry with backoff. */
   _lost(reason) {
     this._drop(reason);
-    this._emit("lost", { reason });
     this._scheduleRetry();
   }
 

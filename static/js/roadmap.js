@@ -91,5 +91,9 @@ export function roadmapLegend() {
     item({ outcome: "tie" }, "legend.tie"),
     item({ outcome: "legend", flush: true }, "legend.flush"),
     item({ outcome: "legend", pair: true }, "legend.pair"),
+    h("li", {}, h("span", { class: "roadmap__tally", "aria-hidden": "true" },
+      h("span", { class: "tally tally--win", text: "#" }), h("span", { class: "tally tally--lose", text: "#" }),
+      h("span", { class: "tally tally--tie", text: "#" })),
+    h("span", { "data-i18n": "legend.tally", text: t("legend.tally") })),
   );
 }

@@ -401,6 +401,7 @@ function onOtherTabBalance(m) {
 }
 
 function newRoundBets(roundId) {
+  closeDrafts();  // a round that ended unseen (say, while reconnecting) still says so
   if (Object.keys(bets.confirmed).length) bets.last = { ...bets.confirmed };
   bets.round_id = roundId;
   bets.confirmed = {};
@@ -992,7 +993,7 @@ function showWin(list, returned, net) {
   if (net > 0 && winChimed !== round) {
     winChimed = round;
     announce(t("win.you_win", { amount: money(returned) }));
-    if (prefs.sound) chime();
+    if (prefs.sound && !resumeWindow) chime();  // no fanfare for results caught up on
   }
   clearTimeout(winTimer);
   winTimer = setTimeout(() => { el.hidden = true; }, WIN_SHOWN_MS);

@@ -146,6 +146,7 @@ export default {
   "legend.tie": "Green circle: tie",
   "legend.flush": "Outer ring: flush",
   "legend.pair": "Yellow dot: pair",
+  "legend.tally": "Counts this shoe: Player wins · loses · ties",
 
   "keys.title": "Keyboard shortcuts",
   "keys.spot": "Move to a bet spot and place the selected chip on it",
