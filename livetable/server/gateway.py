@@ -237,6 +237,10 @@ class Gateway:
         if self.settings.heartbeat > 0 and self._heartbeat is None:
             self._heartbeat = asyncio.get_running_loop().create_task(self._heartbeats())
 
+    def _heartbeat_message(self) -> p.Heartbeat:
+        return p.Heartbeat(interval_ms=round(self.settings.heartbeat * 1000),
+                           server_time=now_ms())
+
     async def _heartbeats(self) -> None:
         """A heartbeat to every connection of a table that sent nothing for an interval.
 
@@ -244,7 +248,8 @@ class Gateway:
         its signal) looks open to both ends for minutes. A client that knows a frame comes
         at least every interval can tell within about two intervals that it is gone, and
         show it. Only quiet tables get them — a table dealing a round is heard anyway — and
-        one frame, framed once, serves every connection of the table.
+        one frame, framed once, serves every connection of the table. A new connection gets
+        one right after its welcome, so that it knows the interval before the table is quiet.
         """
         interval = self.settings.heartbeat
         check_every = min(0.25, interval / 4)  # a beat is due at most this late
@@ -255,8 +260,7 @@ class Gateway:
                 if not feed.clients or now - feed.last_sent < interval:
                     continue
                 feed.last_sent = now
-                data = p.encode(p.Heartbeat(interval_ms=round(interval * 1000),
-                                            server_time=now_ms()))
+                data = p.encode(self._heartbeat_message())
                 text, wire = data.decode(), text_frame(data)
                 for client in list(feed.clients):
                     client.send(text, wire)
@@ -589,6 +593,8 @@ class Gateway:
             client.send(frame)
         for message in settled:
             client.send_message(message)
+        if self.settings.heartbeat > 0:  # the interval, known from the start
+            client.send_message(self._heartbeat_message())
         feed.clients.add(client)
         if identity is not None and identity.is_player:  # private frames are players' only
             self.players.setdefault(identity.id, set()).add(client)

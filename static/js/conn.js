@@ -11,9 +11,9 @@
 // FIN, no `offline` event), and the socket then looks open for minutes. The server sends a
 // `heartbeat {interval_ms}` whenever a table is quiet for that long, so a frame of some kind
 // arrives at least every interval: no frame for SILENCE_BEATS intervals (plus slack for a
-// busy network) means the connection is gone — about 4 s with the default 1.5 s beat. Until
-// the first heartbeat says what the interval is (or from a server that sends none), the old
-// 30 s limit applies. A socket that is not welcomed within HANDSHAKE_LIMIT_MS is given up
+// busy network) means the connection is gone — about 4 s with the default 1.5 s beat. The
+// server sends one right after the welcome, so the interval is known from the start; from a
+// server that sends none, the old 30 s limit applies. A socket that is not welcomed within HANDSHAKE_LIMIT_MS is given up
 // too: a dead network also swallows new connections.
 
 import * as clock from "./clock.js";
