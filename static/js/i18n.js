@@ -1,14 +1,13 @@
 // Every user-visible string of the browser side, in English, Thai and Hindi — one language
 // at a time.
 //
-// The dictionaries live in js/i18n/<lang>.js (every page's strings) and, for a page with
-// many strings of its own, js/i18n/<part>.<lang>.js (the rules page: part "rules"). A page
-// downloads only its language: this module loads js/i18n/<lang>.js with a top-level await,
-// so every module that imports it sees the strings ready, and t() stays synchronous. A
-// page that has a part of its own awaits useStrings("<part>") once before it renders.
-// Switching language loads the other dictionary (and the parts in use) first, then tells
-// the listeners. All files have the same keys (tests/e2e checks it), so there is no
-// fallback language to download: a missing key shows as itself.
+// The dictionaries live in js/i18n/<lang>.js, one file per language with the strings of
+// every page. A page downloads only its language: this module loads js/i18n/<lang>.js with a
+// top-level await, so every module that imports it sees the strings ready, and t() stays
+// synchronous. Switching language loads the other dictionary first, then tells the
+// listeners. All files have the same keys (tests/e2e checks it), so there is no fallback
+// language to download: a missing key shows as itself. (The rules sheet is a document, not
+// UI strings: static/sheet/<lang>.html, fetched by rules.js for its language.)
 //
 // The terms follow the project's rules sheets (seeds 000, 002, 003): Thai
 // เพลย์เยอร์ / แบงค์เกอร์ / คู่ / อัตราเด้ง, Hindi प्लेयर / बैंकर / जोड़ा / ऑड्स / रोकी गई राशि.
@@ -22,7 +21,6 @@ export const LANGS = [["en", "English"], ["th", "ไทย"], ["hi", "हिन�
 const CODES = new Set(LANGS.map(([code]) => code));
 
 const listeners = new Set();
-const parts = new Set();
 let current = pickInitial();
 let strings = await load(current);
 
@@ -37,11 +35,9 @@ function pickInitial() {
   return "en";
 }
 
-/** The strings of `code`: the common dictionary plus the parts this page uses. */
+/** The strings of `code`. */
 async function load(code) {
-  const files = [`./i18n/${code}.js`, ...[...parts].map((part) => `./i18n/${part}.${code}.js`)];
-  const modules = await Promise.all(files.map((f) => import(f)));
-  return Object.assign({}, ...modules.map((m) => m.default));
+  return (await import(`./i18n/${code}.js`)).default;
 }
 
 export function lang() { return current; }
@@ -52,14 +48,6 @@ export function t(key, params) {
   if (s === undefined) return key;
   if (params) s = s.replace(/\{(\w+)\}/g, (m, k) => (params[k] === undefined ? m : String(params[k])));
   return s;
-}
-
-/** Load a page's own strings (js/i18n/<part>.<lang>.js) now and with every language switch. */
-export async function useStrings(part) {
-  if (parts.has(part)) return;
-  parts.add(part);
-  const more = await import(`./i18n/${part}.${current}.js`);
-  Object.assign(strings, more.default);
 }
 
 /** Switch language: the new strings are loaded before any listener runs. */

@@ -471,9 +471,9 @@ def test_a_page_loads_one_language_compressed(server: Server, browser: Browser) 
         assert "/js/i18n/hi.js" in loaded and "/js/i18n/en.js" not in loaded
         loaded.clear()
         page.goto(f"{server.url}rules.html")  # (the init script chose Thai again)
-        expect(page.get_by_role("heading", level=1)).to_have_text("วิธีเล่นป๊อกเด้ง")
-        assert sorted(p for p in loaded if p.startswith("/js/i18n/")) == [
-            "/js/i18n/rules.th.js", "/js/i18n/th.js"]
+        expect(page.get_by_test_id("sheet")).to_have_attribute("data-lang", "th")
+        assert sorted(p for p in loaded if p.startswith(("/js/i18n/", "/sheet/"))) == [
+            "/js/i18n/th.js", "/sheet/th.html"]
     finally:
         ctx.close()
 

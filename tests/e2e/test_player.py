@@ -210,14 +210,12 @@ def test_languages_switch_and_stick(server: Server, page: Page, page_errors: lis
 
 def test_every_string_exists_in_all_three_languages(server: Server, page: Page) -> None:
     page.goto(server.url)
-    # One file per language (js/i18n/<lang>.js), and the rules page's part of its own
-    # (js/i18n/rules.<lang>.js): each must have the same keys and parameters as English.
+    # One file per language (js/i18n/<lang>.js): the same keys and parameters as English.
     missing = page.evaluate("""async () => {
         const out = [];
-        for (const part of ['', 'rules.']) {
         const DICTS = {};
         for (const lang of ['en', 'th', 'hi']) {
-            DICTS[lang] = (await import(`/js/i18n/${part}${lang}.js`)).default;
+            DICTS[lang] = (await import(`/js/i18n/${lang}.js`)).default;
         }
         for (const lang of ['th', 'hi']) {
             for (const key of Object.keys(DICTS.en)) {
@@ -231,7 +229,6 @@ def test_every_string_exists_in_all_three_languages(server: Server, page: Page) 
             for (const key of Object.keys(DICTS[lang])) {
                 if (!(key in DICTS.en)) out.push(`${lang}:${key}:extra`);
             }
-        }
         }
         return out;
     }""")

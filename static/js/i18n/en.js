@@ -1,4 +1,4 @@
-// English: every string of the pages except the rules page's own (rules.en.js).
+// English: every string of the pages (the rules sheet is static/sheet/en.html).
 // The same keys in en.js, th.js and hi.js (tests/e2e checks it).
 export default {
   "app.name": "Pok Deng Live",
@@ -305,4 +305,29 @@ export default {
   "records.round_open": "The round's cards show once it is settled.",
   "records.no_match": "No bets on these dates.",
   "records.deducted_sum": "{amount} + {withholding} = {deducted}",
+
+  // the provably fair check (verify.js)
+  "verify.title": "Verify a shoe",
+  "verify.intro": "Before the first bet of a shoe the server publishes a commitment: the SHA-256 of the whole shuffled order, its cut card and a secret salt. When the shoe ends it reveals them, and this page checks every card of every round against them, in your browser.",
+  "verify.link": "Verify this shoe",
+  "verify.ended": "Shoe {id} has ended:",
+  "verify.loading": "Checking shoe {id}…",
+  "verify.not_found": "Shoe {id} has not ended yet, or it was dealt from a physical shoe (those have no commitment). A shoe is revealed when it ends.",
+  "verify.no_shoe": "No shoe given: open this page from a table or the Bet Record.",
+  "verify.error": "The shoe could not be loaded.",
+  "verify.no_crypto": "This browser cannot compute SHA-256 on this page (it needs HTTPS). Check the shoe with: livetable verify-shoe --url <server> {id}",
+  "verify.ok": "Shoe {id} is verified: it was dealt exactly as committed.",
+  "verify.bad": "Shoe {id} does NOT verify.",
+  "verify.check.hash": "SHA-256 of salt:cut_at:order equals the commitment",
+  "verify.check.seen": "The commitment is the one this browser saw when the shoe started",
+  "verify.check.unseen": "This browser did not see the shoe start: the record is consistent, but compare the commitment with one announced before the bets",
+  "verify.check.decks": "The order is 8 full decks (416 cards)",
+  "verify.check.opening": "Opening card {card} shown face up, then {n} cards burned",
+  "verify.check.rounds": "Every round was dealt from the next slots of the order: burn, then Player 1–5 and Banker, twice",
+  "verify.check.cut": "No round was dealt after the round in which the cut card came out",
+  "verify.commitment": "Commitment",
+  "verify.round": "Round {n}",
+  "verify.cancelled": "cancelled ({n} cards taken)",
+  "verify.round_ok": "as committed",
+  "verify.round_bad": "NOT as committed",
 };

@@ -1,4 +1,4 @@
-// Hindi: every string of the pages except the rules page's own (rules.hi.js).
+// Hindi: every string of the pages (the rules sheet is static/sheet/hi.html).
 // The same keys in en.js, th.js and hi.js (tests/e2e checks it).
 export default {
   "app.name": "पॉक डेंग लाइव",
@@ -305,4 +305,29 @@ export default {
   "records.round_open": "राउंड सेटल होने पर उसके कार्ड दिखेंगे।",
   "records.no_match": "इन तारीखों में कोई दांव नहीं।",
   "records.deducted_sum": "{amount} + {withholding} = {deducted}",
+
+  // the provably fair check (verify.js)
+  "verify.title": "शू की जाँच",
+  "verify.intro": "शू के पहले दांव से पहले सर्वर एक प्रतिबद्धता प्रकाशित करता है: पूरे फेंटे गए क्रम, कट कार्ड और एक गुप्त नमक (salt) का SHA-256। शू खत्म होने पर वह इन्हें प्रकट करता है, और यह पेज आपके ब्राउज़र में हर राउंड का हर कार्ड जाँचता है।",
+  "verify.link": "इस शू की जाँच करें",
+  "verify.ended": "शू {id} खत्म हो गया:",
+  "verify.loading": "शू {id} की जाँच हो रही है…",
+  "verify.not_found": "शू {id} अभी खत्म नहीं हुआ, या वह डीलर के असली शू से बांटा गया (उनकी कोई प्रतिबद्धता नहीं होती)। शू खत्म होने पर प्रकट होता है।",
+  "verify.no_shoe": "कोई शू नहीं दिया गया: यह पेज किसी टेबल या दांव रिकॉर्ड से खोलें।",
+  "verify.error": "शू लोड नहीं हो सका।",
+  "verify.no_crypto": "यह ब्राउज़र इस पेज पर SHA-256 नहीं निकाल सकता (HTTPS चाहिए)। जाँच करें: livetable verify-shoe --url <server> {id}",
+  "verify.ok": "शू {id} सत्यापित है: हर कार्ड प्रतिबद्धता के अनुसार ही बांटा गया।",
+  "verify.bad": "शू {id} सत्यापित नहीं होता।",
+  "verify.check.hash": "salt:cut_at:order का SHA-256 प्रतिबद्धता के बराबर है",
+  "verify.check.seen": "प्रतिबद्धता वही है जो इस ब्राउज़र ने शू शुरू होते समय देखी",
+  "verify.check.unseen": "इस ब्राउज़र ने शू की शुरुआत नहीं देखी: रिकॉर्ड सुसंगत है, पर प्रतिबद्धता को दांव से पहले घोषित प्रतिबद्धता से मिलाएँ",
+  "verify.check.decks": "क्रम में पूरे 8 डेक हैं (416 कार्ड)",
+  "verify.check.opening": "पहला कार्ड {card} खुला दिखाया गया, फिर {n} कार्ड जलाए गए",
+  "verify.check.rounds": "हर राउंड क्रम के अगले स्थानों से बांटा गया: एक जलाया, फिर प्लेयर 1–5 और बैंकर, दो बार",
+  "verify.check.cut": "कट कार्ड निकलने वाले राउंड के बाद कोई राउंड नहीं बांटा गया",
+  "verify.commitment": "प्रतिबद्धता",
+  "verify.round": "राउंड {n}",
+  "verify.cancelled": "रद्द ({n} कार्ड लिए गए)",
+  "verify.round_ok": "प्रतिबद्धता के अनुसार",
+  "verify.round_bad": "प्रतिबद्धता के अनुसार नहीं",
 };

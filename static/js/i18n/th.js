@@ -1,4 +1,4 @@
-// Thai: every string of the pages except the rules page's own (rules.th.js).
+// Thai: every string of the pages (the rules sheet is static/sheet/th.html).
 // The same keys in en.js, th.js and hi.js (tests/e2e checks it).
 export default {
   "app.name": "ป๊อกเด้งสด",
@@ -305,4 +305,29 @@ export default {
   "records.round_open": "ไพ่ของรอบจะแสดงเมื่อจบรอบ",
   "records.no_match": "ไม่มีเดิมพันในวันที่เลือก",
   "records.deducted_sum": "{amount} + {withholding} = {deducted}",
+
+  // the provably fair check (verify.js)
+  "verify.title": "ตรวจสอบชู",
+  "verify.intro": "ก่อนการเดิมพันแรกของแต่ละชู เซิร์ฟเวอร์ประกาศค่าผูกมัด (SHA-256 ของลำดับไพ่ทั้งชูที่สับแล้ว ตำแหน่งไพ่ตัด และค่าเกลือลับ) เมื่อชูจบจะเปิดเผยทั้งหมด หน้านี้ตรวจไพ่ทุกใบของทุกรอบในเบราว์เซอร์ของคุณ",
+  "verify.link": "ตรวจสอบชูนี้",
+  "verify.ended": "ชู {id} จบแล้ว:",
+  "verify.loading": "กำลังตรวจชู {id}…",
+  "verify.not_found": "ชู {id} ยังไม่จบ หรือเป็นชูไพ่จริงของดีลเลอร์ (ไม่มีค่าผูกมัด) ชูจะถูกเปิดเผยเมื่อจบ",
+  "verify.no_shoe": "ไม่ได้ระบุชู: เปิดหน้านี้จากโต๊ะหรือประวัติการเดิมพัน",
+  "verify.error": "โหลดข้อมูลชูไม่ได้",
+  "verify.no_crypto": "เบราว์เซอร์คำนวณ SHA-256 ในหน้านี้ไม่ได้ (ต้องใช้ HTTPS) ตรวจด้วยคำสั่ง: livetable verify-shoe --url <server> {id}",
+  "verify.ok": "ชู {id} ผ่านการตรวจ: แจกไพ่ตรงตามที่ผูกมัดไว้ทุกใบ",
+  "verify.bad": "ชู {id} ไม่ผ่านการตรวจ",
+  "verify.check.hash": "SHA-256 ของ salt:cut_at:order ตรงกับค่าผูกมัด",
+  "verify.check.seen": "ค่าผูกมัดตรงกับที่เบราว์เซอร์นี้เห็นตอนเริ่มชู",
+  "verify.check.unseen": "เบราว์เซอร์นี้ไม่เห็นตอนเริ่มชู: ข้อมูลสอดคล้องกัน แต่ควรเทียบค่าผูกมัดกับที่ประกาศก่อนการเดิมพัน",
+  "verify.check.decks": "ลำดับไพ่ครบ 8 สำรับ (416 ใบ)",
+  "verify.check.opening": "เปิดไพ่ใบแรก {card} แล้วเผาไพ่ {n} ใบ",
+  "verify.check.rounds": "ทุกรอบแจกจากช่องถัดไปของลำดับ: เผา 1 ใบ แล้วเพลย์เยอร์ 1–5 และแบงค์เกอร์ สองรอบ",
+  "verify.check.cut": "ไม่มีรอบใดถูกแจกหลังรอบที่ไพ่ตัดออกมา",
+  "verify.commitment": "ค่าผูกมัด",
+  "verify.round": "รอบที่ {n}",
+  "verify.cancelled": "ยกเลิก (ใช้ไพ่ {n} ใบ)",
+  "verify.round_ok": "ตรงตามที่ผูกมัด",
+  "verify.round_bad": "ไม่ตรงตามที่ผูกมัด",
 };
