@@ -56,8 +56,9 @@ class Frame(msgspec.Struct):
 FRAME = msgspec.json.Decoder(Frame)
 SIO_EVENT = msgspec.json.Decoder(tuple[str, Frame])
 ENCODER = msgspec.json.Encoder()
+# Frames that are not table events (a heartbeat has no seq: it only keeps a quiet line timed).
 PRIVATE = frozenset({"welcome", "bet_accepted", "bet_rejected", "bet_settled", "bets", "pong",
-                     "error", "ack"})
+                     "error", "ack", "heartbeat"})
 
 
 class Peer:

@@ -49,6 +49,11 @@ class Settings:
         default_factory=lambda: [o for o in _env("ALLOWED_ORIGINS", "").split(",") if o])
     event_log_size: int = field(default_factory=lambda: int(_env("EVENT_LOG_SIZE", "5000")))
     send_queue: int = field(default_factory=lambda: int(_env("SEND_QUEUE", "256")))
+    #: Compress HTTP responses (brotli or gzip; never websocket frames).
+    compress: bool = field(
+        default_factory=lambda: _env("COMPRESS", "1").lower() not in ("0", "false", "no", "off"))
+    #: Seconds of quiet on a table after which its connections get a heartbeat frame (0: none).
+    heartbeat: float = field(default_factory=lambda: float(_env("HEARTBEAT", "1.5")))
     hello_timeout: float = field(default_factory=lambda: float(_env("HELLO_TIMEOUT", "5")))
     max_frame: int = field(default_factory=lambda: int(_env("MAX_FRAME", "4096")))
     frames_per_second: float = field(default_factory=lambda: float(_env("FRAMES_PER_SECOND", "20")))

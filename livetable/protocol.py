@@ -366,6 +366,15 @@ class Pong(Struct, tag="pong", tag_field="type", kw_only=True):
     server_time: int
 
 
+class Heartbeat(Struct, tag="heartbeat", tag_field="type", kw_only=True):
+    """Sent on a quiet table every ``interval_ms``, so that a client can time the silence:
+    no frame at all for about twice the interval means the connection is gone, even when
+    the network dropped it without a word (a weak mobile signal sends no FIN)."""
+
+    interval_ms: int
+    server_time: int
+
+
 class Error(Struct, tag="error", tag_field="type", kw_only=True, omit_defaults=True):
     code: str
     message: str
@@ -380,8 +389,8 @@ class Ack(Struct, tag="ack", tag_field="type", kw_only=True):
 
 ServerMessage = (
     Welcome | BetAccepted | BetRejected | SlipAccepted | SlipRejected | BetSettled | Bets | Pong
-    | Error | Ack | ShoeStarted | RoundOpened | BettingClosed | CardDealt | HandRevealed
-    | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
+    | Heartbeat | Error | Ack | ShoeStarted | RoundOpened | BettingClosed | CardDealt
+    | HandRevealed | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
 )
 
 

@@ -600,6 +600,12 @@ ROUND_CARDS = ["2C", "9S", "AH", "5C", "2S", "2H", "8H", "9D", "KH", "5D", "4S",
 async def run_manual(server: Server) -> None:
     dealer_token = server.token("--dealer")
     guest = (await http(None, server, "POST", "/api/guest"))["token"]
+    t = scenario("heartbeat", "manual", "a viewer of a quiet table (no round yet): a heartbeat "
+                 "whenever the table has sent nothing for interval_ms")
+    conn, _ = await hello(server, t)
+    await conn.expect(is_type("heartbeat"))
+    await conn.expect(is_type("heartbeat"))
+    await conn.close()
     t = scenario("dealer_refused", "manual", "/ws/dealer without a dealer token")
     conn = await Conn.open(server, "/ws/dealer", t)
     await conn.send({"type": "hello", "v": 1, "table": TABLE, "token": guest})

@@ -80,6 +80,8 @@ class TableFeed:
     snapshot: bytes
     ring: deque[tuple[int, str]]
     clients: set[Client] = field(default_factory=set)
+    #: When the last table event went out to the clients (monotonic): heartbeats fill quiet.
+    last_sent: float = 0.0
     _view: tuple[bytes, p.TableSnapshot] | None = None
 
     def view(self) -> p.TableSnapshot:
@@ -239,6 +241,40 @@ class Gateway:
         self.clients: set[Client] = set()
         self.accepting = True
         self._tasks: set[asyncio.Task[None]] = set()
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start sending heartbeats (none when ``settings.heartbeat`` is 0)."""
+        if self.settings.heartbeat > 0 and self._heartbeat is None:
+            self._heartbeat = asyncio.get_running_loop().create_task(self._heartbeats())
+
+    def _heartbeat_message(self) -> p.Heartbeat:
+        return p.Heartbeat(interval_ms=round(self.settings.heartbeat * 1000),
+                           server_time=now_ms())
+
+    async def _heartbeats(self) -> None:
+        """A heartbeat to every connection of a table that sent nothing for an interval.
+
+        Why: a connection that the network drops silently (no FIN, no RST: a phone losing
+        its signal) looks open to both ends for minutes. A client that knows a frame comes
+        at least every interval can tell within about two intervals that it is gone, and
+        show it. Only quiet tables get them — a table dealing a round is heard anyway — and
+        one frame, framed once, serves every connection of the table. A new connection gets
+        one right after its welcome, so that it knows the interval before the table is quiet.
+        """
+        interval = self.settings.heartbeat
+        check_every = min(0.25, interval / 4)  # a beat is due at most this late
+        while True:
+            await asyncio.sleep(check_every)
+            now = time.monotonic()
+            for feed in list(self.feeds.values()):
+                if not feed.clients or now - feed.last_sent < interval:
+                    continue
+                feed.last_sent = now
+                data = p.encode(self._heartbeat_message())
+                text, wire = data.decode(), text_frame(data)
+                for client in list(feed.clients):
+                    client.send(text, wire)
 
     # --- the bus side ------------------------------------------------------------------
 
@@ -268,7 +304,7 @@ class Gateway:
             feed.snapshot = batch.snapshot
             feed.seq = batch.seq
         if fresh:
-            sent_at = time.monotonic()
+            sent_at = feed.last_sent = time.monotonic()
             feed.ring.extend(fresh)
             # framed once per event: the same bytes go to every connection
             framed = [(text, text_frame(raw)) for (_, text), (_, raw) in zip(fresh, new,
@@ -586,6 +622,8 @@ class Gateway:
             client.send(frame)
         for message in settled:
             client.send_message(message)
+        if self.settings.heartbeat > 0:  # the interval, known from the start
+            client.send_message(self._heartbeat_message())
         feed.clients.add(client)
         if identity is not None and identity.is_player:  # private frames are players' only
             self.players.setdefault(identity.id, set()).add(client)
@@ -694,6 +732,9 @@ class Gateway:
     async def shutdown(self, code: int = CLOSE_SERVICE_RESTART) -> None:
         """Graceful stop: close every websocket with 1012 so clients resume elsewhere."""
         self.accepting = False
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
         for client in list(self.clients):
             client.close(code, "server restarting")
         await asyncio.sleep(0)

@@ -63,7 +63,8 @@ export function mountHeader({ active, connection = false, extra = null } = {}) {
     navLink("index.html", "nav.lobby", active === "lobby"),
     navLink("rules.html", "nav.rules", active === "rules"),
     navLink("records.html", "nav.records", active === "records"),
-    navLink("dealer.html", "nav.dealer", active === "dealer"),
+    // The dealer console is for the studio (its own URL), not a player's page.
+    active === "dealer" ? navLink("dealer.html", "nav.dealer", true) : null,
   );
   const select = h("select", {
     id: "lang-switch", class: "lang", "data-testid": "lang-switch",
@@ -85,6 +86,13 @@ export function mountHeader({ active, connection = false, extra = null } = {}) {
       h("span", { class: "brand__name", "data-i18n": "app.name", text: t("app.name") })),
     nav, tools);
   onLangChange(() => { select.value = lang(); });
+  // The header sticks to the top: things that stick below it (the table's toasts) need its
+  // height, which changes as the navigation wraps.
+  if ("ResizeObserver" in self) {
+    new ResizeObserver(() => {
+      document.documentElement.style.setProperty("--header-h", `${header.offsetHeight}px`);
+    }).observe(header);
+  }
   return header;
 }
 
@@ -117,9 +125,23 @@ function renderBadge(badge, info) {
   badge.title = text;
 }
 
+// <body data-connection>: the connection as a person (or a test) would put it.
+const CONNECTION = { online: "live", offline: "offline", fatal: "offline", closed: "offline" };
+
 export function bindConnection(conn) {
   const badge = connectionBadge();
+  let was = null;
+  let lost = false;
   const update = (info) => {
+    const now = CONNECTION[info.state] || "reconnecting";
+    document.body.dataset.connection = now;
+    if (now === "live" && lost) announce(t("conn.back"));
+    if (now !== "live" && (was === "live" || (lost && was !== now))) {
+      announce(t(now === "offline" ? "conn.lost_offline" : "conn.lost"), { urgent: true });
+    }
+    if (now === "live") lost = false;
+    else if (was === "live") lost = true;
+    was = now;
     badgeInfo = info;
     renderBadge(badge, info);
     clearInterval(badgeTimer);

@@ -6,6 +6,15 @@
 // arrive with seq +1 each; a gap means frames were lost, so it reconnects with resume
 // rather than showing a table that is silently wrong. Frames it sends while the socket is
 // down are not queued here: the page decides what to resend (bets keep their bet_id).
+//
+// Silence. A network can drop a connection without a word (a phone losing its signal: no
+// FIN, no `offline` event), and the socket then looks open for minutes. The server sends a
+// `heartbeat {interval_ms}` whenever a table is quiet for that long, so a frame of some kind
+// arrives at least every interval: no frame for SILENCE_BEATS intervals (plus slack for a
+// busy network) means the connection is gone — about 4 s with the default 1.5 s beat. The
+// server sends one right after the welcome, so the interval is known from the start; from a
+// server that sends none, the old 30 s limit applies. A socket that is not welcomed within HANDSHAKE_LIMIT_MS is given up
+// too: a dead network also swallows new connections.
 
 import * as clock from "./clock.js";
 
@@ -13,6 +22,10 @@ const BACKOFF_BASE_MS = 500;
 const BACKOFF_CAP_MS = 15_000;
 const PING_EVERY_MS = 10_000;
 const SILENCE_LIMIT_MS = 30_000;
+const SILENCE_BEATS = 2;
+const SILENCE_SLACK_MS = 1_000;
+const HANDSHAKE_LIMIT_MS = 6_000;
+const TICK_MS = 250;
 // Errors after which retrying the same hello cannot help.
 const FATAL_CODES = new Set([
   "bad_token", "invalid_token", "token_expired", "unauthorized", "forbidden",
@@ -49,6 +62,8 @@ export class Connection extends EventTarget {
     this.retryTimer = null;
     this.retryAt = null;
     this.lastFrameAt = 0;
+    this.openedAt = 0;
+    this.silenceLimit = SILENCE_LIMIT_MS;
     this.pingTimer = null;
     this._onOnline = () => { if (!this.stopped) this._connectNow(); };
     this._onOffline = () => {
@@ -62,7 +77,7 @@ export class Connection extends EventTarget {
     this.stopped = false;
     addEventListener("online", this._onOnline);
     addEventListener("offline", this._onOffline);
-    this.pingTimer = setInterval(() => this._tick(), 1000);
+    this.pingTimer = setInterval(() => this._tick(), TICK_MS);
     this._connectNow();
   }
 
@@ -126,6 +141,7 @@ export class Connection extends EventTarget {
     let ws;
     try { ws = new WebSocket(wsUrl(this.path)); } catch { this._scheduleRetry(); return; }
     this.ws = ws;
+    this.openedAt = Date.now();
     ws.onopen = () => {
       const hello = { type: "hello", v: 1, table: this.table };
       const token = this.token();
@@ -158,10 +174,21 @@ export class Connection extends EventTarget {
   }
 
   _tick() {
-    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return;
+    if (!this.ws) return;
     const now = Date.now();
-    if (now - this.lastFrameAt > SILENCE_LIMIT_MS) { this.reconnect("silence"); return; }
+    if (!this.welcomed && now - this.openedAt > HANDSHAKE_LIMIT_MS) {
+      this._lost("handshake");
+      return;
+    }
+    if (this.ws.readyState !== WebSocket.OPEN) return;
+    if (this.welcomed && now - this.lastFrameAt > this.silenceLimit) { this._lost("silence"); return; }
     if (this.welcomed && now - (this._lastPing || 0) >= PING_EVERY_MS) this.ping();
+  }
+
+  /** The connection is gone without a close: drop it, say so, and retry with backoff. */
+  _lost(reason) {
+    this._drop(reason);
+    this._scheduleRetry();
   }
 
   ping() {
@@ -188,6 +215,12 @@ export class Connection extends EventTarget {
       // Two quick pings to get a good clock sample early.
       this.ping();
       setTimeout(() => this.welcomed && this.ping(), 700);
+      return;
+    }
+    if (msg.type === "heartbeat") {
+      if (typeof msg.interval_ms === "number" && msg.interval_ms > 0) {
+        this.silenceLimit = SILENCE_BEATS * msg.interval_ms + SILENCE_SLACK_MS;
+      }
       return;
     }
     if (msg.type === "pong") {

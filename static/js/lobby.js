@@ -55,11 +55,7 @@ function watch(id, entry) {
     renderCard(id);
   });
   conn.addEventListener("event", (e) => { applyEvent(entry.st, e.detail); renderCard(id); });
-  conn.addEventListener("state", (e) => {
-    const badge = entry.el.querySelector(".conn");
-    badge.dataset.state = e.detail.state;
-    badge.querySelector(".conn__text").textContent = t(`conn.${e.detail.state}`);
-  });
+  conn.addEventListener("state", (e) => { entry.connState = e.detail.state; renderBadge(entry); });
   conn.start();
 }
 
@@ -92,10 +88,19 @@ function renderCard(id) {
   el.querySelector(".lobby-card__limits").textContent =
     t("lobby.limits", { min: money(st.limits.min), max: money(st.limits.max) });
   renderRoadmap(el.querySelector(".lobby-card__roadmap"), st.roadmap, { limit: 14, compact: true });
+  renderBadge(tables.get(id));
   const join = el.querySelector("a.btn");
   join.textContent = t("lobby.join");
   join.setAttribute("aria-label", t("lobby.join_aria", { name: st.name }));
   tickOne(id);
+}
+
+/** A table's connection badge, in the page's language (re-rendered when it changes). */
+function renderBadge(entry) {
+  const badge = entry.el.querySelector(".conn");
+  const state = entry.connState || "idle";
+  badge.dataset.state = state;
+  badge.querySelector(".conn__text").textContent = t(`conn.${state}`);
 }
 
 function tickOne(id) {

@@ -9,6 +9,14 @@
 //              drops, the slip is sent again after the next welcome with the SAME slip_id
 //              and bet_ids, so the server takes it once;
 //   confirmed — slip_accepted; shown on the spot until the next round opens.
+// Chips still in draft when the countdown ends were never sent: they stay on the spot marked
+// "not placed" until the next round, and a notice says so (or, with auto-confirm on, they
+// are sent just before the end). Messages about bets show at the top of the table (a toast),
+// where the player is looking when they tap a spot.
+//
+// The connection: while it is down the felt is covered by an overlay that says what became
+// of the player's bets (sent and unanswered, confirmed, or chips never sent), and the
+// countdown stands still — the table's time is unknown until it is back.
 
 import { t, lang, onLangChange } from "./i18n.js";
 import { $, $$, h, money, signed, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
@@ -22,6 +30,13 @@ import { noteSnapshot, noteTableEvent } from "./verify.js";
 
 const CHIP_VALUES = [5, 10, 25, 50, 100, 500, 1000, 5000, 10000];
 const RESUME_WINDOW_MS = 2500;
+// Auto-confirm sends the draft this long before the countdown ends: the server judges a bet
+// by when it arrived, so this covers a slow network with room to spare.
+const AUTO_CONFIRM_MS = 1200;
+const WIN_SHOWN_MS = 6000;
+const WIN_SETTLE_MS = 300;
+const PREF_AUTO_CONFIRM = "livetable.autoConfirm";
+const PREF_SOUND = "livetable.sound";
 
 const params = new URLSearchParams(location.search);
 let tableId = params.get("table");
@@ -41,11 +56,21 @@ const bets = {
   last: {},                 // the previous round's confirmed bets, for rebet
   settled: [],              // bet_settled frames of the shown round
   unsettled: new Map(),     // bet_id → accepted bet not yet settled (any round)
+  unplaced: {},             // spot → draft amount the countdown ended on (never sent)
+  autoTried: null,          // the draft auto-confirm last tried (tried once each)
 };
+const prefs = { autoConfirm: readPref(PREF_AUTO_CONFIRM) === "1", sound: readPref(PREF_SOUND) === "on" };
+let winShown = null;        // round whose result is on the felt
+let winChimed = null;       // round whose win was announced (and its sound played)
+let winTimer = null;
+let winDue = null;
+let audio = null;           // the AudioContext, made on the first user gesture that needs it
+// Another tab of the same player learns of balance changes this tab causes, and vice versa.
+const balanceChannel = "BroadcastChannel" in self ? new BroadcastChannel("livetable.balance") : null;
+let balanceAt = 0;          // server time of the balance shown
 let resumeWindow = null;    // {settled: [], timer} while a reconnect's replay arrives
 let catchUpHead = null;     // welcome's head seq until a live event (seq > head) arrives
 const seenSettled = new Set(); // bet_ids whose bet_settled this page has handled
-let warnTimer = null;
 
 // ---------------------------------------------------------------- bootstrap
 
@@ -75,14 +100,18 @@ async function main() {
   conn.addEventListener("event", (e) => onTableEvent(e.detail));
   conn.addEventListener("message", (e) => onPrivate(e.detail));
   conn.addEventListener("fatal", (e) => onFatal(e.detail));
-  conn.addEventListener("state", () => renderControls());
+  conn.addEventListener("state", () => { renderConnection(); renderControls(); renderWallet(); });
   conn.addEventListener("event", () => markSeen());
   conn.addEventListener("pong", () => markSeen());
   conn.start();
 
   setInterval(tickCountdown, 200);
   document.addEventListener("keydown", onKey);
+  if (balanceChannel) balanceChannel.onmessage = (e) => onOtherTabBalance(e.data);
 }
+
+function readPref(key) { try { return localStorage.getItem(key); } catch { return null; } }
+function writePref(key, value) { try { localStorage.setItem(key, value); } catch { /* private mode */ } }
 
 // ---------------------------------------------------------------- layout
 
@@ -99,9 +128,19 @@ function buildLayout() {
       spotButton(p, n, false),
       spotButton(`${p}_PAIR`, n, true)));
   }
-  felt.replaceChildren(banker, positions);
+  const limits = h("div", { class: "limits", id: "limits", "data-testid": "limits" });
+  felt.replaceChildren(banker, positions, limits);
   $("#roadmap-legend").replaceChildren(roadmapLegend());
   buildChips();
+
+  $("#sound").addEventListener("click", toggleSound);
+  const auto = $("#auto-confirm");
+  auto.checked = prefs.autoConfirm;
+  auto.addEventListener("change", () => {
+    prefs.autoConfirm = auto.checked;
+    writePref(PREF_AUTO_CONFIRM, auto.checked ? "1" : "0");
+  });
+  $("#guest-reset").addEventListener("click", resetGuest);
 
   $("#btn-undo").addEventListener("click", undo);
   $("#btn-clear").addEventListener("click", clearDraft);
@@ -150,9 +189,29 @@ function buildChips() {
       "data-value": String(v), "aria-checked": v === chip ? "true" : "false",
       "aria-label": t("chip.aria", { amount: money(v) }), tabindex: v === chip ? "0" : "-1",
     }, h("span", { text: compactMoney(v) }));
-    b.addEventListener("click", () => selectChip(v));
+    b.addEventListener("click", () => {
+      if (b.dataset.affordable === "none") { warn(t("chip.unaffordable", { amount: money(v) })); return; }
+      selectChip(v);
+    });
     return b;
   }));
+  renderChips();
+}
+
+/** Grey out the chips the balance cannot cover (left after the draft): a chip that fits
+ * only as a Pair bet (1×, not the Player bet's 2×) is half-greyed. */
+function renderChips() {
+  const left = available() - deducted(bets.draft);
+  for (const b of $$("#chips .chip")) {
+    const v = Number(b.dataset.value);
+    const kind = !player ? "all" : v > left ? "none" : 2 * v > left ? "pair" : "all";
+    b.dataset.affordable = kind;
+    b.setAttribute("aria-disabled", kind === "none" ? "true" : "false");
+    const note = kind === "none" ? t("chip.unaffordable", { amount: money(v) })
+      : kind === "pair" ? t("chip.pair_only", { amount: money(v) }) : "";
+    b.title = note;
+    b.setAttribute("aria-label", [t("chip.aria", { amount: money(v) }), note].filter(Boolean).join(". "));
+  }
 }
 
 function compactMoney(v) { return v >= 1000 ? `${v / 1000}K` : String(v); }
@@ -170,7 +229,12 @@ function selectChip(v) {
 // ---------------------------------------------------------------- server frames
 
 function onWelcome(msg, reconnect) {
-  if (msg.player) { player = msg.player; rememberPlayer(player); }
+  if (msg.player) {
+    player = msg.player;
+    rememberPlayer(player);
+    balanceAt = msg.server_time || serverNow();
+    shareBalance();
+  }
   else if (token) {
     // We sent a token and were welcomed as a viewer: it is not valid here any more.
     forgetGuest();
@@ -229,7 +293,7 @@ function onTableEvent(ev) {
       announce(t("announce.betting_open", { n: ev.round_no }));
       break;
     case "betting_closed":
-      if (Object.keys(bets.draft).length) { bets.draft = {}; bets.history = []; }
+      closeDrafts();
       announce(t("phase.dealing"));
       break;
     case "hand_revealed":
@@ -285,6 +349,9 @@ function onPrivate(msg) {
       // The answer to a resend may be the server's first answer again, with the balance of
       // that moment: trust it only while its round is still the one taking bets.
       if (!(p && p.resent) || msg.round_id === (st && st.round_id)) setBalance(msg.balance);
+      if (p && p.resent) {
+        notice(t("notice.resent_ok", { spot: spotName(msg.spot), amount: money(msg.amount) }));
+      }
       if (p || msg.round_id === bets.round_id) {
         announce(t("announce.accepted", { spot: spotName(msg.spot), amount: money(msg.amount),
           deducted: money(msg.deducted) }));
@@ -301,7 +368,7 @@ function onPrivate(msg) {
         break;
       }
       const what = p ? `${spotName(p.spot)} ${money(p.amount)}: ` : "";
-      showError(what + rejectText(msg.code, msg.message, p));
+      showError(what + (p && p.resent ? `${t("notice.resent_no")} ` : "") + rejectText(msg.code, msg.message, p));
       break;
     }
     case "bet_settled": {
@@ -338,16 +405,36 @@ function setBalance(b) {
   if (!player) player = { id: "", name: "", balance: b };
   player.balance = b;
   rememberPlayer(player);
+  balanceAt = serverNow();
+  shareBalance();
+}
+
+/** Tell the player's other tabs: they show the same balance without waiting for a frame. */
+function shareBalance() {
+  if (!balanceChannel || !player || !player.id) return;
+  balanceChannel.postMessage({ player: player.id, balance: player.balance, at: balanceAt });
+}
+
+function onOtherTabBalance(m) {
+  // Newest wins: a tab's older news (a frame that crossed ours) changes nothing.
+  if (!m || !player || m.player !== player.id || typeof m.balance !== "number" || m.at <= balanceAt) return;
+  balanceAt = m.at;
+  player.balance = m.balance;
+  render();
 }
 
 function newRoundBets(roundId) {
+  closeDrafts();  // a round that ended unseen (say, while reconnecting) still says so
   if (Object.keys(bets.confirmed).length) bets.last = { ...bets.confirmed };
   bets.round_id = roundId;
   bets.confirmed = {};
   bets.draft = {};
   bets.history = [];
   bets.settled = [];
+  bets.unplaced = {};
+  bets.autoTried = null;
   justRevealed = null;
+  hideWin();
 }
 
 // When this browser last saw the table live: bets settled after it were settled while
@@ -535,7 +622,7 @@ function double() {
   setDraft(next);
 }
 
-function confirmBets() {
+function confirmBets({ auto = false } = {}) {
   if (!canBet()) { warn(whyNoBet()); return; }
   const entries = Object.entries(bets.draft).filter(([, a]) => a > 0);
   if (!entries.length) return;
@@ -553,7 +640,21 @@ function confirmBets() {
   sendSlip(slipId, ps);
   bets.draft = {};
   bets.history = [];
-  announce(t("announce.sent"));
+  if (auto) notice(t("notice.auto_confirmed"));
+  announce(t(auto ? "notice.auto_confirmed" : "announce.sent"));
+  render();
+}
+
+/** The countdown ended on chips that were never confirmed: they were not placed. Say so,
+ * and keep them on their spots, marked, until the next round. */
+function closeDrafts() {
+  const entries = Object.entries(bets.draft).filter(([, a]) => a > 0);
+  bets.draft = {};
+  bets.history = [];
+  if (!entries.length) return;
+  for (const [spot, amount] of entries) bets.unplaced[spot] = (bets.unplaced[spot] || 0) + amount;
+  const list = entries.map(([spot, amount]) => `${spotName(spot)} ${money(amount)}`).join(", ");
+  notice(t("notice.not_placed", { bets: list }), { kind: "warn" });
   render();
 }
 
@@ -564,22 +665,22 @@ function whyNoBet() {
   return t("warn.closed");
 }
 
-function warn(text) {
-  const el = $("#bet-warning");
+// Toasts at the top of the table: a warning (this chip, this spot, not now), an error (the
+// server said no) and a notice (what became of bets). Each replaces its previous text.
+function toast(id, text, ms, urgent) {
+  const el = $(id);
   el.textContent = text;
   el.hidden = false;
-  announce(text, { urgent: true });
-  clearTimeout(warnTimer);
-  warnTimer = setTimeout(() => { el.hidden = true; }, 6000);
+  announce(text, { urgent });
+  clearTimeout(el._timer);
+  el._timer = setTimeout(() => { el.hidden = true; }, ms);
 }
 
-function showError(text) {
-  const el = $("#bet-error");
-  el.textContent = text;
-  el.hidden = false;
-  announce(text, { urgent: true });
-  clearTimeout(el._timer);
-  el._timer = setTimeout(() => { el.hidden = true; }, 10000);
+function warn(text) { toast("#bet-warning", text, 6000, true); }
+function showError(text) { toast("#bet-error", text, 10000, true); }
+function notice(text, { kind = "info" } = {}) {
+  $("#bet-notice").dataset.kind = kind;
+  toast("#bet-notice", text, 9000, kind !== "info");
 }
 
 function rejectText(code, message, bet) {
@@ -638,7 +739,22 @@ function render() {
   renderPayout();
   renderBanners();
   renderRoadmap($("#roadmap"), st.roadmap);
-  $("#roadmap-count").textContent = t("roadmap.count", { n: st.roadmap.length });
+  const n = st.roadmap.length;
+  $("#roadmap-count").textContent = t(n === 1 ? "roadmap.count_one" : "roadmap.count", { n });
+  renderLimits();
+  renderSound();
+  renderConnection();
+}
+
+/** The limits of each kind of bet, on the felt. */
+function renderLimits() {
+  const lim = st.limits;
+  const item = (id, key, params) => h("span", { "data-testid": id, text: t(key, params) });
+  $("#limits").replaceChildren(
+    h("span", { class: "limits__title", text: t("limits.title") }),
+    item("limit-player", "limits.player", { min: money(lim.min), max: money(lim.max) }),
+    item("limit-pair", "limits.pair", { min: money(lim.pair_min), max: money(lim.pair_max) }),
+    item("limit-round", "limits.round", { max: money(lim.round_max) }));
 }
 
 function renderStatus() {
@@ -654,6 +770,11 @@ function tickCountdown() {
   const el = $("#countdown");
   if (!el || !st) return;
   const bar = $("#countdown-bar");
+  // Connection lost: the table's time is unknown, so the countdown stands still (and says
+  // so) rather than run to a close that may have moved (a pause) or come and gone.
+  const frozen = !!(conn && conn.everWelcomed && !conn.online);
+  el.dataset.frozen = frozen ? "1" : "0";
+  if (frozen) return;
   if (st.phase === "betting" && st.closes_at) {
     const ms = Math.max(0, st.closes_at - serverNow());
     el.dataset.remainingMs = String(Math.round(ms));
@@ -664,7 +785,12 @@ function tickCountdown() {
     bar.style.transform = `scaleX(${Math.min(1, ms / el._total)})`;
     bar.parentElement.hidden = false;
     const open = ms > 0;
-    if (open !== el._open) { el._open = open; renderControls(); }
+    if (open && prefs.autoConfirm && ms <= AUTO_CONFIRM_MS) autoConfirm();
+    if (open !== el._open) {
+      el._open = open;
+      if (!open) closeDrafts();
+      renderControls();
+    }
   } else {
     el.dataset.remainingMs = "0";
     el.dataset.state = "closed";
@@ -672,6 +798,13 @@ function tickCountdown() {
     bar.parentElement.hidden = true;
     if (el._open) { el._open = false; renderControls(); }
   }
+}
+
+function autoConfirm() {
+  const sig = JSON.stringify(bets.draft);
+  if (sig === "{}" || sig === bets.autoTried || !canBet()) return;
+  bets.autoTried = sig;  // once per draft: a draft the balance cannot cover warns once
+  confirmBets({ auto: true });
 }
 
 function renderHands() {
@@ -740,19 +873,34 @@ function renderSpots() {
     const confirmed = bets.confirmed[spot] || 0;
     const pend = pendingOn(spot);
     const draft = bets.draft[spot] || 0;
+    const unplaced = bets.unplaced[spot] || 0;
     const stake = b.querySelector(".spot__stake");
+    // Four looks: confirmed (gold), sent and unanswered (pending: striped, "sending"),
+    // draft (white, "+"), and chips the countdown ended on (struck through, "not placed").
     stake.replaceChildren();
-    if (confirmed + pend) stake.append(h("span", { class: "stake stake--confirmed", text: money(confirmed + pend) }));
+    if (confirmed) stake.append(h("span", { class: "stake stake--confirmed", text: money(confirmed) }));
+    if (pend) {
+      stake.append(h("span", { class: "stake stake--pending", title: t("spot.pending"),
+        text: (confirmed ? "+" : "") + money(pend) }));
+    }
     if (draft) stake.append(h("span", { class: "stake stake--draft", text: (confirmed + pend ? "+" : "") + money(draft) }));
+    if (unplaced) {
+      stake.append(h("span", { class: "stake stake--unplaced", "data-testid": `unplaced-${spot}`,
+        text: `${money(unplaced)} ${t("spot.not_placed")}` }));
+    }
     stake.dataset.confirmed = String(confirmed);
     stake.dataset.pending = String(pend);
     stake.dataset.draft = String(draft);
+    stake.dataset.unplaced = String(unplaced);
     stake.dataset.total = String(confirmed + pend + draft);
     b.classList.toggle("spot--has-bet", confirmed + pend + draft > 0);
+    b.classList.toggle("spot--pending", pend > 0);
     b.setAttribute("aria-disabled", open ? "false" : "true");
     const parts = [spotName(spot), pair ? t("spot.aria_pair") : t("spot.aria_player")];
-    if (confirmed + pend) parts.push(t("spot.aria_confirmed", { amount: money(confirmed + pend) }));
+    if (confirmed) parts.push(t("spot.aria_confirmed", { amount: money(confirmed) }));
+    if (pend) parts.push(t("spot.aria_pending", { amount: money(pend) }));
     if (draft) parts.push(t("spot.aria_draft", { amount: money(draft) }));
+    if (unplaced) parts.push(t("spot.aria_unplaced", { amount: money(unplaced) }));
     parts.push(t("spot.aria_key", { key: pair ? String((Number(n) + 5) % 10) : n }));
     b.setAttribute("aria-label", parts.join(". "));
     // A settled Pair spot shows whether the pair came.
@@ -790,6 +938,7 @@ function renderControls() {
   const over = hasDraft && need > available();
   $("#balance-warning").hidden = !over;
   if (over) $("#balance-warning").textContent = t("warn.balance", { need: money(need), have: money(available()) });
+  renderChips();
 }
 
 function whyNoBetSoft() {
@@ -805,9 +954,27 @@ function renderWallet() {
   el.textContent = money(player.balance);
   el.dataset.value = String(player.balance);
   $("#player-name").textContent = player.name || "";
-  const inPlay = deducted(bets.confirmed) + pendingDeducted();
-  $("#in-play").textContent = inPlay ? t("wallet.in_play", { amount: money(inPlay) }) : "";
-  $("#in-play").dataset.value = String(inPlay);
+  const amount = inPlay();
+  $("#in-play").textContent = amount ? t("wallet.in_play", { amount: money(amount) }) : "";
+  $("#in-play").dataset.value = String(amount);
+  // A demo guest who can no longer afford the smallest bet may start again.
+  const lim = st ? st.limits : { min: 10, pair_min: 10 };
+  const smallest = Math.min(lim.pair_min ?? lim.min, 2 * lim.min);
+  $("#guest-reset").hidden = !(token && storedGuest() && player.balance < smallest && !amount
+    && !Object.keys(bets.draft).length);
+}
+
+/** What the balance has given to bets not settled yet: bets sent and unanswered, and the
+ * bets accepted for the round in play. Once the table says the round settled or was
+ * cancelled, its bets are no longer in play, whether or not their results have come. */
+function inPlay() {
+  let a = pendingDeducted();
+  const over = !st || st.phase === "settled" || st.phase === "cancelled";
+  for (const b of bets.unsettled.values()) {
+    if (over || b.round_id !== st.round_id) continue;
+    a += typeof b.deducted === "number" ? b.deducted : deductedFor(b.spot, b.amount);
+  }
+  return a;
 }
 
 function renderPayout() {
@@ -826,6 +993,135 @@ function renderPayout() {
   const total = $("#payout-total");
   total.textContent = t("payout.total", { returned: money(returned), net: signed(net) });
   total.className = `payout__total ${net > 0 ? "pos" : net < 0 ? "neg" : ""}`;
+  // The round's results come one frame per bet: show the sum once they have all come.
+  clearTimeout(winDue);
+  winDue = setTimeout(() => showWin(list, returned, net), WIN_SETTLE_MS);
+}
+
+// "You win 1,200" on the felt, where the player is looking (the payout panel is below the
+// fold on a laptop), with a chime when the sound is on. Shown once per round, for a while.
+function showWin(list, returned, net) {
+  const round = list[0].round_id;
+  const first = winShown !== round;
+  winShown = round;
+  const el = $("#win");
+  if (!first && el.dataset.returned === String(returned)) return;
+  el.dataset.returned = String(returned);
+  el.dataset.net = String(net);
+  el.dataset.kind = net > 0 ? "win" : "other";
+  el.replaceChildren(net > 0
+    ? h("strong", { class: "win__amount", text: t("win.you_win", { amount: money(returned) }) })
+    : h("span", { text: t("win.returned", { amount: money(returned), net: signed(net) }) }));
+  el.hidden = false;
+  if (net > 0 && winChimed !== round) {
+    winChimed = round;
+    announce(t("win.you_win", { amount: money(returned) }));
+    if (prefs.sound && !resumeWindow) chime();  // no fanfare for results caught up on
+  }
+  clearTimeout(winTimer);
+  winTimer = setTimeout(() => { el.hidden = true; }, WIN_SHOWN_MS);
+}
+
+function hideWin() {
+  clearTimeout(winTimer);
+  clearTimeout(winDue);
+  const el = $("#win");
+  if (el) el.hidden = true;
+}
+
+// ---------------------------------------------------------------- sound
+
+function renderSound() {
+  const b = $("#sound");
+  b.setAttribute("aria-pressed", prefs.sound ? "true" : "false");
+  b.textContent = prefs.sound ? `♪ ${t("sound.on")}` : `♪̸ ${t("sound.off")}`;
+  b.title = t("sound.label");
+}
+
+function toggleSound() {
+  prefs.sound = !prefs.sound;
+  writePref(PREF_SOUND, prefs.sound ? "on" : "off");
+  if (prefs.sound) unlockAudio();
+  renderSound();
+}
+
+/** Browsers let a page make sound only after a gesture: the click that turns it on. */
+function unlockAudio() {
+  try {
+    audio = audio || new AudioContext();
+    if (audio.state === "suspended") audio.resume();
+  } catch { audio = null; }
+}
+
+/** A short rising arpeggio made on the spot (no sound file to download). */
+function chime() {
+  document.body.dataset.soundsPlayed = String(Number(document.body.dataset.soundsPlayed || 0) + 1);
+  unlockAudio();
+  if (!audio) return;
+  const start = audio.currentTime + 0.02;
+  [523.25, 659.25, 783.99, 1046.5].forEach((freq, i) => {
+    const osc = audio.createOscillator();
+    const gain = audio.createGain();
+    const t0 = start + i * 0.09;
+    osc.type = "triangle";
+    osc.frequency.value = freq;
+    gain.gain.setValueAtTime(0.0001, t0);
+    gain.gain.exponentialRampToValueAtTime(0.2, t0 + 0.02);
+    gain.gain.exponentialRampToValueAtTime(0.0001, t0 + 0.5);
+    osc.connect(gain).connect(audio.destination);
+    osc.start(t0);
+    osc.stop(t0 + 0.55);
+  });
+}
+
+// ---------------------------------------------------------------- connection
+
+/** The overlay on the felt while the connection is down, and what became of the bets. */
+function renderConnection() {
+  const overlay = $("#conn-overlay");
+  const down = !!(conn && conn.everWelcomed && !conn.online);
+  overlay.hidden = !down;
+  if (!down) return;
+  const offline = conn.state === "offline";
+  $("#conn-overlay-title").textContent = t(offline ? "overlay.offline" : "overlay.reconnecting");
+  $("#conn-overlay-detail").textContent = t("overlay.frozen");
+  const items = [];
+  for (const p of bets.pending.values()) {
+    items.push(["pending", t("overlay.pending", { spot: spotName(p.spot), amount: money(p.amount) })]);
+  }
+  const confirmed = inPlay() - pendingDeducted();
+  if (confirmed) items.push(["confirmed", t("overlay.confirmed", { amount: money(confirmed) })]);
+  const draft = deducted(bets.draft);
+  if (draft) items.push(["draft", t("overlay.draft", { amount: money(sum(bets.draft)) })]);
+  if (!items.length) items.push(["none", t("overlay.none")]);
+  $("#conn-overlay-bets").replaceChildren(...items.map(([state, text]) =>
+    h("li", { "data-testid": "inflight-item", "data-state": state, text })));
+}
+
+// ---------------------------------------------------------------- demo guest
+
+async function resetGuest() {
+  const button = $("#guest-reset");
+  button.disabled = true;
+  forgetGuest();
+  try {
+    const g = await ensureGuest();
+    if (!g) throw new Error("no guest");
+    token = g.token;
+    player = g.player || null;
+    balanceAt = serverNow();
+    bets.last = {};
+    bets.unsettled.clear();
+    bets.confirmed = {};
+    bets.settled = [];
+    conn.setTable(tableId);  // reconnect as the new guest
+    notice(t("wallet.reset_done", { balance: money(player ? player.balance : 0) }));
+  } catch {
+    showError(t("wallet.reset_failed"));
+  } finally {
+    button.disabled = false;
+    render();
+  }
 }
 
 function renderBanners() {
@@ -852,7 +1148,10 @@ function resultsSentence(results) {
 function settledSentence(s) {
   const ded = deductedFor(s.spot, s.amount);
   const net = (s.returned || 0) - ded;
-  const odds = s.outcome === "refund" || s.outcome === "tie" ? "" : ` ${s.odds}:1`;
+  // Odds say how a result was paid: none for a tie or a refund, and none for a Pair bet that
+  // lost (it is simply lost; "Lose 1:1" would be a Player bet's reading).
+  const pairLost = isPairSpot(s.spot) && s.outcome !== "win";
+  const odds = s.outcome === "refund" || s.outcome === "tie" || pairLost ? "" : ` ${s.odds}:1`;
   const round = s.round_no ? `${t("table.round", { n: s.round_no })} · ` : "";
   return `${round}${spotName(s.spot)} ${money(s.amount)} — ${t(`outcome.${s.outcome}`)}${odds} · ` +
     `${t("payout.returned", { amount: money(s.returned) })} · ${t("payout.net", { amount: signed(net) })}`;

@@ -12,88 +12,11 @@
 //   * renders verify.html?shoe=<id>, and offers links to it: on the table page when a shoe
 //     ends, and in the Bet Record next to a bet whose shoe has ended.
 // The pages call three small hooks: noteSnapshot(snapshot), noteTableEvent(ev) (table page)
-// and verifyLink(shoeId) (Bet Record). Its strings are merged into i18n's dictionaries here,
-// in the three languages, so that this module stays one file.
+// and verifyLink(shoeId) (Bet Record). Its strings are in js/i18n/<lang>.js (verify.*).
 
-import { t, DICTS, onLangChange } from "./i18n.js";
+import { t, onLangChange } from "./i18n.js";
 import { $, h, spotName, initPage } from "./common.js";
 import { getJSON } from "./api.js";
-
-Object.assign(DICTS.en, {
-  "verify.title": "Verify a shoe",
-  "verify.intro": "Before the first bet of a shoe the server publishes a commitment: the SHA-256 of the whole shuffled order, its cut card and a secret salt. When the shoe ends it reveals them, and this page checks every card of every round against them, in your browser.",
-  "verify.link": "Verify this shoe",
-  "verify.ended": "Shoe {id} has ended:",
-  "verify.loading": "Checking shoe {id}…",
-  "verify.not_found": "Shoe {id} has not ended yet, or it was dealt from a physical shoe (those have no commitment). A shoe is revealed when it ends.",
-  "verify.no_shoe": "No shoe given: open this page from a table or the Bet Record.",
-  "verify.error": "The shoe could not be loaded.",
-  "verify.no_crypto": "This browser cannot compute SHA-256 on this page (it needs HTTPS). Check the shoe with: livetable verify-shoe --url <server> {id}",
-  "verify.ok": "Shoe {id} is verified: it was dealt exactly as committed.",
-  "verify.bad": "Shoe {id} does NOT verify.",
-  "verify.check.hash": "SHA-256 of salt:cut_at:order equals the commitment",
-  "verify.check.seen": "The commitment is the one this browser saw when the shoe started",
-  "verify.check.unseen": "This browser did not see the shoe start: the record is consistent, but compare the commitment with one announced before the bets",
-  "verify.check.decks": "The order is 8 full decks (416 cards)",
-  "verify.check.opening": "Opening card {card} shown face up, then {n} cards burned",
-  "verify.check.rounds": "Every round was dealt from the next slots of the order: burn, then Player 1–5 and Banker, twice",
-  "verify.check.cut": "No round was dealt after the round in which the cut card came out",
-  "verify.commitment": "Commitment",
-  "verify.round": "Round {n}",
-  "verify.cancelled": "cancelled ({n} cards taken)",
-  "verify.round_ok": "as committed",
-  "verify.round_bad": "NOT as committed",
-});
-Object.assign(DICTS.th, {
-  "verify.title": "ตรวจสอบชู",
-  "verify.intro": "ก่อนการเดิมพันแรกของแต่ละชู เซิร์ฟเวอร์ประกาศค่าผูกมัด (SHA-256 ของลำดับไพ่ทั้งชูที่สับแล้ว ตำแหน่งไพ่ตัด และค่าเกลือลับ) เมื่อชูจบจะเปิดเผยทั้งหมด หน้านี้ตรวจไพ่ทุกใบของทุกรอบในเบราว์เซอร์ของคุณ",
-  "verify.link": "ตรวจสอบชูนี้",
-  "verify.ended": "ชู {id} จบแล้ว:",
-  "verify.loading": "กำลังตรวจชู {id}…",
-  "verify.not_found": "ชู {id} ยังไม่จบ หรือเป็นชูไพ่จริงของดีลเลอร์ (ไม่มีค่าผูกมัด) ชูจะถูกเปิดเผยเมื่อจบ",
-  "verify.no_shoe": "ไม่ได้ระบุชู: เปิดหน้านี้จากโต๊ะหรือประวัติการเดิมพัน",
-  "verify.error": "โหลดข้อมูลชูไม่ได้",
-  "verify.no_crypto": "เบราว์เซอร์คำนวณ SHA-256 ในหน้านี้ไม่ได้ (ต้องใช้ HTTPS) ตรวจด้วยคำสั่ง: livetable verify-shoe --url <server> {id}",
-  "verify.ok": "ชู {id} ผ่านการตรวจ: แจกไพ่ตรงตามที่ผูกมัดไว้ทุกใบ",
-  "verify.bad": "ชู {id} ไม่ผ่านการตรวจ",
-  "verify.check.hash": "SHA-256 ของ salt:cut_at:order ตรงกับค่าผูกมัด",
-  "verify.check.seen": "ค่าผูกมัดตรงกับที่เบราว์เซอร์นี้เห็นตอนเริ่มชู",
-  "verify.check.unseen": "เบราว์เซอร์นี้ไม่เห็นตอนเริ่มชู: ข้อมูลสอดคล้องกัน แต่ควรเทียบค่าผูกมัดกับที่ประกาศก่อนการเดิมพัน",
-  "verify.check.decks": "ลำดับไพ่ครบ 8 สำรับ (416 ใบ)",
-  "verify.check.opening": "เปิดไพ่ใบแรก {card} แล้วเผาไพ่ {n} ใบ",
-  "verify.check.rounds": "ทุกรอบแจกจากช่องถัดไปของลำดับ: เผา 1 ใบ แล้วเพลย์เยอร์ 1–5 และแบงค์เกอร์ สองรอบ",
-  "verify.check.cut": "ไม่มีรอบใดถูกแจกหลังรอบที่ไพ่ตัดออกมา",
-  "verify.commitment": "ค่าผูกมัด",
-  "verify.round": "รอบที่ {n}",
-  "verify.cancelled": "ยกเลิก (ใช้ไพ่ {n} ใบ)",
-  "verify.round_ok": "ตรงตามที่ผูกมัด",
-  "verify.round_bad": "ไม่ตรงตามที่ผูกมัด",
-});
-Object.assign(DICTS.hi, {
-  "verify.title": "शू की जाँच",
-  "verify.intro": "शू के पहले दांव से पहले सर्वर एक प्रतिबद्धता प्रकाशित करता है: पूरे फेंटे गए क्रम, कट कार्ड और एक गुप्त नमक (salt) का SHA-256। शू खत्म होने पर वह इन्हें प्रकट करता है, और यह पेज आपके ब्राउज़र में हर राउंड का हर कार्ड जाँचता है।",
-  "verify.link": "इस शू की जाँच करें",
-  "verify.ended": "शू {id} खत्म हो गया:",
-  "verify.loading": "शू {id} की जाँच हो रही है…",
-  "verify.not_found": "शू {id} अभी खत्म नहीं हुआ, या वह डीलर के असली शू से बांटा गया (उनकी कोई प्रतिबद्धता नहीं होती)। शू खत्म होने पर प्रकट होता है।",
-  "verify.no_shoe": "कोई शू नहीं दिया गया: यह पेज किसी टेबल या दांव रिकॉर्ड से खोलें।",
-  "verify.error": "शू लोड नहीं हो सका।",
-  "verify.no_crypto": "यह ब्राउज़र इस पेज पर SHA-256 नहीं निकाल सकता (HTTPS चाहिए)। जाँच करें: livetable verify-shoe --url <server> {id}",
-  "verify.ok": "शू {id} सत्यापित है: हर कार्ड प्रतिबद्धता के अनुसार ही बांटा गया।",
-  "verify.bad": "शू {id} सत्यापित नहीं होता।",
-  "verify.check.hash": "salt:cut_at:order का SHA-256 प्रतिबद्धता के बराबर है",
-  "verify.check.seen": "प्रतिबद्धता वही है जो इस ब्राउज़र ने शू शुरू होते समय देखी",
-  "verify.check.unseen": "इस ब्राउज़र ने शू की शुरुआत नहीं देखी: रिकॉर्ड सुसंगत है, पर प्रतिबद्धता को दांव से पहले घोषित प्रतिबद्धता से मिलाएँ",
-  "verify.check.decks": "क्रम में पूरे 8 डेक हैं (416 कार्ड)",
-  "verify.check.opening": "पहला कार्ड {card} खुला दिखाया गया, फिर {n} कार्ड जलाए गए",
-  "verify.check.rounds": "हर राउंड क्रम के अगले स्थानों से बांटा गया: एक जलाया, फिर प्लेयर 1–5 और बैंकर, दो बार",
-  "verify.check.cut": "कट कार्ड निकलने वाले राउंड के बाद कोई राउंड नहीं बांटा गया",
-  "verify.commitment": "प्रतिबद्धता",
-  "verify.round": "राउंड {n}",
-  "verify.cancelled": "रद्द ({n} कार्ड लिए गए)",
-  "verify.round_ok": "प्रतिबद्धता के अनुसार",
-  "verify.round_bad": "प्रतिबद्धता के अनुसार नहीं",
-});
 
 // ------------------------------------------------------------------ commitments seen
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 from table_page import Bet, Server, TablePage, wait_until
+from tcpproxy import TcpProxy
 
 pytestmark = pytest.mark.browser
 
@@ -45,7 +47,7 @@ def _saved(path: Path) -> None:
 def test_screenshots(server: Server, browser: Browser, shots: Path) -> None:
     table = _table_with_rounds(server, 3)
     # Reduced motion: no card caught half-way through its flip.
-    ctx = browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-US",
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900}, locale="en-US",
                               reduced_motion="reduce")
     page: Page = ctx.new_page()
     try:
@@ -68,6 +70,9 @@ def test_screenshots(server: Server, browser: Browser, shots: Path) -> None:
 
         payout_items = page.get_by_test_id("payout").get_by_test_id("payout-item")
         expect(payout_items).to_have_count(2, timeout=30_000)
+        expect(page.get_by_test_id("win")).to_be_visible()  # the result on the felt
+        page.screenshot(path=shots / "table-win.png")
+        _saved(shots / "table-win.png")
         roadmap = page.locator("section.panel", has=page.get_by_test_id("roadmap"))
         roadmap.screenshot(path=shots / "roadmap.png")
         _saved(shots / "roadmap.png")
@@ -80,9 +85,31 @@ def test_screenshots(server: Server, browser: Browser, shots: Path) -> None:
     finally:
         ctx.close()
 
-    # A phone, in Thai and in Hindi.
+    # The connection lost without a word (a proxy that stops forwarding): the overlay.
+    port = urlparse(server.url).port
+    assert port
+    with TcpProxy(port) as proxy:
+        ctx = browser.new_context(viewport={"width": 1440, "height": 900}, locale="en-US",
+                                  reduced_motion="reduce")
+        page = ctx.new_page()
+        try:
+            tp = TablePage(page, proxy.url).open(table)
+            tp.wait_betting(at_least_ms=3_000)
+            tp.place(Bet("P2", 100))
+            tp.confirm([Bet("P2", 100)])
+            tp.place(Bet("P4_PAIR", 50))
+            proxy.stall()
+            expect(page.locator("body")).to_have_attribute("data-connection", "reconnecting",
+                                                           timeout=10_000)
+            page.screenshot(path=shots / "table-reconnecting.png")
+            _saved(shots / "table-reconnecting.png")
+        finally:
+            proxy.restore()
+            ctx.close()
+
+    # A phone (390×844), in Thai and in Hindi.
     for lang in ("th", "hi"):
-        phone = browser.new_context(viewport={"width": 360, "height": 740}, device_scale_factor=2,
+        phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2,
                                     is_mobile=True, has_touch=True, reduced_motion="reduce")
         phone.add_init_script(f"localStorage.setItem('livetable.lang', '{lang}')")
         page = phone.new_page()

@@ -251,12 +251,14 @@ class WireClient:
 
     async def take_until(self, kind: str, timeout: float = WAIT, **fields: Any
                          ) -> list[Frame]:
-        """Every frame consumed up to and including the first ``kind`` with ``fields``."""
+        """Every frame consumed up to and including the first ``kind`` with ``fields``,
+        heartbeats left out (they may come between any two frames, and say nothing)."""
         taken: list[Frame] = []
         async with asyncio.timeout(timeout):
             while True:
                 frame = await self.next(timeout)
-                taken.append(frame)
+                if frame.get("type") != "heartbeat":
+                    taken.append(frame)
                 if frame.get("type") == kind and all(frame.get(k) == v
                                                      for k, v in fields.items()):
                     return taken

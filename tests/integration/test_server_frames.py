@@ -7,6 +7,7 @@ of token) close it with the documented code. After each, a fresh client still wo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -268,3 +269,32 @@ def test_a_bad_bet_record_query_is_a_400(auto_server: LiveServer, query: str,
     assert answer.json()["error"]["code"] == "bad_request"
     assert word in answer.json()["error"]["message"]
     assert auto_server.get("/api/bets?limit=5", token).status_code == 200
+
+
+async def test_a_quiet_table_sends_heartbeats_a_client_can_time(
+        manual_server: LiveServer) -> None:
+    """An idle manual table sends no events: heartbeats every interval keep the line timed,
+    so a browser can tell a silently dropped connection within seconds (issue 14)."""
+    viewer = await WireClient.connect(manual_server.ws, "viewer")
+    try:
+        welcome = await viewer.hello()
+        first = await viewer.next(timeout=2)
+        assert first["type"] == "heartbeat", first  # right after the welcome: the interval
+        beats = [first] + [await viewer.expect("heartbeat", timeout=10) for _ in range(2)]
+        for beat in beats:
+            assert set(beat) == {"type", "interval_ms", "server_time"}, beat  # not a table event
+            assert beat["interval_ms"] == 1500
+        assert welcome["server_time"] <= beats[0]["server_time"] < beats[1]["server_time"]
+    finally:
+        await viewer.close()
+
+
+async def test_no_heartbeats_when_turned_off(fresh_server: LiveServer) -> None:
+    fresh_server.start(env={"LIVETABLE_HEARTBEAT": "0"})
+    viewer = await WireClient.connect(fresh_server.ws, "viewer")
+    try:
+        await viewer.hello()
+        await asyncio.sleep(4)
+        assert not viewer.of_type("heartbeat")
+    finally:
+        await viewer.close()

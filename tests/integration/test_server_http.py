@@ -124,3 +124,31 @@ async def test_guest_health_readiness_and_metrics(auto_server: LiveServer) -> No
         assert "# TYPE livetable_connections gauge" in text
     finally:
         await client.close()
+
+
+async def test_pages_and_json_are_compressed_the_websocket_is_not(
+        auto_server: LiveServer) -> None:
+    """Brotli when the browser takes it, else gzip, for scripts, pages and JSON; the
+    websocket upgrade passes the middleware untouched (issue 14, weight)."""
+    with httpx.Client(trust_env=False, timeout=5.0) as http:
+        base = auto_server.http
+        for path in ("/js/table.js", "/table.html", "/api/tables", "/js/i18n/th.js"):
+            plain = http.get(base + path, headers={"Accept-Encoding": "identity"})
+            assert plain.status_code == 200 and "content-encoding" not in plain.headers
+            for encoding in ("br", "gzip"):
+                r = http.get(base + path, headers={"Accept-Encoding": encoding})
+                assert r.headers.get("content-encoding") == encoding, (path, r.headers)
+                assert "accept-encoding" in r.headers.get("vary", "").lower()
+                assert int(r.headers["content-length"]) < len(plain.content) / 2, path
+                assert r.content == plain.content  # httpx decodes: the same bytes
+        # a response too small to be worth it is sent as it is
+        small = http.get(base + "/healthz", headers={"Accept-Encoding": "br, gzip"})
+        assert "content-encoding" not in small.headers
+    viewer = await WireClient.connect(
+        auto_server.ws, "viewer", additional_headers={"Accept-Encoding": "gzip, br"})
+    try:
+        welcome = await viewer.hello()
+        assert welcome["table"]["id"] == "t1"
+        assert viewer.texts[0].startswith('{"type":"welcome"')  # plain JSON text frames
+    finally:
+        await viewer.close()

@@ -105,8 +105,10 @@ async def settle(predicate: Any, timeout: float = 2.0) -> None:
 
 @pytest.fixture
 async def gateway(tmp_path: Path) -> Any:
+    # no heartbeats: these tests check the exact frames a connection gets
+    # (tests/integration/test_server_frames.py checks the heartbeats)
     settings = Settings(data_dir=tmp_path, send_queue=SEND_QUEUE, secret=b"s" * 32,
-                        event_log_size=100, frames_per_second=1000)
+                        event_log_size=100, frames_per_second=1000, heartbeat=0)
     store = SQLiteStore(tmp_path / "db.sqlite3")
 
     async def execute(table: str, command: Any) -> p.Ack | p.Error:
