@@ -335,8 +335,12 @@ function onPrivate(msg) {
       const mine = [...bets.pending.values()].filter((p) => p.slip_id === msg.slip_id);
       for (const p of mine) bets.pending.delete(p.bet_id);
       const p = mine.find((x) => x.bet_id === msg.bet_id);
-      const what = p ? `${spotName(p.spot)} ${money(p.amount)}: ` : "";
-      showError(what + rejectText(msg.code, msg.message, p));
+      // name the bet that failed, or, when the slip failed as a whole, every bet of it
+      const named = p ? [p] : mine;
+      const what = named.length
+        ? `${named.map((x) => `${spotName(x.spot)} ${money(x.amount)}`).join(", ")}: ` : "";
+      const resent = mine.some((x) => x.resent) ? `${t("notice.resent_no")} ` : "";
+      showError(what + resent + rejectText(msg.code, msg.message, p));
       break;
     }
     case "bet_accepted": {
