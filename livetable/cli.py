@@ -215,9 +215,14 @@ def _add_simulate(commands: Commands) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from livetable.config import Settings
+    from livetable.config import Settings, StreamError, parse_streams
 
-    settings = Settings()
+    try:
+        settings = Settings()
+        if getattr(args, "streams", None):  # --stream replaces LIVETABLE_STREAMS
+            settings.streams = parse_streams(args.streams)
+    except StreamError as exc:
+        raise UsageError(str(exc)) from None
     for name in ("host", "port", "db", "data_dir", "tables", "betting_seconds",
                  "reveal_interval", "demo", "mode", "redis_url", "redis_pubsub_cluster"):
         value = getattr(args, name, None)
@@ -259,6 +264,10 @@ def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
         settings.table_ids = [t for t in args.table_list.split(",") if t]
     if settings.tables < 1:
         raise UsageError("--tables must be at least 1")
+    unknown = sorted(set(settings.streams) - set(settings.table_names))
+    if unknown:
+        raise UsageError(f"--stream for {', '.join(unknown)}: no such table (tables: "
+                         f"{','.join(settings.table_names)})")
     if settings.betting_seconds < 1 or settings.reveal_interval < 0:
         raise UsageError("--betting-seconds must be >= 1 and --reveal-interval >= 0")
     logging.basicConfig(level=args.log_level.upper(),
@@ -308,6 +317,9 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
                         "stays on --redis")
     p.add_argument("--table-ids", dest="table_list",
                    help="comma-separated table ids (instead of --tables N: t1..tN)")
+    p.add_argument("--stream", dest="streams", action="append", metavar="TABLE=URL",
+                   help="the table's live video: URL of its HLS playlist, absolute or a path "
+                        "on this origin (repeatable; env LIVETABLE_STREAMS=t1=URL,t2=URL)")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
 
