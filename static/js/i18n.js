@@ -268,6 +268,13 @@ const en = {
   "cmd.resume": "Resume",
   "cmd.cancel_round": "Cancel round",
   "cmd.set_mode": "Mode",
+
+  "video.label": "Live video of the table",
+  "video.unmute": "Unmute",
+  "video.mute": "Mute",
+  "video.loading": "Video loading…",
+  "video.failed": "Video unavailable: the drawn table shows the game",
+  "video.delay": "Video {s} s behind; cards show when the video shows them",
 };
 
 const th = {
@@ -527,6 +534,13 @@ const th = {
   "cmd.resume": "เล่นต่อ",
   "cmd.cancel_round": "ยกเลิกรอบ",
   "cmd.set_mode": "โหมด",
+
+  "video.label": "วิดีโอสดของโต๊ะ",
+  "video.unmute": "เปิดเสียง",
+  "video.mute": "ปิดเสียง",
+  "video.loading": "กำลังโหลดวิดีโอ…",
+  "video.failed": "วิดีโอใช้งานไม่ได้: ดูเกมจากโต๊ะที่วาดไว้",
+  "video.delay": "วิดีโอช้ากว่าจริง {s} วินาที ไพ่จะแสดงเมื่อวิดีโอแสดง",
 };
 
 const hi = {
@@ -786,6 +800,13 @@ const hi = {
   "cmd.resume": "फिर शुरू",
   "cmd.cancel_round": "राउंड रद्द",
   "cmd.set_mode": "मोड",
+
+  "video.label": "टेबल का लाइव वीडियो",
+  "video.unmute": "आवाज़ चालू करें",
+  "video.mute": "आवाज़ बंद करें",
+  "video.loading": "वीडियो लोड हो रहा है…",
+  "video.failed": "वीडियो उपलब्ध नहीं: खेल बनी हुई टेबल पर दिखता है",
+  "video.delay": "वीडियो {s} सेकंड पीछे है; पत्ते तभी दिखते हैं जब वीडियो उन्हें दिखाता है",
 };
 
 export const DICTS = { en, th, hi };
