@@ -559,7 +559,7 @@ def cmd_test_stream(args: argparse.Namespace) -> int:
     import signal
     import subprocess
 
-    from livetable.media import MediaError, MediaServer, require, test_card_command
+    from livetable.media import MediaError, MediaServer, require, card_command
 
     try:
         width, height = (int(v) for v in args.size.lower().split("x"))
@@ -582,7 +582,7 @@ def cmd_test_stream(args: argparse.Namespace) -> int:
                   f"  serve it with: livetable serve --stream {args.table}={url}", flush=True)
     except MediaError as exc:
         raise UsageError(str(exc)) from None
-    command = test_card_command(["-f", "flv", target], width=width, height=height,
+    command = card_command(["-f", "flv", target], width=width, height=height,
                                 label=f"livetable {args.table}",
                                 seconds=args.seconds or None)
     print(f"livetable test-stream: test card → {target} (Ctrl-C stops)", flush=True)

@@ -127,7 +127,7 @@ class MediaServer:
         self.process = None
 
 
-def test_card_filter(width: int, height: int, fps: int, label: str) -> str:
+def card_filter(width: int, height: int, fps: int, label: str) -> str:
     """An ffmpeg filter graph: a moving test pattern, the label, a running clock (UTC, ms)
     and the machine-readable clock strip; output pads [v] (video) and [a] (a quiet tone).
 
@@ -160,7 +160,7 @@ VP9 = ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-row-mt
        "-pix_fmt", "yuv420p"]
 
 
-def test_card_command(output: list[str], *, width: int = 960, height: int = 540, fps: int = 25,
+def card_command(output: list[str], *, width: int = 960, height: int = 540, fps: int = 25,
                       label: str = "livetable test card", codec: str = "h264",
                       preset: str = "veryfast", bitrate: str = "1500k",
                       seconds: float | None = None) -> list[str]:
@@ -172,7 +172,7 @@ def test_card_command(output: list[str], *, width: int = 960, height: int = 540,
                                                                     "-b:a", "64k"]
     limit = ["-t", f"{seconds:g}"] if seconds else []
     return ["ffmpeg", "-hide_banner", "-loglevel", "warning", "-nostdin",
-            "-filter_complex", test_card_filter(width, height, fps, label),
+            "-filter_complex", card_filter(width, height, fps, label),
             "-map", "[v]", "-map", "[a]", *video, "-b:v", bitrate,
             "-g", str(fps), "-keyint_min", str(fps), *audio, *limit, *output]
 
