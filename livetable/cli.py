@@ -559,7 +559,7 @@ def cmd_test_stream(args: argparse.Namespace) -> int:
     import signal
     import subprocess
 
-    from livetable.media import MediaError, MediaServer, require, card_command
+    from livetable.media import MediaError, MediaServer, card_command, require
 
     try:
         width, height = (int(v) for v in args.size.lower().split("x"))

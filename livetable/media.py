@@ -55,10 +55,12 @@ def nginx_binary() -> str:
 
 def render_config(media_dir: Path, rtmp_port: int, http_port: int,
                   publish_allow: str = "127.0.0.1") -> str:
-    """deploy/media/nginx.conf.template with this machine's paths and ports."""
+    """deploy/media/nginx.conf.template with this machine's paths and ports, listening on
+    the loopback interface only (a development or test server)."""
     template = Template((MEDIA_DIR / "nginx.conf.template").read_text())
     text = template.safe_substitute(
-        MEDIA_DIR=str(media_dir), RTMP_PORT=str(rtmp_port), HTTP_PORT=str(http_port),
+        MEDIA_DIR=str(media_dir), RTMP_PORT=str(rtmp_port),
+        RTMP_LISTEN=f"127.0.0.1:{rtmp_port}", HTTP_LISTEN=f"127.0.0.1:{http_port}",
         PUBLISH_ALLOW=publish_allow, PACKAGER=str(MEDIA_DIR / "package"),
         RTMP_MODULE=str(RTMP_MODULE))
     if os.geteuid() == 0:
@@ -150,7 +152,7 @@ def card_filter(width: int, height: int, fps: int, label: str) -> str:
         f"drawtext={font}fontsize={height // 16}:fontcolor=white:box=1:boxcolor=black@0.6:"
         f"boxborderw=6:x=(w-tw)/2:y=h/2+12:text='{safe_label}'[text];"
         f"[text][strip]overlay=x=0:y=H-{CELL},setpts=PTS-STARTPTS[v];"
-        f"sine=f=660:r=48000,volume=0.08,arealtime[a]"
+        f"sine=f=660:r=48000:samples_per_frame=960,volume=0.08,arealtime[a]"
     )
 
 

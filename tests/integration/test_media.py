@@ -3,6 +3,7 @@ with libnginx-mod-rtmp, packaged by ffmpeg into fMP4 HLS with EXT-X-PROGRAM-DATE
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import time
@@ -75,7 +76,7 @@ def test_rtmp_in_low_latency_hls_out(media: MediaServer) -> None:
     dates = [datetime.fromisoformat(d.replace("+0000", "+00:00")).timestamp()
              for d, _ in segments]
     # dated on the wall clock, one second apart, the newest a few seconds old at most
-    assert all(abs(b - a - 1) < 0.2 for a, b in zip(dates, dates[1:], strict=False))
+    assert all(abs(b - a - 1) < 0.2 for a, b in itertools.pairwise(dates))
     assert -1 < received - dates[-1] < 10
     init = fetch(url.replace("index.m3u8", "init.mp4"))
     name = segments[-1][1]
