@@ -104,3 +104,20 @@ def test_the_packager_refuses_a_stream_name_that_is_not_a_table_id(
     assert done.returncode == 2
     assert "refusing stream name" in done.stderr
     assert not (tmp_path / "hls").exists() and not (tmp_path / "escape").exists()
+
+
+def test_the_container_entrypoint_makes_a_configuration_nginx_accepts(tmp_path: Path) -> None:
+    # deploy/media/Dockerfile runs this entrypoint with its environment; the same template
+    # as above, filled in by envsubst instead of livetable.media.
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "MEDIA_DIR": str(tmp_path),
+           "MEDIA_TEMPLATE": str(MEDIA_DIR / "nginx.conf.template"), "RTMP_PORT": "1935",
+           "RTMP_LISTEN": f"127.0.0.1:{free_port()}", "HTTP_LISTEN": f"127.0.0.1:{free_port()}",
+           "PUBLISH_ALLOW": "10.0.0.0/8", "PACKAGER": str(MEDIA_DIR / "package"),
+           "RTMP_MODULE": "/usr/lib/nginx/modules/ngx_rtmp_module.so"}
+    done = subprocess.run([str(MEDIA_DIR / "entrypoint"), "-t"], env=env, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert "test is successful" in done.stderr
+    conf = (tmp_path / "nginx.conf").read_text()
+    assert "allow publish 10.0.0.0/8;" in conf and "exec_push " + env["PACKAGER"] + " $name" in conf
+    assert "${" not in conf  # every placeholder filled in
