@@ -298,3 +298,32 @@ def test_chromium_plays_h264_and_vp9_in_fmp4_hls(studio: tuple[Server, MediaServ
     assert "error" not in played, played
     assert played["time"] > 1.5 and played["width"] == 640
     assert prefix in str(played["codec"]), played
+
+
+def test_screenshots_of_the_table_with_video(studio: tuple[Server, MediaServer],
+                                             browser: Browser, tmp_path: Path) -> None:
+    """docs/screenshots/table-video*.png (LIVETABLE_SCREENSHOTS=docs/screenshots refreshes
+    them, as in test_screenshots.py)."""
+    server, _ = studio
+    target = os.environ.get("LIVETABLE_SCREENSHOTS")
+    out = (ROOT / target) if target and not Path(target).is_absolute() else Path(target or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, options in (
+        ("table-video.png", {"viewport": {"width": 1440, "height": 900}}),
+        ("table-video-phone.png", {"viewport": {"width": 390, "height": 844}, "is_mobile": True,
+                                   "has_touch": True, "device_scale_factor": 2}),
+    ):
+        ctx = browser.new_context(locale="en-US", **options)  # type: ignore[arg-type]
+        ctx.add_init_script(WATCH)
+        try:
+            page = ctx.new_page()
+            page.goto(f"{server.url}table.html?table=t1")
+            expect(page.get_by_test_id("video")).to_have_attribute("data-state", "playing")
+            # mid-reveal, with the delay shown under the picture
+            page.wait_for_function(
+                "document.querySelectorAll('[data-revealed=\"1\"]').length >= 2", timeout=60_000)
+            page.wait_for_timeout(300)
+            page.screenshot(path=str(out / name), full_page=name.endswith("phone.png"))
+        finally:
+            ctx.close()
+        assert (out / name).stat().st_size > 10_000
