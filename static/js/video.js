@@ -20,7 +20,7 @@
 // When the video fails, stalls or is paused, nothing is held: the drawn table is the game.
 
 import { t, onLangChange } from "./i18n.js";
-import { h } from "./common.js";
+import { h, announce } from "./common.js";
 import { serverNow } from "./clock.js";
 
 const HLS_MODULE = "../vendor/hls.js/hls.light.min.mjs";
@@ -173,8 +173,9 @@ class TableVideo {
       if (!this.videoEl.muted) this.videoEl.play().catch(() => {});
       this._render();
     });
-    this.statusEl = h("figcaption", { class: "video__status small", "data-testid": "video-status",
-      "aria-live": "polite" });
+    // Not a live region: the delay it shows changes every half second. A failure is
+    // announced once instead (_set).
+    this.statusEl = h("figcaption", { class: "video__status small", "data-testid": "video-status" });
     this.figure = h("figure", { class: "video", "data-testid": "video", hidden: true },
       this.videoEl, this.unmuteBtn, this.statusEl);
     this.stage = h("div", { class: "stage", "data-testid": "stage" });
@@ -260,7 +261,9 @@ class TableVideo {
   }
 
   _set(state) {
+    const was = this.state;
     this.state = state;
+    if (state === "failed" && was !== "failed") announce(t("video.failed"));
     this._render();
   }
 

@@ -223,6 +223,8 @@ def test_a_broken_stream_falls_back_to_the_drawn_table(studio: tuple[Server, Med
     page.goto(f"{server.url}table.html?table=t2")
     figure = page.get_by_test_id("video")
     expect(figure).to_have_attribute("data-state", "failed")
+    # said once to a screen reader (the next announcement may replace it within a second)
+    expect(page.get_by_test_id("live-polite")).to_contain_text("Video unavailable")
     expect(page.get_by_test_id("video-status")).to_contain_text("Video unavailable")
     expect(page.get_by_test_id("stage")).to_have_attribute("data-video", "off")
     expect(page.get_by_test_id("video-el")).to_be_hidden()
