@@ -215,9 +215,14 @@ def _add_simulate(commands: Commands) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from livetable.config import Settings
+    from livetable.config import Settings, StreamError, parse_streams
 
-    settings = Settings()
+    try:
+        settings = Settings()
+        if getattr(args, "streams", None):  # --stream replaces LIVETABLE_STREAMS
+            settings.streams = parse_streams(args.streams)
+    except StreamError as exc:
+        raise UsageError(str(exc)) from None
     for name in ("host", "port", "db", "data_dir", "tables", "betting_seconds",
                  "reveal_interval", "demo", "mode", "redis_url", "redis_pubsub_cluster"):
         value = getattr(args, name, None)
@@ -259,6 +264,10 @@ def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
         settings.table_ids = [t for t in args.table_list.split(",") if t]
     if settings.tables < 1:
         raise UsageError("--tables must be at least 1")
+    unknown = sorted(set(settings.streams) - set(settings.table_names))
+    if unknown:
+        raise UsageError(f"--stream for {', '.join(unknown)}: no such table (tables: "
+                         f"{','.join(settings.table_names)})")
     if settings.betting_seconds < 1 or settings.reveal_interval < 0:
         raise UsageError("--betting-seconds must be >= 1 and --reveal-interval >= 0")
     logging.basicConfig(level=args.log_level.upper(),
@@ -308,6 +317,9 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
                         "stays on --redis")
     p.add_argument("--table-ids", dest="table_list",
                    help="comma-separated table ids (instead of --tables N: t1..tN)")
+    p.add_argument("--stream", dest="streams", action="append", metavar="TABLE=URL",
+                   help="the table's live video: URL of its HLS playlist, absolute or a path "
+                        "on this origin (repeatable; env LIVETABLE_STREAMS=t1=URL,t2=URL)")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
 
@@ -539,6 +551,74 @@ def _add_verify_shoe(commands: Commands) -> None:
     p.set_defaults(handler=cmd_verify_shoe)
 
 
+# --- test-stream --------------------------------------------------------------------------
+
+
+def cmd_test_stream(args: argparse.Namespace) -> int:
+    """The media server of deploy/media/ run locally, and a test card pushed into it."""
+    import signal
+    import subprocess
+
+    from livetable.media import MediaError, MediaServer, card_command, require
+
+    try:
+        width, height = (int(v) for v in args.size.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"--size is WIDTHxHEIGHT, got {args.size!r}") from None
+    if width < 640 or height < 180:
+        raise UsageError("--size must be at least 640x180 (the clock strip is 640 wide)")
+    if not args.table.replace("-", "").replace("_", "").isalnum():
+        raise UsageError(f"--table {args.table!r}: letters, digits, '-' and '_' only")
+    server: MediaServer | None = None
+    try:
+        require("ffmpeg")
+        if args.publish:
+            target = args.publish
+        else:
+            server = MediaServer(args.dir, args.rtmp_port, args.http_port).start()
+            target = server.publish_url(args.table)
+            url = server.playlist_url(args.table, "localhost")
+            print(f"livetable test-stream: HLS at {url}\n"
+                  f"  serve it with: livetable serve --stream {args.table}={url}", flush=True)
+    except MediaError as exc:
+        raise UsageError(str(exc)) from None
+    command = card_command(["-f", "flv", target], width=width, height=height,
+                                label=f"livetable {args.table}",
+                                seconds=args.seconds or None)
+    print(f"livetable test-stream: test card → {target} (Ctrl-C stops)", flush=True)
+    card = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    stop = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, lambda *_: card.terminate())
+    try:
+        code = card.wait()
+    except KeyboardInterrupt:
+        card.terminate()
+        code = card.wait()
+    finally:
+        signal.signal(signal.SIGTERM, stop)
+        if server is not None:
+            server.stop()
+    return 0 if code in (0, 255, -signal.SIGTERM) else 1
+
+
+def _add_test_stream(commands: Commands) -> None:
+    p = commands.add_parser(
+        "test-stream", help="a test card with a running clock, through ffmpeg into the "
+                            "media server (started here unless --publish)")
+    p.add_argument("--table", default="t1", help="stream name = table id (default t1)")
+    p.add_argument("--publish", metavar="RTMP_URL",
+                   help="push to this media server (rtmp://HOST:1935/live/TABLE) instead of "
+                        "starting one")
+    p.add_argument("--dir", type=Path, default=Path("data/media"),
+                   help="the local media server's directory (default data/media)")
+    p.add_argument("--rtmp-port", dest="rtmp_port", type=int, default=1935)
+    p.add_argument("--http-port", dest="http_port", type=int, default=8090)
+    p.add_argument("--size", default="960x540", help="picture size (default 960x540)")
+    p.add_argument("--seconds", type=float, default=0, help="stop after this long (default: "
+                                                             "run until stopped)")
+    p.set_defaults(handler=cmd_test_stream)
+
+
 # --- main ---------------------------------------------------------------------------------
 
 
@@ -556,6 +636,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_roles(commands)
     _add_deposit(commands)
     _add_verify_shoe(commands)
+    _add_test_stream(commands)
     return parser
 
 

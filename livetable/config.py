@@ -16,6 +16,40 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(f"LIVETABLE_{name}", default)
 
 
+class StreamError(ValueError):
+    """A ``--stream``/``LIVETABLE_STREAMS`` entry that cannot be used, and why."""
+
+
+def parse_stream(entry: str) -> tuple[str, str]:
+    """``TABLE=URL`` → ``(table, url)``. The URL is where browsers fetch the table's HLS
+    playlist: an absolute http(s) URL, or a path on the pages' own origin (``/live/t1/…``,
+    what the nginx in deploy/ serves)."""
+    table, sep, url = entry.strip().partition("=")
+    table, url = table.strip(), url.strip()
+    if not sep or not table or not url:
+        raise StreamError(f"a stream is TABLE=URL, got {entry!r}")
+    if any(c.isspace() or c in "\"'<>" for c in url):
+        raise StreamError(f"stream URL for {table!r} has a space or quote: {url!r}")
+    if not (url.startswith(("http://", "https://")) or
+            (url.startswith("/") and not url.startswith("//"))):
+        raise StreamError(f"stream URL for {table!r} must start with http://, https:// or /"
+                          f" (a path on the pages' origin), got {url!r}")
+    return table, url
+
+
+def parse_streams(entries: list[str]) -> dict[str, str]:
+    """Every ``TABLE=URL`` of ``entries`` (blank entries are skipped)."""
+    streams: dict[str, str] = {}
+    for entry in entries:
+        if entry.strip():
+            table, url = parse_stream(entry)
+            if table in streams and streams[table] != url:
+                raise StreamError(f"two streams for table {table!r}: "
+                                  f"{streams[table]!r} and {url!r}")
+            streams[table] = url
+    return streams
+
+
 @dataclass
 class Settings:
     host: str = field(default_factory=lambda: _env("HOST", "127.0.0.1"))
@@ -97,6 +131,10 @@ class Settings:
         default_factory=lambda: Path(v) if (v := _env("SHOE_KEY_FILE", "")) else None)
     #: Where load_secret found (or made) the secret, when it came from a file.
     secret_path: Path | None = field(default=None, init=False)
+    #: Table id → the URL of its live video's HLS playlist (``t1=URL,t2=URL``); a table
+    #: without one has ``stream: null`` in its snapshot and shows the drawn table only.
+    streams: dict[str, str] = field(
+        default_factory=lambda: parse_streams(_env("STREAMS", "").split(",")))
 
     @property
     def db_path(self) -> Path:

@@ -77,6 +77,14 @@ class PlayerView(Struct, kw_only=True):
     balance: int
 
 
+class StreamView(Struct, kw_only=True):
+    """Where a table's live video is: ``hls``, the URL of its HLS playlist (absolute, or a
+    path on the pages' origin). The playlist's EXT-X-PROGRAM-DATE-TIME tags tell the page
+    how far the video runs behind ``server_time`` (docs/video.md)."""
+
+    hls: str
+
+
 class TableSnapshot(Struct, kw_only=True):
     id: str
     name: str
@@ -100,6 +108,7 @@ class TableSnapshot(Struct, kw_only=True):
     resume_phase: Phase | None = None
     epoch: int = 0
     seq: int = 0
+    stream: StreamView | None = None  # null: no video, the drawn table only
 
 
 class BetRecordEntry(Struct, kw_only=True):

@@ -3,14 +3,16 @@
     .venv/bin/python docs/tools/capture_frames.py --out /tmp/frames.json
     .venv/bin/python docs/tools/capture_frames.py --show /tmp/frames.json dealer resume_true
 
-It starts two throw-away servers, each on a free port with its own temporary data directory:
+It starts three throw-away servers, each on a free port with its own temporary data directory:
 
 * **auto** — ``livetable serve --betting-seconds 3 --reveal-interval 0.3`` (the server deals),
   with ``LIVETABLE_PLAYER_BALANCE=50000`` so that an operator player token has money;
 * **manual** — the same with ``--mode manual``: a dealer console drives a scripted round
   whose cards are chosen to show the interesting cases (a pair at 8 points against a Banker
   value 6, an AK Flush, a tie, a loss to a Banker with a special pattern), then a cancelled
-  round, an impossible card, the cut card and a switch to auto mode.
+  round, an impossible card, the cut card and a switch to auto mode;
+* **streams** — ``--tables 2 --mode manual --stream t1=/live/t1/index.m3u8``: one
+  ``GET /api/tables``, a table with live video and one without.
 
 Tokens are minted with ``livetable token --data-dir <that directory>``. Every frame sent and
 received is recorded, per scenario, as a transcript::
@@ -707,17 +709,29 @@ async def only_fair_shoe(out: Path) -> None:
     log(f"merged {sorted(CAPTURE)} into {out}")
 
 
+STREAMS_FLAGS = ("--tables", "2", "--mode", "manual", "--stream", "t1=/live/t1/index.m3u8")
+
+
+async def run_streams(server: Server) -> None:
+    t = scenario("streams", "streams", "GET /api/tables of `livetable serve "
+                 + " ".join(STREAMS_FLAGS) + "`: a table with a video and one without")
+    await http(t, server, "GET", "/api/tables")
+
+
 async def main_async(out: Path | None) -> None:
     auto = Server("auto", "--betting-seconds", "3", "--reveal-interval", "0.3",
                   env={"LIVETABLE_PLAYER_BALANCE": "50000"})
     manual = Server("manual", "--mode", "manual")
+    streams = Server("streams", *STREAMS_FLAGS)
     try:
         auto.start()
         manual.start()
-        await asyncio.gather(run_auto(auto), run_manual(manual))
+        streams.start()
+        await asyncio.gather(run_auto(auto), run_manual(manual), run_streams(streams))
     finally:
         auto.stop()
         manual.stop()
+        streams.stop()
     text = json.dumps(CAPTURE, indent=2, ensure_ascii=False)
     if out is None:
         print(text)

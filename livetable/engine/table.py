@@ -207,6 +207,8 @@ class TableState(msgspec.Struct, kw_only=True):
     paused_reason: str | None = None
     betting_left_ms: int | None = None
     next_at: int | None = None  # auto mode: when the next timed action is due
+    #: The table's live video, as configured (the runner sets it on every start).
+    stream: p.StreamView | None = None
 
 
 STATE_ENCODER = msgspec.json.Encoder()
@@ -339,6 +341,7 @@ class TableEngine:
             resume_phase=s.paused_from,
             epoch=s.epoch,
             seq=s.seq,
+            stream=s.stream,
         )
 
     def next_deadline(self) -> int | None:

@@ -66,6 +66,11 @@ def timing_of(settings: Settings) -> Timing:
     )
 
 
+def stream_of(settings: Settings, table: str) -> p.StreamView | None:
+    url = settings.streams.get(table)
+    return p.StreamView(hls=url) if url else None
+
+
 Role = str  # "gateway" (websockets, HTTP API) and/or "engine" (runs the tables)
 
 
@@ -159,7 +164,8 @@ class Services:
             table, self.store, self.bus, name=f"Pok Deng {table.upper()}",
             mode="manual" if self.settings.mode == "manual" else "auto",
             limits=limits_of(self.settings), timing=timing_of(self.settings),
-            rng=self.rng, on_settled=self.metrics.settled, fatal=fatal)
+            stream=stream_of(self.settings, table), rng=self.rng,
+            on_settled=self.metrics.settled, fatal=fatal)
         self.runners[table] = runner
         return runner
 

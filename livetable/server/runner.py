@@ -52,6 +52,7 @@ class TableRunner:
         mode: Mode = "auto",
         limits: p.Limits | None = None,
         timing: Timing | None = None,
+        stream: p.StreamView | None = None,
         rng: random.Random | None = None,
         clock: Callable[[], int] = now_ms,
         on_settled: Callable[[int, float], None] | None = None,
@@ -62,6 +63,7 @@ class TableRunner:
         self.bus = bus
         self.clock = clock
         self._defaults = (name, mode, limits, timing)
+        self._stream = stream
         self._rng = rng
         self.engine: TableEngine | None = None
         self._lock = asyncio.Lock()
@@ -86,6 +88,7 @@ class TableRunner:
             name, mode, limits, timing = self._defaults
             self.engine = TableEngine.new(self.table, name, mode=mode, limits=limits,
                                           timing=timing, rng=self._rng, epoch=now)
+            self.engine.state.stream = self._stream
         else:
             self.engine = self._restore(saved)
         async with self._lock:
@@ -111,6 +114,8 @@ class TableRunner:
             log.warning("table %s: shoe %s was stored in plain form; it ends after this "
                         "round", self.table, shoe.shoe_id)
             engine.state.last_round = True
+        # The video is configuration, not history: this run's --stream (or none) holds.
+        engine.state.stream = self._stream
         return engine
 
     async def _reload(self) -> None:

@@ -65,6 +65,7 @@ export class Connection extends EventTarget {
     this.openedAt = 0;
     this.silenceLimit = SILENCE_LIMIT_MS;
     this.pingTimer = null;
+    this.gate = null;
     this._onOnline = () => { if (!this.stopped) this._connectNow(); };
     this._onOffline = () => {
       if (this.stopped) return;
@@ -119,7 +120,22 @@ export class Connection extends EventTarget {
     this.dispatchEvent(new CustomEvent("state", { detail: { state, attempt: this.attempt, ...extra } }));
   }
 
-  _emit(name, detail) { this.dispatchEvent(new CustomEvent(name, { detail })); }
+  /**
+   * Put something between the socket and the page's listeners: gate(name, detail, deliver)
+   * must call deliver() — now, or later and in order — for every welcome, event and message
+   * (video.js holds reveals until the table's video shows them). deliver(other) dispatches
+   * `other` instead of `detail`.
+   */
+  setGate(gate) { this.gate = gate; }
+
+  _emit(name, detail) {
+    const deliver = (d = detail) => this.dispatchEvent(new CustomEvent(name, { detail: d }));
+    if (this.gate && (name === "welcome" || name === "event" || name === "message")) {
+      this.gate(name, detail, deliver);
+    } else {
+      deliver();
+    }
+  }
 
   _drop(reason) {
     const ws = this.ws;

@@ -27,6 +27,7 @@ import { cardEl, cardBackEl } from "./cards.js";
 import { renderRoadmap, roadmapLegend } from "./roadmap.js";
 import { getJSON, ensureGuest, storedGuest, forgetGuest, rememberPlayer, newBetId } from "./api.js";
 import { noteSnapshot, noteTableEvent } from "./verify.js";
+import { mountVideo } from "./video.js";
 
 const CHIP_VALUES = [5, 10, 25, 50, 100, 500, 1000, 5000, 10000];
 const RESUME_WINDOW_MS = 2500;
@@ -95,6 +96,7 @@ async function main() {
   renderWallet();
 
   conn = new Connection({ path: "/ws", table: tableId, token: () => token });
+  mountVideo(conn, $("#felt"));  // the table's video; reveals and results in step with it
   bindConnection(conn);
   conn.addEventListener("welcome", (e) => onWelcome(e.detail.msg, e.detail.reconnect));
   conn.addEventListener("event", (e) => onTableEvent(e.detail));

@@ -117,12 +117,15 @@ def test_the_network_policies_are_applied_and_close_each_port() -> None:
     assert "networkpolicy.yaml" in kustomization["resources"]
     policies = {d["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"]: d["spec"]
                 for d in k8s("networkpolicy.yaml")}
-    assert set(policies) == {"redis", "livetable-gateway", "livetable-engine"}
+    assert set(policies) == {"redis", "livetable-gateway", "livetable-engine", "livetable-media"}
 
     def allowed(spec: dict[str, Any]) -> list[tuple[str, int]]:
         out = []
         for rule in spec["ingress"]:
             for peer in rule["from"]:
+                if "ipBlock" in peer:  # the studio's encoders (media)
+                    out += [(peer["ipBlock"]["cidr"], port["port"]) for port in rule["ports"]]
+                    continue
                 name = peer["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/name")
                 names = [name] if name else [v for e in peer["podSelector"]["matchExpressions"]
                                              for v in e["values"]]
@@ -134,6 +137,9 @@ def test_the_network_policies_are_applied_and_close_each_port() -> None:
     assert allowed(policies["livetable-gateway"]) == [("ingress-nginx", 8000),
                                                       ("prometheus", 8000)]
     assert allowed(policies["livetable-engine"]) == [("prometheus", 8001)]
+    # the media server: HLS to the ingress controller, RTMP from the studio's range only
+    assert allowed(policies["livetable-media"]) == [("192.0.2.0/24", 1935),
+                                                    ("ingress-nginx", 8090)]
     for spec in policies.values():
         assert spec["policyTypes"] == ["Ingress"]
 

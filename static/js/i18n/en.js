@@ -330,4 +330,10 @@ export default {
   "verify.cancelled": "cancelled ({n} cards taken)",
   "verify.round_ok": "as committed",
   "verify.round_bad": "NOT as committed",
+  "video.label": "Live video of the table",
+  "video.unmute": "Unmute",
+  "video.mute": "Mute",
+  "video.loading": "Video loading…",
+  "video.failed": "Video unavailable: the drawn table shows the game",
+  "video.delay": "Video {s} s behind; cards show when the video shows them",
 };
