@@ -1,9 +1,14 @@
-"""Signed tokens: players (minted by an operator), demo guests, and dealers.
+"""Signed tokens: players (minted by an operator), demo guests, dealers and supervisors.
 
 A token is ``base64url(payload).base64url(HMAC-SHA256(secret, payload))`` with a JSON payload
 ``{"k": kind, "sub": id, "name": name, "exp": epoch seconds}``. It is small, needs no store
-to check, and cannot be forged without the server's secret; a dealer token is accepted only
-on ``/ws/dealer`` and a player or guest token never is.
+to check, and cannot be forged without the server's secret; a staff token (dealer or
+supervisor) is accepted only on ``/ws/dealer`` and a player or guest token never is.
+
+A staff token names the tables it may drive (``"tables": ["t1", "t2"]``, or ``["*"]`` for
+every table): a studio's dealer at table 1 cannot drive table 2. A staff token that names no
+tables (minted before tokens were scoped) drives none. A supervisor does what a dealer does
+and approves card corrections (docs/dealer.md).
 """
 
 from __future__ import annotations
@@ -21,7 +26,11 @@ from typing import Literal
 
 from livetable.accounts import AccountError, check_player_id
 
-Kind = Literal["player", "guest", "dealer"]
+Kind = Literal["player", "guest", "dealer", "supervisor"]
+KINDS: tuple[Kind, ...] = ("player", "guest", "dealer", "supervisor")
+STAFF: tuple[Kind, ...] = ("dealer", "supervisor")
+#: In a staff token's tables: every table.
+ALL_TABLES = "*"
 
 
 class TokenError(ValueError):
@@ -34,10 +43,20 @@ class Identity:
     id: str
     name: str
     expires: int
+    #: A staff token's tables (:data:`ALL_TABLES` for every one); empty for players.
+    tables: tuple[str, ...] = ()
 
     @property
     def is_player(self) -> bool:
         return self.kind in ("player", "guest")
+
+    @property
+    def is_staff(self) -> bool:
+        return self.kind in STAFF
+
+    def may_drive(self, table: str) -> bool:
+        """A dealer or supervisor token scoped to ``table`` (or to every table)."""
+        return self.is_staff and (ALL_TABLES in self.tables or table in self.tables)
 
 
 def _b64(data: bytes) -> str:
@@ -59,15 +78,22 @@ def _unb64(text: str) -> bytes:
     return data
 
 
-def mint(secret: bytes, kind: Kind, subject: str, name: str, ttl_seconds: int) -> str:
+def mint(secret: bytes, kind: Kind, subject: str, name: str, ttl_seconds: int,
+         tables: tuple[str, ...] | list[str] = ()) -> str:
     """A signed token. A player's or guest's ``subject`` must be a valid player id
-    (:func:`livetable.accounts.check_player_id`): :class:`AccountError` otherwise."""
+    (:func:`livetable.accounts.check_player_id`): :class:`AccountError` otherwise. Staff
+    kinds need ``tables`` (ids, or ``["*"]`` for every table)."""
     if kind in ("player", "guest"):
         check_player_id(subject)
-    payload = json.dumps(
-        {"k": kind, "sub": subject, "name": name, "exp": int(time.time()) + ttl_seconds},
-        separators=(",", ":"),
-    ).encode()
+    claims: dict[str, object] = {"k": kind, "sub": subject, "name": name,
+                                 "exp": int(time.time()) + ttl_seconds}
+    if kind in STAFF:
+        if not tables or not all(isinstance(t, str) and t for t in tables):
+            raise ValueError(f"a {kind} token names its tables (or {ALL_TABLES!r} for all)")
+        claims["tables"] = list(tables)
+    elif tables:
+        raise ValueError("only dealer and supervisor tokens name tables")
+    payload = json.dumps(claims, separators=(",", ":")).encode()
     signature = hmac.new(secret, payload, hashlib.sha256).digest()
     return f"{_b64(payload)}.{_b64(signature)}"
 
@@ -83,11 +109,14 @@ def verify(secret: bytes, token: str, now: float | None = None) -> Identity:
         raise TokenError("bad token signature")
     try:
         data = json.loads(payload)
+        tables = data.get("tables", [])
+        if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
+            raise TypeError("tables")
         identity = Identity(kind=data["k"], id=str(data["sub"]), name=str(data["name"]),
-                            expires=int(data["exp"]))
-    except (ValueError, KeyError, TypeError):
+                            expires=int(data["exp"]), tables=tuple(tables))
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise TokenError("malformed token payload") from None
-    if identity.kind not in ("player", "guest", "dealer"):
+    if identity.kind not in KINDS:
         raise TokenError("unknown token kind")
     if identity.is_player:
         try:

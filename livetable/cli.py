@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, TextIO, TypeAlias
+from typing import TYPE_CHECKING, Literal, NoReturn, TextIO, TypeAlias
 
 from livetable.rules.cards import CardError, parse_cards
 
@@ -224,7 +224,8 @@ def _settings(args: argparse.Namespace) -> Settings:
     except StreamError as exc:
         raise UsageError(str(exc)) from None
     for name in ("host", "port", "db", "data_dir", "tables", "betting_seconds",
-                 "reveal_interval", "demo", "mode", "redis_url", "redis_pubsub_cluster"):
+                 "reveal_interval", "next_round_after", "demo", "mode", "redis_url",
+                 "redis_pubsub_cluster"):
         value = getattr(args, name, None)
         if value is not None:
             setattr(settings, name, value)
@@ -268,8 +269,10 @@ def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
     if unknown:
         raise UsageError(f"--stream for {', '.join(unknown)}: no such table (tables: "
                          f"{','.join(settings.table_names)})")
-    if settings.betting_seconds < 1 or settings.reveal_interval < 0:
-        raise UsageError("--betting-seconds must be >= 1 and --reveal-interval >= 0")
+    if (settings.betting_seconds < 1 or settings.reveal_interval < 0
+            or settings.next_round_after < 0):
+        raise UsageError("--betting-seconds must be >= 1, --reveal-interval and "
+                         "--next-round-after >= 0")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings, roles=roles)
@@ -332,6 +335,9 @@ def _add_serve(commands: Commands) -> None:
                    help="betting countdown (default 15)")
     p.add_argument("--reveal-interval", dest="reveal_interval", type=float,
                    help="seconds between reveals in auto mode (default 1.5)")
+    p.add_argument("--next-round-after", dest="next_round_after", type=float,
+                   help="manual mode: open the next round by itself this many seconds after "
+                        "a round ends (default 0: the dealer opens every round)")
     p.add_argument("--demo", dest="demo", action=argparse.BooleanOptionalAction, default=None,
                    help="guest players with a demo balance (default on)")
     p.add_argument("--mode", choices=["auto", "manual"],
@@ -351,6 +357,7 @@ def _add_roles(commands: Commands) -> None:
         p.add_argument("--tables", type=int, help="number of tables t1..tN (default 1)")
         p.add_argument("--betting-seconds", dest="betting_seconds", type=float)
         p.add_argument("--reveal-interval", dest="reveal_interval", type=float)
+        p.add_argument("--next-round-after", dest="next_round_after", type=float)
         p.add_argument("--mode", choices=["auto", "manual"])
         p.add_argument("--demo", dest="demo", action=argparse.BooleanOptionalAction,
                        default=None)
@@ -368,9 +375,20 @@ def cmd_token(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         raise UsageError(f"{exc} (start the server once, or pass --data-dir)") from None
     ttl = args.ttl if args.ttl is not None else settings.token_ttl
-    if args.dealer:
-        token = mint(secret, "dealer", args.player or "dealer", args.name or "Dealer", ttl)
+    if args.dealer or args.supervisor:
+        kind: Literal["dealer", "supervisor"] = "supervisor" if args.supervisor else "dealer"
+        if args.all_tables == bool(args.tables):
+            raise UsageError(f"a {kind} token names the tables it may drive: --tables t1,t2 "
+                             f"or --all-tables")
+        tables = ["*"] if args.all_tables else [t.strip() for t in args.tables.split(",")
+                                                if t.strip()]
+        if not tables:
+            raise UsageError("--tables needs at least one table id")
+        token = mint(secret, kind, args.player or kind, args.name or kind.title(), ttl,
+                     tables=tables)
     else:
+        if args.tables or args.all_tables:
+            raise UsageError("--tables and --all-tables are for --dealer or --supervisor")
         if not args.player:
             raise UsageError("give --player ID (and --name NAME), or --dealer")
         if args.player.startswith("g_"):
@@ -431,10 +449,18 @@ def _add_deposit(commands: Commands) -> None:
 
 
 def _add_token(commands: Commands) -> None:
-    p = commands.add_parser("token", help="mint a signed player or dealer token")
-    p.add_argument("--player", help="player id")
+    p = commands.add_parser("token", help="mint a signed player, dealer or supervisor token")
+    p.add_argument("--player", help="player id (a dealer's or supervisor's id with those)")
     p.add_argument("--name", help="display name")
-    p.add_argument("--dealer", action="store_true", help="a dealer token (for /ws/dealer)")
+    staff = p.add_mutually_exclusive_group()
+    staff.add_argument("--dealer", action="store_true",
+                       help="a dealer token (for /ws/dealer); needs --tables or --all-tables")
+    staff.add_argument("--supervisor", action="store_true",
+                       help="a supervisor token: drives tables like a dealer and approves card "
+                            "corrections; needs --tables or --all-tables")
+    p.add_argument("--tables", help="comma-separated table ids a dealer/supervisor may drive")
+    p.add_argument("--all-tables", dest="all_tables", action="store_true",
+                   help="a dealer/supervisor token for every table")
     p.add_argument("--ttl", type=int, default=None,
                    help="seconds (default LIVETABLE_TOKEN_TTL or 30 days)")
     p.add_argument("--data-dir", dest="data_dir", type=Path,

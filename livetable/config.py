@@ -67,6 +67,10 @@ class Settings:
     reveal_interval: float = field(default_factory=lambda: float(_env("REVEAL_INTERVAL", "1.5")))
     deal_interval: float = field(default_factory=lambda: float(_env("DEAL_INTERVAL", "0.15")))
     between_rounds: float = field(default_factory=lambda: float(_env("BETWEEN_ROUNDS", "4")))
+    #: Manual mode: seconds after a round ends before the next opens by itself; 0 = never
+    #: (the dealer opens every round).
+    next_round_after: float = field(
+        default_factory=lambda: float(_env("NEXT_ROUND_AFTER", "0")))
     #: Seconds after closes_at before betting closes for bets that arrived in time.
     close_grace: float = field(default_factory=lambda: float(_env("CLOSE_GRACE", "1")))
     mode: str = field(default_factory=lambda: _env("MODE", "auto"))

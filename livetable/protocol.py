@@ -106,6 +106,8 @@ class TableSnapshot(Struct, kw_only=True):
     cards_left: int = 0
     paused_reason: str | None = None
     resume_phase: Phase | None = None
+    #: A new (manual) shoe waits for its opening card: players see "shuffling — new shoe".
+    shuffling: bool = False
     epoch: int = 0
     seq: int = 0
     stream: StreamView | None = None  # null: no video, the drawn table only
@@ -216,9 +218,44 @@ class SetMode(Struct, tag="set_mode", tag_field="type", kw_only=True):
     auto: bool
 
 
+class CorrectCards(Struct, tag="correct_cards", tag_field="type", kw_only=True):
+    """Void the last ``count`` cards of the round before its reveal (a mis-scan).
+
+    Needs a supervisor: a dealer's console sends ``approval``, a supervisor token scoped to
+    the table (the supervisor scans their badge at the console); a supervisor's own console
+    needs none. The gateway turns it into :class:`VoidCards` with both names.
+    """
+
+    count: Annotated[int, msgspec.Meta(ge=1, le=13)]
+    approval: Annotated[str, Meta(max_length=2048)] | None = None
+
+
+class RoundCards(Struct, tag="round_cards", tag_field="type", kw_only=True):
+    """Ask for the cards entered so far this round (a console after a reload). Answered
+    ``ack {cmd, detail: {round_id, cards: [{slot, n?, card}]}}`` to that console only."""
+
+
 DealerCommand = (
     Hello | StartShoe | OpenBetting | CloseBetting | CardIn | Reveal | Pause | ResumeTable
-    | CancelRound | SetMode | Ping
+    | CancelRound | SetMode | CorrectCards | RoundCards | Ping
+)
+
+
+class VoidCards(Struct, tag="void_cards", tag_field="type", kw_only=True):
+    """An approved correction, as the gateway hands it to the table (never decoded from a
+    client: the names come from verified tokens)."""
+
+    count: int
+    dealer: str
+    dealer_id: str
+    supervisor: str
+    supervisor_id: str
+
+
+#: What a gateway hands to a table's engine (in-process, or through Redis in scale-out).
+TableCommand = (
+    StartShoe | OpenBetting | CloseBetting | CardIn | Reveal | Pause | ResumeTable
+    | CancelRound | SetMode | RoundCards | VoidCards
 )
 
 
@@ -231,6 +268,13 @@ class TableEvent(Struct, tag_field="type", kw_only=True):
     table: str = ""
     epoch: int = 0
     seq: int = 0
+
+
+class ShoeShuffling(TableEvent, tag="shoe_shuffling"):
+    """A new shoe is being shuffled (manual mode): its ``shoe_started`` comes with the
+    opening card."""
+
+    shoe_id: str
 
 
 class ShoeStarted(TableEvent, tag="shoe_started"):
@@ -267,6 +311,17 @@ class CardDealt(TableEvent, tag="card_dealt"):
     n: int
 
 
+class CardsVoided(TableEvent, tag="cards_voided"):
+    """The last ``count`` cards of the round were voided (a mis-scan), with a supervisor's
+    approval. ``dealt`` is the new count per hand, as in the snapshot; no card identity."""
+
+    round_id: str
+    count: int
+    dealt: dict[str, int]
+    dealer: str
+    supervisor: str
+
+
 class HandRevealed(TableEvent, tag="hand_revealed"):
     round_id: str
     hand: str
@@ -298,8 +353,8 @@ class TableResumed(TableEvent, tag="table_resumed"):
 
 
 AnyTableEvent = (
-    ShoeStarted | RoundOpened | BettingClosed | CardDealt | HandRevealed | RoundSettled
-    | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
+    ShoeShuffling | ShoeStarted | RoundOpened | BettingClosed | CardDealt | CardsVoided
+    | HandRevealed | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
 )
 
 
@@ -398,7 +453,8 @@ class Ack(Struct, tag="ack", tag_field="type", kw_only=True):
 
 ServerMessage = (
     Welcome | BetAccepted | BetRejected | SlipAccepted | SlipRejected | BetSettled | Bets | Pong
-    | Heartbeat | Error | Ack | ShoeStarted | RoundOpened | BettingClosed | CardDealt
+    | Heartbeat | Error | Ack | ShoeShuffling | ShoeStarted | RoundOpened | BettingClosed
+    | CardDealt | CardsVoided
     | HandRevealed | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
 )
 
@@ -427,6 +483,8 @@ class FrameDecoder(Generic[T]):
 
 PLAYER_DECODER: FrameDecoder[PlayerCommand] = FrameDecoder(PlayerCommand)
 DEALER_DECODER: FrameDecoder[DealerCommand] = FrameDecoder(DealerCommand)
+#: What an engine takes from its command queue (scale-out): written by gateways only.
+TABLE_COMMAND_DECODER = msgspec.json.Decoder(TableCommand)
 
 
 def encode(message: Struct) -> bytes:

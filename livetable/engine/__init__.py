@@ -1,8 +1,9 @@
 """The table engine: the round state machine of one table, sans-IO."""
 
 from livetable.engine.table import (
-    ALLOWED,
+    TRANSITIONS,
     CancelRound,
+    Command,
     Effect,
     EngineError,
     OpenRound,
@@ -13,11 +14,13 @@ from livetable.engine.table import (
     TableEngine,
     TableState,
     Timing,
+    allowed_in,
 )
 
 __all__ = [
-    "ALLOWED",
+    "TRANSITIONS",
     "CancelRound",
+    "Command",
     "Effect",
     "EngineError",
     "OpenRound",
@@ -28,4 +31,5 @@ __all__ = [
     "TableEngine",
     "TableState",
     "Timing",
+    "allowed_in",
 ]

@@ -11,14 +11,28 @@ ticks (``tick(now)``) go in; a :class:`Step` comes out, holding
   reveal).
 
 A command that is illegal in the current phase raises :class:`EngineError` and changes
-nothing. The phase table :data:`ALLOWED` is the one place that says which command is legal
-when. The whole state is one msgspec ``Struct`` (:class:`TableState`) that the shell stores
-with every step, so a crashed engine is rebuilt from the store exactly where it was
-(:meth:`TableEngine.recover`).
+nothing. The transition table :data:`TRANSITIONS` is the one place that says which command is
+legal in which phase and where it leads: ``(phase, command) -> phase``. Two of its rows are
+moves the engine makes by itself when a condition holds (h11's "state-triggered"
+transitions): ``all_dealt`` (betting has closed and the thirteenth card is out: reveal) and
+``banker_revealed`` (settle). Conditions that are not the phase (the mode, the shoe, how
+many cards are out) are checked by the command itself, after the table. The whole state
+is one msgspec ``Struct`` (:class:`TableState`) that the shell stores with every step, so
+a crashed engine is rebuilt from the store exactly where it was (:meth:`TableEngine.recover`).
+
+The round follows the rules sheet (DESIGN §1, "When the cards are dealt"): the burn card and
+the twelve cards are dealt face down *while betting is open*; the hands are revealed once
+betting has closed and all thirteen cards are out. A dealer slower than the countdown
+finishes dealing after the close (phase ``dealing``). No card identity leaves the engine
+before its hand's ``hand_revealed`` except in :attr:`Step.detail` (answered to the dealer
+console that fed the card, or asked for it) and the ledger's effects.
 
 Auto mode deals from the engine's own shoe on timers (the runner asks
 :meth:`TableEngine.next_deadline` when to tick). Manual mode waits for a dealer: the
-dealer opens betting, feeds each card as the shoe scanner reads it, and paces reveals.
+dealer opens betting, feeds each card as the shoe scanner reads it, and paces reveals; a
+mis-scanned card is voided by :meth:`TableEngine.void_cards` (a supervisor's approval is
+checked by the gateway, who passes both names).
+
 Bets do not pass through here: the ledger takes them while the round it opened is open,
 until ``closes_at`` — the engine's deadline, not the client's.
 """
@@ -52,18 +66,50 @@ from livetable.rules.shoe import DEFAULT_CUT_RANGE
 Phase = p.Phase
 Mode = Literal["auto", "manual"]
 
-#: Which command is legal in which phase. "between" = idle, settled or cancelled.
-ALLOWED: dict[str, frozenset[str]] = {
-    "start_shoe": frozenset({"idle", "settled", "cancelled"}),
-    "open_betting": frozenset({"idle", "settled", "cancelled"}),
-    "close_betting": frozenset({"betting"}),
-    "card": frozenset({"dealing", "idle", "settled", "cancelled", "betting"}),
-    "reveal": frozenset({"revealing"}),
-    "pause": frozenset({"betting", "dealing", "revealing"}),
-    "resume": frozenset({"paused"}),
-    "cancel_round": frozenset({"betting", "dealing", "revealing", "paused"}),
-    "set_mode": frozenset({"idle", "settled", "cancelled"}),
+#: What the outside asks of the engine (dealer commands; the clock asks for some in auto mode).
+Command = Literal[
+    "start_shoe", "open_betting", "close_betting", "card", "void_cards", "reveal", "pause",
+    "resume", "cancel_round", "set_mode",
+]
+#: What the engine does by itself when a condition holds (see the module docstring).
+Move = Literal["all_dealt", "banker_revealed"]
+#: The target of ``resume``: the phase the table was paused from.
+BEFORE_PAUSE: Literal["before_pause"] = "before_pause"
+
+BETWEEN_ROUNDS: tuple[Phase, ...] = ("idle", "settled", "cancelled")
+
+#: The one transition table: ``(phase, command) -> phase``. A pair that is not here is
+#: refused with ``illegal_command``, and the refused command changes nothing.
+TRANSITIONS: dict[tuple[Phase, Command | Move], Phase | Literal["before_pause"]] = {
+    # between rounds: a new shoe, its opening card (manual), the cut card, the mode, a round
+    **{(ph, "start_shoe"): ph for ph in BETWEEN_ROUNDS},
+    **{(ph, "card"): ph for ph in BETWEEN_ROUNDS},  # the opening card or the cut card
+    **{(ph, "set_mode"): ph for ph in BETWEEN_ROUNDS},
+    **{(ph, "open_betting"): "betting" for ph in BETWEEN_ROUNDS},
+    # betting: bets are taken while the cards are dealt face down
+    ("betting", "card"): "betting",
+    ("betting", "void_cards"): "betting",
+    ("betting", "close_betting"): "dealing",
+    # dealing: betting has closed, cards are still coming out
+    ("dealing", "card"): "dealing",
+    ("dealing", "void_cards"): "dealing",
+    ("dealing", "all_dealt"): "revealing",
+    # revealing: P1 … P5, then the Banker; a correction only before the first reveal
+    ("revealing", "reveal"): "revealing",
+    ("revealing", "void_cards"): "dealing",
+    ("revealing", "banker_revealed"): "settled",
+    # a round can be paused, resumed where it was, or cancelled (every bet refunded)
+    **{(ph, "pause"): "paused" for ph in ("betting", "dealing", "revealing")},
+    ("paused", "resume"): BEFORE_PAUSE,
+    **{(ph, "cancel_round"): "cancelled" for ph in ("betting", "dealing", "revealing",
+                                                    "paused")},
 }
+
+
+def allowed_in(command: Command | Move) -> frozenset[Phase]:
+    """The phases in which ``command`` is legal (read from :data:`TRANSITIONS`)."""
+    return frozenset(ph for (ph, cmd) in TRANSITIONS if cmd == command)
+
 
 #: What a dealer types (or a scanner reads) when the cut card comes out of the shoe.
 CUT_CARD_TOKENS = frozenset({"CUT", "CUTCARD", "CUT_CARD"})
@@ -180,6 +226,9 @@ class Timing(msgspec.Struct, kw_only=True):
     #: Betting closes this long after ``closes_at``: bets that *arrived* before the deadline
     #: (the store judges by arrival) but wait in a busy server's queues still land.
     close_grace_ms: int = 0
+    #: Manual mode: open the next round by itself this long after a round ended (or the
+    #: shoe's opening card was read); 0 = the dealer opens every round.
+    manual_open_ms: int = 0
     cut_range: tuple[int, int] = DEFAULT_CUT_RANGE
 
 
@@ -315,10 +364,6 @@ class TableEngine:
     def snapshot(self) -> p.TableSnapshot:
         s = self.state
         shoe = s.shoe
-        dealt: dict[str, int] = {}
-        for slot, _ in zip(ROUND_SLOTS, s.round_cards, strict=False):
-            if slot.position is not None:
-                dealt[slot.position.value] = slot.n
         return p.TableSnapshot(
             id=s.table,
             name=s.name,
@@ -331,7 +376,7 @@ class TableEngine:
             closes_at=s.closes_at if s.phase == "betting" else None,
             limits=s.limits,
             hands=[hand_view(pos, self._cards_of(pos)) for pos in DEAL_ORDER[: s.revealed]],
-            dealt=dealt,
+            dealt=self._dealt(),
             results=list(s.results),
             roadmap=list(s.roadmap),
             last_round=s.last_round,
@@ -339,19 +384,45 @@ class TableEngine:
             cards_left=(52 * 8 - shoe.drawn) if shoe else 0,
             paused_reason=s.paused_reason,
             resume_phase=s.paused_from,
+            shuffling=bool(shoe and shoe.awaiting_open_card),
             epoch=s.epoch,
             seq=s.seq,
             stream=s.stream,
         )
 
+    def _dealt(self) -> dict[str, int]:
+        """How many cards each hand holds, face down or not (no card identity)."""
+        dealt: dict[str, int] = {}
+        for slot, _ in zip(ROUND_SLOTS, self.state.round_cards, strict=False):
+            if slot.position is not None:
+                dealt[slot.position.value] = slot.n
+        return dealt
+
     def next_deadline(self) -> int | None:
         """When the runner must call :meth:`tick` next (epoch ms), or None."""
         s = self.state
         if s.phase == "betting":
-            return None if s.closes_at is None else s.closes_at + s.timing.close_grace_ms
-        if s.mode == "auto" and s.phase != "paused":
+            close = None if s.closes_at is None else s.closes_at + s.timing.close_grace_ms
+            if s.mode == "auto" and s.next_at is not None:  # the next card, face down
+                return s.next_at if close is None else min(close, s.next_at)
+            return close
+        if s.phase == "paused":
+            return None
+        if s.mode == "auto" or s.phase in BETWEEN_ROUNDS:  # manual: an automatic open
             return s.next_at
         return None
+
+    def entered_cards(self) -> list[dict[str, object]]:
+        """The cards of the open round in dealing order, for the dealer console only.
+
+        Manual mode only: those are the cards the dealer scanned. The server's own shoe
+        (auto mode) stays secret until each hand's reveal, from dealer consoles too.
+        """
+        s = self.state
+        if s.mode != "manual":
+            raise EngineError("wrong_mode", "the server's shoe is secret until the reveal; "
+                              "entered cards exist in manual mode only")
+        return [_slot_detail(i) | {"card": card} for i, card in enumerate(s.round_cards)]
 
     def _cards_of(self, position: Position) -> list[str]:
         cards = self.state.round_cards
@@ -370,18 +441,38 @@ class TableEngine:
         event.table, event.epoch, event.seq = s.table, s.epoch, s.seq
         step.events.append(event)
 
-    def _check(self, command: str) -> None:
-        phase = self.state.phase
-        if phase not in ALLOWED[command]:
+    def _target(self, command: Command | Move) -> Phase:
+        """Where ``command`` leads from the current phase, by :data:`TRANSITIONS`; an
+        :class:`EngineError` (and no change) if the table has no such row."""
+        s = self.state
+        target = TRANSITIONS.get((s.phase, command))
+        if target is None:
             raise EngineError(
-                "illegal_command", f"{command} is not allowed while the table is {phase}"
-            )
+                "illegal_command", f"{command} is not allowed while the table is {s.phase}")
+        if target == BEFORE_PAUSE:
+            assert s.paused_from is not None
+            return s.paused_from
+        return target
+
+    def _after_card(self, now: int) -> None:
+        """Betting closed and the thirteenth card out: the reveals begin."""
+        s = self.state
+        if s.phase == "dealing" and len(s.round_cards) == len(ROUND_SLOTS):
+            s.phase = self._target("all_dealt")
+            s.next_at = now + s.timing.reveal_interval_ms if s.mode == "auto" else None
+
+    def _between_rounds_at(self, now: int) -> int | None:
+        """When the next round opens by itself: auto mode always, manual mode if set."""
+        s = self.state
+        if s.mode == "auto":
+            return now + s.timing.between_rounds_ms
+        return now + s.timing.manual_open_ms if s.timing.manual_open_ms > 0 else None
 
     # --- commands ----------------------------------------------------------------------
 
     def start_shoe(self, now: int) -> Step:
         """A new shoe: shuffle and the opening burn (auto), or wait for its first card."""
-        self._check("start_shoe")
+        self._target("start_shoe")
         s = self.state
         step = Step()
         self._reveal_shoe(step)  # the shoe it replaces has ended
@@ -404,11 +495,14 @@ class TableEngine:
             shoe = Shoe.manual()
             s.shoe = _shoe_state(shoe, shoe_id, awaiting=True)
             self._live_shoe = (shoe_id, shoe)
+            s.next_at = None  # no round opens by itself before the opening card
+            # players see "shuffling — new shoe" until the opening card is read
+            self._emit(step, p.ShoeShuffling(shoe_id=shoe_id))
             step.detail = {"awaiting": "opening card"}
         return step
 
     def open_betting(self, now: int, betting_ms: int | None = None) -> Step:
-        self._check("open_betting")
+        target = self._target("open_betting")
         s = self.state
         step = Step()
         if betting_ms is not None and not 1_000 <= betting_ms <= 600_000:
@@ -426,8 +520,9 @@ class TableEngine:
         s.revealed = 0
         s.results = []
         s.closes_at = now + (betting_ms or s.timing.betting_ms)
-        s.phase = "betting"
-        s.next_at = None
+        s.phase = target
+        # auto mode deals the burn card and the twelve cards while bets are open
+        s.next_at = now + s.timing.deal_interval_ms if s.mode == "auto" else None
         if s.shoe.cut_out:
             s.last_round = True
         if s.shoe.commitment is not None:  # where this round's burn is: before it is drawn
@@ -440,21 +535,24 @@ class TableEngine:
         return step
 
     def close_betting(self, now: int) -> Step:
-        self._check("close_betting")
+        target = self._target("close_betting")
         s = self.state
         assert s.round_id is not None
         step = Step()
-        s.phase = "dealing"
+        s.phase = target
         s.closes_at = None
         step.effects.append(SetBetting(table=s.table, round_id=s.round_id, status="closed",
                                        closes_at=None))
         self._emit(step, p.BettingClosed(round_id=s.round_id))
-        s.next_at = now + s.timing.deal_interval_ms if s.mode == "auto" else None
+        if s.mode == "auto" and s.next_at is None:  # never left without its next card
+            s.next_at = now + s.timing.deal_interval_ms
+        self._after_card(now)
         return step
 
     def card(self, token: str, now: int) -> Step:
-        """A card read by the dealer's scanner (manual mode)."""
-        self._check("card")
+        """A card read by the dealer's scanner (manual mode): the shoe's opening card
+        between rounds, the cut card, or the round's next card (during betting or after)."""
+        target = self._target("card")
         s = self.state
         if s.mode != "manual":
             raise EngineError("wrong_mode", "cards are fed only in manual mode")
@@ -471,54 +569,107 @@ class TableEngine:
             card = parse_card(token)
         except CardError as exc:
             raise EngineError("bad_card", str(exc)) from None
+        between = s.phase in BETWEEN_ROUNDS
+        if between and not s.shoe.awaiting_open_card:
+            raise EngineError("no_round", "no round is open: open betting, then deal")
+        if not between and s.shoe.awaiting_open_card:
+            raise EngineError("illegal_command", "the shoe opens between rounds")
+        if not between and len(s.round_cards) == len(ROUND_SLOTS):
+            raise EngineError("all_dealt", "all thirteen cards of this round are out")
         shoe = self._shoe()
         if s.shoe.awaiting_open_card:
-            if s.phase not in ("idle", "settled", "cancelled"):
-                raise EngineError("illegal_command", "the shoe opens between rounds")
-            self._feed(shoe, card)
+            self._feed(shoe, card, now)
             shoe.burn_unseen(card.burn_count)
             self._took(shoe, card)
             s.shoe.awaiting_open_card = False
+            s.next_at = self._between_rounds_at(now)
             step = Step(detail={"slot": "opening", "burned": card.burn_count})
             self._emit(step, p.ShoeStarted(shoe_id=s.shoe.shoe_id, burn_card=str(card),
                        burned=card.burn_count))
             return step
-        if s.phase != "dealing":
-            raise EngineError("illegal_command", f"card is not allowed while the table is "
-                              f"{s.phase}")
-        self._feed(shoe, card)
+        self._feed(shoe, card, now)
         self._took(shoe, card)
-        return self._place_card(str(card), now)
+        step = self._place_card(str(card), now)
+        s.phase = target
+        self._after_card(now)
+        return step
 
-    def _feed(self, shoe: Shoe, card: Card) -> None:
+    def _feed(self, shoe: Shoe, card: Card, now: int) -> None:
         try:
             shoe.feed(card)
         except ImpossibleCard as exc:
             step = Step()
-            if self.state.phase in ALLOWED["pause"]:
-                step = self._pause(str(exc))
+            if self.state.phase in allowed_in("pause"):
+                step = self._pause(str(exc), now)
             raise EngineError("impossible_card", str(exc), step) from None
 
     def _place_card(self, card: str, now: int) -> Step:
         s = self.state
         assert s.round_id is not None
-        slot = ROUND_SLOTS[len(s.round_cards)]
+        index = len(s.round_cards)
+        slot = ROUND_SLOTS[index]
         s.round_cards.append(card)
-        step = Step()
-        if slot.position is None:
-            step.detail = {"slot": "burn"}
-        else:
-            step.detail = {"slot": slot.position.value, "n": slot.n}
+        step = Step(detail=_slot_detail(index))
+        if slot.position is not None:
             self._emit(step, p.CardDealt(round_id=s.round_id, to=slot.position.value,
                        n=slot.n))
-        if len(s.round_cards) == len(ROUND_SLOTS):
-            s.phase = "revealing"
-            s.next_at = now + s.timing.reveal_interval_ms if s.mode == "auto" else None
+        return step
+
+    def _deal_from_shoe(self, due: int) -> Step:
+        """Auto mode: the next card of the round from the engine's own shoe, face down."""
+        target = self._target("card")
+        s = self.state
+        assert s.shoe is not None
+        shoe = self._shoe()
+        card = shoe.draw()
+        self._took(shoe, card)
+        if shoe.cut_out:
+            s.last_round = True
+        step = self._place_card(str(card), due)
+        s.phase = target
+        complete = len(s.round_cards) == len(ROUND_SLOTS)
+        s.next_at = None if complete else due + s.timing.deal_interval_ms
+        self._after_card(due)
+        return step
+
+    def void_cards(self, count: int, dealer: str, supervisor: str, now: int) -> Step:
+        """Void the last ``count`` cards of the round (a mis-scan), before any reveal.
+
+        Manual mode only. The gateway has checked the supervisor's approval; both names are
+        announced in ``cards_voided`` and logged. The voided cards go back to the shoe's
+        count (they were never dealt as such): the dealer scans the right ones next.
+        """
+        target = self._target("void_cards")
+        s = self.state
+        if s.mode != "manual":
+            raise EngineError("wrong_mode", "cards are corrected only in manual mode")
+        if s.revealed:
+            raise EngineError("illegal_command", "a hand of this round is already revealed")
+        if not 1 <= count <= len(s.round_cards):
+            raise EngineError("bad_command", f"count must be between 1 and the "
+                              f"{len(s.round_cards)} cards dealt so far")
+        assert s.shoe is not None and s.round_id is not None
+        voided = [_slot_detail(i) | {"card": s.round_cards[i]}
+                  for i in range(len(s.round_cards) - count, len(s.round_cards))]
+        for entry in voided:
+            key = str(entry["card"])
+            s.shoe.seen[key] -= 1
+            if not s.shoe.seen[key]:
+                del s.shoe.seen[key]
+        s.shoe.drawn -= count
+        self._live_shoe = None  # re-read from the corrected state
+        del s.round_cards[-count:]
+        s.phase = target
+        if target == "dealing":
+            s.next_at = None
+        step = Step(detail={"voided": voided})
+        self._emit(step, p.CardsVoided(round_id=s.round_id, count=count,
+                   dealt=self._dealt(), dealer=dealer, supervisor=supervisor))
         return step
 
     def reveal(self, now: int) -> Step:
         """Reveal the next hand (P1 … P5, then Banker); after the Banker, settle."""
-        self._check("reveal")
+        self._target("reveal")
         s = self.state
         assert s.round_id is not None
         position = DEAL_ORDER[s.revealed]
@@ -548,7 +699,7 @@ class TableEngine:
         s.results = results
         s.roadmap.append(p.RoadmapEntry(round_id=s.round_id, round_no=s.round_no,
                                         results=results))
-        s.phase = "settled"
+        s.phase = self._target("banker_revealed")
         step = Step()
         step.effects.append(SettleRound(
             table=s.table,
@@ -560,8 +711,16 @@ class TableEngine:
                    last_round=s.last_round))
         if s.last_round:
             self._reveal_shoe(step)
-        s.next_at = now + s.timing.between_rounds_ms if s.mode == "auto" else None
+        s.next_at = self._next_round_at(now)
         return step
+
+    def _next_round_at(self, now: int) -> int | None:
+        """When the next round opens by itself (None: the dealer opens it)."""
+        s = self.state
+        if s.mode == "manual" and (s.shoe is None or s.shoe.awaiting_open_card
+                                   or s.last_round):
+            return None  # a new shoe first: the dealer starts it and reads its opening card
+        return self._between_rounds_at(now)
 
     def _reveal_shoe(self, step: Step) -> None:
         """The shoe has ended: publish its order and salt (an auto shoe, once)."""
@@ -583,14 +742,14 @@ class TableEngine:
                                         cut_at=shoe.cut_at, order=list(shoe.order)))
 
     def pause(self, reason: str, now: int) -> Step:
-        self._check("pause")
+        self._target("pause")
         return self._pause(reason or "paused by the dealer", now)
 
-    def _pause(self, reason: str, now: int | None = None) -> Step:
+    def _pause(self, reason: str, now: int) -> Step:
         s = self.state
         step = Step()
         if s.phase == "betting" and s.round_id is not None and s.closes_at is not None:
-            s.betting_left_ms = max(0, s.closes_at - now) if now is not None else None
+            s.betting_left_ms = max(0, s.closes_at - now)
             step.effects.append(SetBetting(table=s.table, round_id=s.round_id, status="paused",
                                            closes_at=None))
         s.paused_from = s.phase
@@ -600,11 +759,9 @@ class TableEngine:
         return step
 
     def resume(self, now: int) -> Step:
-        self._check("resume")
         s = self.state
-        assert s.paused_from is not None
+        s.phase = self._target("resume")
         step = Step()
-        s.phase = s.paused_from
         s.paused_from = None
         s.paused_reason = None
         if s.phase == "betting":
@@ -615,15 +772,17 @@ class TableEngine:
             s.betting_left_ms = None
             step.effects.append(SetBetting(table=s.table, round_id=s.round_id,
                                            status="betting", closes_at=s.closes_at))
-        elif s.mode == "auto":
-            interval = (s.timing.deal_interval_ms if s.phase == "dealing"
-                        else s.timing.reveal_interval_ms)
-            s.next_at = now + interval
+        if s.mode == "auto":
+            dealt = len(s.round_cards) == len(ROUND_SLOTS)
+            if s.phase == "revealing":
+                s.next_at = now + s.timing.reveal_interval_ms
+            else:  # betting or dealing: the next card, if any is left to deal
+                s.next_at = None if dealt else now + s.timing.deal_interval_ms
         self._emit(step, p.TableResumed(closes_at=s.closes_at if s.phase == "betting" else None))
         return step
 
     def cancel_round(self, reason: str, now: int) -> Step:
-        self._check("cancel_round")
+        target = self._target("cancel_round")
         s = self.state
         assert s.round_id is not None
         step = Step()
@@ -632,17 +791,17 @@ class TableEngine:
         self._emit(step, p.RoundCancelled(round_id=s.round_id, reason=reason))
         if s.last_round:
             self._reveal_shoe(step)
-        s.phase = "cancelled"
+        s.phase = target
         s.closes_at = None
         s.paused_from = None
         s.paused_reason = None
         s.betting_left_ms = None
-        s.next_at = now + s.timing.between_rounds_ms if s.mode == "auto" else None
+        s.next_at = self._next_round_at(now)
         return step
 
     def set_mode(self, mode: Mode, now: int) -> Step:
         """Switch auto/manual between rounds. The shoe goes with the mode that dealt it."""
-        self._check("set_mode")
+        self._target("set_mode")
         s = self.state
         if s.mode == mode:
             return Step(detail={"mode": mode})
@@ -655,38 +814,44 @@ class TableEngine:
         return step
 
     def tick(self, now: int) -> Step:
-        """The clock: close betting at its deadline; in auto mode deal, reveal, go on."""
+        """The clock: deal (auto mode) and close betting at its deadline; in auto mode
+        reveal and go on; in manual mode open the next round if that is set."""
         s = self.state
         step = Step()
         for _ in range(64):  # bounded: a tick far in the future catches up step by step
-            if (s.phase == "betting" and s.closes_at is not None
-                    and now >= s.closes_at + s.timing.close_grace_ms):
-                step.extend(self.close_betting(s.closes_at + s.timing.close_grace_ms))
-                continue
-            if s.mode != "auto" or s.next_at is None or now < s.next_at:
+            if s.phase == "betting" and s.closes_at is not None:
+                close = s.closes_at + s.timing.close_grace_ms
+                deal = s.next_at if s.mode == "auto" else None
+                if deal is not None and deal <= now and deal <= close:
+                    step.extend(self._deal_from_shoe(deal))  # face down, bets still open
+                    continue
+                if now >= close:
+                    step.extend(self.close_betting(close))
+                    continue
+                break
+            if s.next_at is None or now < s.next_at or s.phase == "paused":
                 break
             due = s.next_at
-            if s.phase == "dealing":
-                assert s.shoe is not None
-                shoe = self._shoe()
-                card = shoe.draw()
-                self._took(shoe, card)
-                if shoe.cut_out:
-                    s.last_round = True
-                step.extend(self._place_card(str(card), due))
-                if s.phase == "dealing":
-                    s.next_at = due + s.timing.deal_interval_ms
+            if s.phase in BETWEEN_ROUNDS:
+                if s.mode == "manual" and (s.shoe is None or s.shoe.awaiting_open_card
+                                           or s.last_round):
+                    s.next_at = None  # the dealer starts the next shoe
+                    break
+                step.extend(self.open_betting(max(due, now)))
+            elif s.mode != "auto":
+                break
+            elif s.phase == "dealing":
+                step.extend(self._deal_from_shoe(due))
             elif s.phase == "revealing":
                 step.extend(self.reveal(due))
-            elif s.phase in ("idle", "settled", "cancelled"):
-                step.extend(self.open_betting(max(due, now)))
             else:
                 break
         return step
 
     def recover(self, now: int) -> Step:
-        """After a crash: a round whose cards are all recorded is revealed and settled;
-        any other unfinished round is cancelled with full refunds. Never both, never neither.
+        """After a crash: a round whose cards are all recorded and whose betting had closed
+        is revealed and settled; any other unfinished round is cancelled with full refunds.
+        Never both, never neither.
         """
         s = self.state
         phase = s.paused_from if s.phase == "paused" else s.phase
@@ -701,6 +866,15 @@ class TableEngine:
             step.extend(self.cancel_round("the table restarted before all cards were dealt",
                                           now))
             return step
-        if s.mode == "auto" and s.phase in ("idle", "settled", "cancelled"):
-            s.next_at = now + s.timing.between_rounds_ms
+        if s.phase in BETWEEN_ROUNDS:
+            s.next_at = self._next_round_at(now)
         return step
+
+
+def _slot_detail(index: int) -> dict[str, object]:
+    """Where the round's ``index``-th card goes: ``{"slot": "burn"}`` or ``{"slot": "P3",
+    "n": 1}`` (the dealer's view; never sent to players with a card in it)."""
+    slot = ROUND_SLOTS[index]
+    if slot.position is None:
+        return {"slot": "burn"}
+    return {"slot": slot.position.value, "n": slot.n}

@@ -63,6 +63,7 @@ def timing_of(settings: Settings) -> Timing:
         reveal_interval_ms=int(settings.reveal_interval * 1000),
         between_rounds_ms=int(settings.between_rounds * 1000),
         close_grace_ms=int(settings.close_grace * 1000),
+        manual_open_ms=int(settings.next_round_after * 1000),
     )
 
 

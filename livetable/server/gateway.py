@@ -56,6 +56,7 @@ MAX_BETS_IN_FLIGHT = 32
 CLOSE_TRY_AGAIN_LATER = 1013  # the store is unreachable: reconnect with backoff
 CLOSE_PROTOCOL = 4000  # hello asked for a protocol version this server does not speak
 CLOSE_UNAUTHORIZED = 4001  # a bad, forged or expired token; or the wrong kind of token
+CLOSE_FORBIDDEN = 4003  # a valid staff token for another table
 CLOSE_HELLO_TIMEOUT = 4002  # no hello within the time allowed
 CLOSE_UNKNOWN_TABLE = 4004
 CLOSE_TOO_SLOW = 4008  # the send queue overflowed: resume to catch up
@@ -65,9 +66,7 @@ CLOSE_RATE_LIMITED = 4029  # kept sending past its frame rate: back off, then re
 #: unanswered (answering each would cost what the flood costs), then the socket is closed.
 ANSWERED_STRIKES = 3
 
-Execute = Callable[[str, p.StartShoe | p.OpenBetting | p.CloseBetting | p.CardIn | p.Reveal
-                    | p.Pause | p.ResumeTable | p.CancelRound | p.SetMode],
-                   Awaitable[p.Ack | p.Error]]
+Execute = Callable[[str, p.TableCommand], Awaitable[p.Ack | p.Error]]
 
 _SETTLING = msgspec.json.Decoder(p.RoundSettled | p.RoundCancelled | p.TableEvent)
 
@@ -537,10 +536,18 @@ class Gateway:
                     client.send_message(p.Error(code="bad_token", message=str(exc)))
                     client.close(CLOSE_UNAUTHORIZED)
                     return None
-            if client.kind == "dealer" and (identity is None or identity.kind != "dealer"):
+            if client.kind == "dealer" and (identity is None or not identity.is_staff):
                 client.send_message(p.Error(code="not_a_dealer",
                                             message="the dealer console needs a dealer token"))
                 client.close(CLOSE_UNAUTHORIZED)
+                return None
+            if client.kind == "dealer" and identity is not None and not identity.may_drive(
+                    hello.table):
+                client.send_message(p.Error(code="not_your_table", message=(
+                    f"this {identity.kind} token does not name table {hello.table!r}"
+                    if identity.tables else f"this {identity.kind} token names no tables: "
+                    "mint one with --tables or --all-tables")))
+                client.close(CLOSE_FORBIDDEN)
                 return None
             if client.kind == "player" and identity is not None and not identity.is_player:
                 client.send_message(p.Error(code="bad_token",
@@ -681,8 +688,40 @@ class Gateway:
             client.send_message(p.Bets(bets=entries, next=cursor))
         elif client.kind == "dealer":
             assert client.table is not None
-            answer = await self.execute(client.table, command)  # type: ignore[arg-type]  # the dealer decoder yields only dealer commands here
+            if isinstance(command, p.CorrectCards):
+                approved = self._approve(client, command)
+                if isinstance(approved, p.Error):
+                    client.send_message(approved)
+                    return
+                command = approved
+            answer = await self.execute(client.table, command)  # type: ignore[arg-type]  # the dealer decoder yields only table commands here
             client.send_message(answer)
+
+    def _approve(self, client: Client, command: p.CorrectCards) -> p.VoidCards | p.Error:
+        """A correction with a supervisor's approval, named for the log; or why not.
+
+        A supervisor's own console needs no approval. A dealer's carries a supervisor token
+        scoped to this table (scanned at the console, never stored by it)."""
+        dealer = client.identity
+        assert dealer is not None and client.table is not None
+        if dealer.kind == "supervisor":
+            supervisor = dealer
+        elif not command.approval:
+            return p.Error(code="approval_required",
+                           message="a card correction needs a supervisor's approval")
+        else:
+            try:
+                supervisor = verify(self.secret, command.approval)
+            except TokenError as exc:
+                return p.Error(code="bad_approval", message=f"the approval: {exc}")
+            if supervisor.kind != "supervisor":
+                return p.Error(code="not_a_supervisor",
+                               message="the approval must be a supervisor token")
+            if not supervisor.may_drive(client.table):
+                return p.Error(code="not_your_table", message=(
+                    f"this supervisor token does not name table {client.table!r}"))
+        return p.VoidCards(count=command.count, dealer=dealer.name, dealer_id=dealer.id,
+                           supervisor=supervisor.name, supervisor_id=supervisor.id)
 
     def _may_bet(self, client: Client) -> str | None:
         """Why ``client`` may not bet now (a rejection code), or None."""

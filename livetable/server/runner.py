@@ -33,10 +33,7 @@ from livetable.engine.table import CancelRound, Mode, SettleRound
 from livetable.rules.cards import CardError
 from livetable.store.base import Settled, Store
 
-DealerAction = (
-    p.StartShoe | p.OpenBetting | p.CloseBetting | p.CardIn | p.Reveal | p.Pause
-    | p.ResumeTable | p.CancelRound | p.SetMode
-)
+DealerAction = p.TableCommand
 
 log = logging.getLogger("livetable.runner")
 
@@ -275,6 +272,13 @@ class TableRunner:
                 await self._reload()
             engine = self.engine
             now = self.clock()
+            if isinstance(command, p.RoundCards):  # a read: nothing to store or announce
+                try:
+                    cards = engine.entered_cards()
+                except EngineError as exc:
+                    return p.Error(code=exc.code, message=exc.message)
+                return p.Ack(cmd=name, detail={"round_id": engine.state.round_id,
+                                               "phase": engine.phase, "cards": cards})
             try:
                 step = _dispatch(engine, command, now)
             except EngineError as exc:
@@ -288,6 +292,11 @@ class TableRunner:
             except self.fatal as exc:
                 self.alive = False
                 return p.Error(code="table_unavailable", message=str(exc))
+            if isinstance(command, p.VoidCards):  # the audit trail: who voided, who approved
+                log.warning("table %s round %s: %d card(s) voided by dealer %s (%s), approved "
+                            "by supervisor %s (%s)", self.table, engine.state.round_id,
+                            command.count, command.dealer, command.dealer_id,
+                            command.supervisor, command.supervisor_id)
         self._wake.set()
         return p.Ack(cmd=name, detail=step.detail)
 
@@ -318,4 +327,6 @@ def _dispatch(engine: TableEngine, command: DealerAction, now: int) -> Step:
             return engine.cancel_round(reason, now)
         case p.SetMode(auto=auto):
             return engine.set_mode("auto" if auto else "manual", now)
+        case p.VoidCards(count=count, dealer=dealer, supervisor=supervisor):
+            return engine.void_cards(count, dealer, supervisor, now)
     raise EngineError("bad_command", f"unknown command {command!r}")

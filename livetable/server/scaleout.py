@@ -234,14 +234,11 @@ class LeasedTables:
                 if envelope.expires_at < now_ms():
                     continue  # its gateway has already answered table_unavailable
                 try:
-                    command = p.DEALER_DECODER.decode(envelope.command)
+                    command = p.TABLE_COMMAND_DECODER.decode(envelope.command)
                 except msgspec.DecodeError as exc:
                     answer: p.Ack | p.Error = p.Error(code="bad_frame", message=str(exc))
                 else:
-                    if isinstance(command, p.Hello | p.Ping):
-                        answer = p.Error(code="bad_command", message="not a table command")
-                    else:
-                        answer = await runner.execute(command)
+                    answer = await runner.execute(command)
                 await self.redis.rpush(envelope.reply_to, p.encode(answer))
                 await self.redis.expire(envelope.reply_to, 30)
             except asyncio.CancelledError:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import typing
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,8 +24,8 @@ import msgspec
 import pytest
 
 from livetable import protocol as p
-from livetable.engine import ALLOWED, EngineError, Step, TableEngine, Timing
-from livetable.engine.table import Mode
+from livetable.engine import TRANSITIONS, Command, EngineError, Step, TableEngine, Timing
+from livetable.engine.table import Mode, allowed_in
 from livetable.rules import (
     DEAL_ORDER,
     PLAYER_POSITIONS,
@@ -174,16 +175,17 @@ def engine_in(phase: str, mode: Mode, paused_from: str = "betting") -> TableEngi
     if phase == "idle":
         return auto_engine() if mode == "auto" else manual_engine()
     e = auto_engine() if mode == "auto" else opened_manual()
-    e.open_betting(T0)
     target = paused_from if phase == "paused" else phase
+    # "dealing" in auto mode: a countdown shorter than the deal (six cards out at its end)
+    e.open_betting(T0, betting_ms=1_000 if target in ("dealing", "revealing", "settled")
+                   and mode == "auto" else None)
     if target == "cancelled":
         e.cancel_round("", T0 + 1)
         return e
-    if target == "betting":
-        pass
-    elif mode == "auto":
-        e.tick(T0 + BET_MS)
-        e.tick(T0 + BET_MS + 3 * DEAL_MS)  # three cards out: still dealing
+    if mode == "auto":
+        e.tick(T0 + 3 * DEAL_MS)  # three cards out, face down, while bets are open
+        if target != "betting":
+            e.tick(T0 + 1_000)  # the countdown ends with six cards out: still dealing
         if target in ("revealing", "settled"):
             while e.phase == "dealing":
                 tick_due(e)
@@ -192,13 +194,15 @@ def engine_in(phase: str, mode: Mode, paused_from: str = "betting") -> TableEngi
             while e.phase == "revealing":
                 tick_due(e)
     else:
-        e.close_betting(T0 + 10)
         cards = iter(MANUAL_CARDS)
-        for _ in range(3):
+        for _ in range(3):  # three cards scanned while bets are open
             e.card(next(cards), T0 + 20)
         if target in ("revealing", "settled"):
             for card in cards:
                 e.card(card, T0 + 30)
+        if target != "betting":
+            e.close_betting(T0 + 40)
+        if target in ("revealing", "settled"):
             e.reveal(T0 + 40)
         if target == "settled":
             while e.phase == "revealing":
@@ -259,12 +263,14 @@ def test_auto_round_step_by_step() -> None:
     starts = (ref.drawn,)
     assert e.next_deadline() is None  # a new auto table waits for its first open_betting
 
-    # open_betting: the first shoe starts (shoe_started before round_opened), bets open.
+    # open_betting: the first shoe starts (shoe_started before round_opened), bets open,
+    # and the first card is due one deal interval later.
     step, diff = act(e, "open_betting", T0)
     closes = T0 + BET_MS
     shoe = shoe_of(ref, "t1.1", salt=salt, round_starts=starts)
     assert diff == {"seq": 2, "phase": "betting", "shoe_no": 1, "shoe": shoe,
-                    "round_no": 1, "round_id": "t1.1.1", "closes_at": closes}
+                    "round_no": 1, "round_id": "t1.1.1", "closes_at": closes,
+                    "next_at": T0 + DEAL_MS}
     assert [strip(f) for f in frames(step)] == [
         {"type": "shoe_started", "shoe_id": "t1.1", "burn_card": str(burn_card),
          "burned": burned, "commitment": shoe["commitment"]},
@@ -274,23 +280,12 @@ def test_auto_round_step_by_step() -> None:
     assert effects(step) == [{"type": "open_round", "table": "t1", "round_id": "t1.1.1",
                               "shoe_id": "t1.1", "round_no": 1, "closes_at": closes,
                               "limits": msgspec.to_builtins(p.Limits())}]
-    assert e.next_deadline() == closes
 
-    # The clock before the deadline does nothing.
-    step, diff = act(e, "tick", closes - 1)
-    assert (step.events, step.effects, diff) == ([], [], {})
-
-    # At the deadline betting closes; dealing starts one interval later.
-    step, diff = act(e, "tick", closes)
-    assert diff == {"seq": 3, "phase": "dealing", "closes_at": None, "next_at": closes + DEAL_MS}
-    assert [strip(f) for f in frames(step)] == [{"type": "betting_closed", "round_id": "t1.1.1"}]
-    assert effects(step) == [{"type": "set_betting", "table": "t1", "round_id": "t1.1.1",
-                              "status": "closed", "closes_at": None}]
-
-    # Thirteen cards, one per tick: the burn (no event), then P1 … Banker twice, face down.
+    # Thirteen cards while bets are open (the sheet: "at the beginning of a round"), one per
+    # tick: the burn (no event), then P1 … Banker twice, face down. Betting stays open.
     round_cards: list[str] = []
-    seq = 3
-    due = closes + DEAL_MS
+    seq = 2
+    due = T0 + DEAL_MS
     for i, slot in enumerate(ROUND_SLOTS):
         assert e.next_deadline() == due
         round_cards.append(str(ref.draw()))
@@ -298,7 +293,7 @@ def test_auto_round_step_by_step() -> None:
         last = i == len(ROUND_SLOTS) - 1
         expected: dict[str, Any] = {"round_cards": round_cards,
                                     "shoe": shoe_of(ref, "t1.1", salt=salt, round_starts=starts),
-                                    "next_at": due + (REVEAL_MS if last else DEAL_MS)}
+                                    "next_at": None if last else due + DEAL_MS}
         if slot.position is None:
             assert step.events == []
         else:
@@ -307,12 +302,25 @@ def test_auto_round_step_by_step() -> None:
             assert [strip(f) for f in frames(step)] == [
                 {"type": "card_dealt", "round_id": "t1.1.1", "to": slot.position.value,
                  "n": slot.n}]
-        if last:
-            expected["phase"] = "revealing"
         assert diff == expected
         assert step.effects == []
+        assert e.phase == "betting"
         due += DEAL_MS
-    due = due - DEAL_MS + REVEAL_MS
+
+    # All thirteen out: nothing happens until the deadline.
+    assert e.next_deadline() == closes
+    step, diff = act(e, "tick", closes - 1)
+    assert (step.events, step.effects, diff) == ([], [], {})
+
+    # At the deadline betting closes, and with every card out the reveals begin.
+    step, diff = act(e, "tick", closes)
+    seq += 1
+    assert diff == {"seq": seq, "phase": "revealing", "closes_at": None,
+                    "next_at": closes + REVEAL_MS}
+    assert [strip(f) for f in frames(step)] == [{"type": "betting_closed", "round_id": "t1.1.1"}]
+    assert effects(step) == [{"type": "set_betting", "table": "t1", "round_id": "t1.1.1",
+                              "status": "closed", "closes_at": None}]
+    due = closes + REVEAL_MS
 
     # Six reveals, P1 … P5 then Banker; the Banker's settles the round.
     hands = hands_of(round_cards)
@@ -344,7 +352,7 @@ def test_auto_round_step_by_step() -> None:
     step, diff = act(e, "tick", due)
     assert diff == {"seq": seq + 1, "phase": "betting", "round_no": 2, "round_id": "t1.1.2",
                     "closes_at": due + BET_MS, "round_cards": [], "revealed": 0, "results": [],
-                    "next_at": None,
+                    "next_at": due + DEAL_MS,
                     "shoe": shoe_of(ref, "t1.1", salt=salt, round_starts=(*starts, ref.drawn))}
     assert [strip(f) for f in frames(step)] == [
         {"type": "round_opened", "round_id": "t1.1.2", "shoe_id": "t1.1", "round_no": 2,
@@ -357,7 +365,7 @@ def test_auto_late_tick_catches_up_in_order() -> None:
     e.open_betting(T0)
     step, _ = act(e, "tick", T0 + 10**6)  # the runner slept through the whole round
     types = [f["type"] for f in frames(step)]
-    assert types == (["betting_closed"] + ["card_dealt"] * 12 + ["hand_revealed"] * 6
+    assert types == (["card_dealt"] * 12 + ["betting_closed"] + ["hand_revealed"] * 6
                      + ["round_settled", "round_opened"])
     assert [ef["type"] for ef in effects(step)] == [
         "set_betting", "settle_round", "open_round"]
@@ -369,8 +377,14 @@ def test_auto_open_betting_with_betting_ms() -> None:
     e = auto_engine()
     _, diff = act(e, "open_betting", T0, betting_ms=1_000)
     assert diff["closes_at"] == T0 + 1_000
-    _, diff = act(e, "tick", T0 + 1_000)
-    assert diff["phase"] == "dealing"
+    step, diff = act(e, "tick", T0 + 1_000)
+    # A countdown shorter than the deal: six cards by the close, the rest after it.
+    assert [f["type"] for f in frames(step)] == ["card_dealt"] * 5 + ["betting_closed"]
+    assert diff["phase"] == "dealing" and len(e.state.round_cards) == 6
+    assert e.next_deadline() == T0 + 7 * DEAL_MS
+    step = e.tick(T0 + 13 * DEAL_MS)
+    assert [f["type"] for f in frames(step)] == ["card_dealt"] * 7
+    assert e.phase == "revealing" and e.next_deadline() == T0 + 13 * DEAL_MS + REVEAL_MS
 
 
 # --- manual mode, step by step ---------------------------------------------------------------
@@ -380,10 +394,13 @@ def test_manual_round_step_by_step() -> None:
     e = manual_engine()
     assert refused(e, "open_betting", T0).code == "no_shoe"
 
-    # start_shoe: a manual shoe waits for its opening card; nothing is announced yet.
+    # start_shoe: a manual shoe waits for its opening card; players see it being shuffled.
     step, diff = act(e, "start_shoe", T0)
-    assert diff == {"shoe_no": 1, "shoe": shoe_of(Shoe.manual(), "t1.1", awaiting=True)}
-    assert (step.events, step.effects, step.detail) == ([], [], {"awaiting": "opening card"})
+    assert diff == {"seq": 1, "shoe_no": 1,
+                    "shoe": shoe_of(Shoe.manual(), "t1.1", awaiting=True)}
+    assert [strip(f) for f in frames(step)] == [{"type": "shoe_shuffling", "shoe_id": "t1.1"}]
+    assert (step.effects, step.detail) == ([], {"awaiting": "opening card"})
+    assert e.snapshot().shuffling
     assert refused(e, "open_betting", T0).code == "no_shoe"
 
     # The opening card is read face up, its value burned unseen.
@@ -391,26 +408,21 @@ def test_manual_round_step_by_step() -> None:
     ref = Shoe.manual()
     ref.feed(parse_cards("5C")[0])
     ref.burn_unseen(5)
-    assert diff == {"seq": 1, "shoe": shoe_of(ref, "t1.1")}
+    assert diff == {"seq": 2, "shoe": shoe_of(ref, "t1.1")}
     assert [strip(f) for f in frames(step)] == [
         {"type": "shoe_started", "shoe_id": "t1.1", "burn_card": "5C", "burned": 5,
          "commitment": None}]
     assert step.detail == {"slot": "opening", "burned": 5}
+    assert not e.snapshot().shuffling
 
     step, diff = act(e, "open_betting", T0 + 2, betting_ms=5_000)
-    assert diff == {"seq": 2, "phase": "betting", "round_no": 1, "round_id": "t1.1.1",
+    assert diff == {"seq": 3, "phase": "betting", "round_no": 1, "round_id": "t1.1.1",
                     "closes_at": T0 + 5_002}
     assert [f["type"] for f in frames(step)] == ["round_opened"]
     assert [ef["type"] for ef in effects(step)] == ["open_round"]
     assert e.next_deadline() == T0 + 5_002  # the clock closes betting in manual mode too
 
-    # The dealer closes early.
-    step, diff = act(e, "close_betting", T0 + 3)
-    assert diff == {"seq": 3, "phase": "dealing", "closes_at": None}
-    assert effects(step) == [{"type": "set_betting", "table": "t1", "round_id": "t1.1.1",
-                              "status": "closed", "closes_at": None}]
-    assert e.next_deadline() is None
-
+    # The dealer deals the whole round face down while the countdown runs.
     seq = 3
     for i, (slot, card) in enumerate(zip(ROUND_SLOTS, MANUAL_CARDS, strict=True)):
         ref.feed(parse_cards(card)[0])
@@ -426,9 +438,20 @@ def test_manual_round_step_by_step() -> None:
             assert [strip(f) for f in frames(step)] == [
                 {"type": "card_dealt", "round_id": "t1.1.1", "to": slot.position.value,
                  "n": slot.n}]
-        if i == 12:
-            expected["phase"] = "revealing"
         assert diff == expected
+        assert step.effects == []
+        assert e.phase == "betting"  # bets are still taken
+    assert refused(e, "card", "9D", T0 + 30).code == "all_dealt"
+    assert refused(e, "reveal", T0 + 30).code == "illegal_command"  # not before the close
+    assert e.next_deadline() == T0 + 5_002
+
+    # The dealer closes early: every card is out, so the reveals can begin at once.
+    step, diff = act(e, "close_betting", T0 + 40)
+    seq += 1
+    assert diff == {"seq": seq, "phase": "revealing", "closes_at": None}
+    assert [strip(f) for f in frames(step)] == [{"type": "betting_closed", "round_id": "t1.1.1"}]
+    assert effects(step) == [{"type": "set_betting", "table": "t1", "round_id": "t1.1.1",
+                              "status": "closed", "closes_at": None}]
     assert e.next_deadline() is None  # the dealer paces the reveals
 
     hands = hands_of(MANUAL_CARDS)
@@ -449,6 +472,59 @@ def test_manual_round_step_by_step() -> None:
     assert e.next_deadline() is None
 
 
+def test_manual_dealer_slower_than_the_countdown_deals_after_the_close() -> None:
+    e = opened_manual()
+    e.open_betting(T0, betting_ms=5_000)
+    for card in MANUAL_CARDS[:4]:  # the burn and P1 … P3's first cards in time
+        e.card(card, T0 + 1_000)
+    # The countdown ends: bets close, the round waits for its last nine cards (dealing).
+    step, diff = act(e, "tick", T0 + 5_000)
+    assert [strip(f) for f in frames(step)] == [{"type": "betting_closed", "round_id": "t1.1.1"}]
+    assert diff == {"seq": diff["seq"], "phase": "dealing", "closes_at": None}
+    assert refused(e, "reveal", T0 + 5_001).code == "illegal_command"
+    for card in MANUAL_CARDS[4:-1]:
+        step, diff = act(e, "card", card, T0 + 6_000)
+        assert e.phase == "dealing"
+    # The thirteenth card: the reveals begin.
+    step, diff = act(e, "card", MANUAL_CARDS[-1], T0 + 7_000)
+    assert [strip(f) for f in frames(step)] == [
+        {"type": "card_dealt", "round_id": "t1.1.1", "to": "BANKER", "n": 2}]
+    assert diff["phase"] == "revealing"
+    step, _ = act(e, "reveal", T0 + 8_000)
+    assert frames(step)[0]["hand"] == "P1"
+
+
+def test_manual_next_round_opens_by_itself_when_set() -> None:
+    e = TableEngine.new("t1", mode="manual", timing=Timing(manual_open_ms=8_000),
+                        rng=random.Random(SEED))
+    e.start_shoe(T0)
+    assert e.next_deadline() is None  # not before the opening card
+    _, diff = act(e, "card", OPENING, T0 + 1)
+    assert diff["shoe"]["awaiting_open_card"] is False and diff["next_at"] == T0 + 8_001
+    step, _ = act(e, "tick", T0 + 8_001)
+    assert [f["type"] for f in frames(step)] == ["round_opened"]
+    for step in finish_round(e, T0 + 10_000, MANUAL_CARDS):
+        pass
+    assert e.phase == "settled"
+    due = e.next_deadline()
+    assert due is not None
+    step, _ = act(e, "tick", due)
+    assert [f["type"] for f in frames(step)] == ["round_opened"]
+    assert e.state.round_no == 2
+    # A cancelled round too; but never into a new shoe (the dealer starts it).
+    e.card("CUT", due + 1)
+    step = e.cancel_round("", due + 2)
+    assert e.next_deadline() is None
+
+
+def test_manual_next_round_is_the_dealers_by_default() -> None:
+    e = opened_manual()
+    e.open_betting(T0)
+    list(finish_round(e, T0, MANUAL_CARDS))
+    assert e.phase == "settled" and e.next_deadline() is None
+    assert e.tick(T0 + 10**7).events == []
+
+
 # --- refused commands change nothing ------------------------------------------------------------
 
 ARGS: dict[str, Callable[[TableEngine], tuple[Any, ...]]] = {
@@ -461,14 +537,18 @@ ARGS: dict[str, Callable[[TableEngine], tuple[Any, ...]]] = {
     "resume": lambda e: (T0 + 500,),
     "cancel_round": lambda e: ("why", T0 + 500),
     "set_mode": lambda e: ("manual" if e.state.mode == "auto" else "auto", T0 + 500),
+    "void_cards": lambda e: (1, "Dee", "Sue", T0 + 500),
 }
+COMMANDS: tuple[Command, ...] = typing.get_args(Command)
+#: Every (phase, command) pair the transition table does not hold, in both modes and for a
+#: pause from each phase: all of them are refused, and change nothing.
 FORBIDDEN = [
     (mode, phase, paused_from, command)
     for mode in ("auto", "manual")
     for phase in PHASES
     for paused_from in (("betting", "dealing", "revealing") if phase == "paused" else ("",))
-    for command in ALLOWED
-    if phase not in ALLOWED[command]
+    for command in COMMANDS
+    if (phase, command) not in TRANSITIONS
 ]
 
 
@@ -486,8 +566,27 @@ def test_command_forbidden_in_phase_changes_nothing(
 
 
 def test_every_command_is_refused_somewhere() -> None:
-    # The table above is the one place that says what is legal; it forbids something for each.
-    assert {case[3] for case in FORBIDDEN} == set(ALLOWED)
+    # The table is the one place that says what is legal; it forbids something for each.
+    assert set(ARGS) == set(COMMANDS)
+    assert {case[3] for case in FORBIDDEN} == set(COMMANDS)
+    assert len(FORBIDDEN) == 2 * sum(3 if ph == "paused" else 1 for ph in PHASES
+                                     for cmd in COMMANDS if (ph, cmd) not in TRANSITIONS)
+
+
+def test_the_transition_table_reads_as_the_rules() -> None:
+    # The sheet's order: cards while betting is open, reveals only after the close.
+    assert allowed_in("card") == {"idle", "settled", "cancelled", "betting", "dealing"}
+    assert allowed_in("reveal") == {"revealing"}
+    assert allowed_in("close_betting") == {"betting"}
+    assert TRANSITIONS[("betting", "card")] == "betting"
+    assert TRANSITIONS[("betting", "close_betting")] == "dealing"
+    # the engine's own moves: the last card after the close, the Banker's reveal
+    assert TRANSITIONS[("dealing", "all_dealt")] == "revealing"
+    assert TRANSITIONS[("revealing", "banker_revealed")] == "settled"
+    assert allowed_in("all_dealt") == {"dealing"}
+    assert allowed_in("banker_revealed") == {"revealing"}
+    assert {k[0] for k in TRANSITIONS} <= set(PHASES)
+    assert set(TRANSITIONS.values()) <= set(PHASES) | {"before_pause"}
 
 
 @pytest.mark.parametrize("betting_ms", [0, 999, 600_001, -1])
@@ -534,15 +633,36 @@ def test_bad_opening_card_is_refused() -> None:
     assert e.state.shoe is not None and e.state.shoe.awaiting_open_card
 
 
-def test_card_outside_dealing_is_refused_in_manual_mode() -> None:
-    for phase in ("betting", "settled", "cancelled"):
+def test_card_between_rounds_is_refused_in_manual_mode() -> None:
+    # Between rounds only the shoe's opening card and the cut card are read.
+    for phase in ("settled", "cancelled"):
         e = engine_in(phase, "manual")
         before = e.to_bytes()
-        assert refused(e, "card", "9D", T0 + 500).code == "illegal_command"
+        assert refused(e, "card", "9D", T0 + 500).code == "no_round"
         same_future(e, before)
     e = manual_engine()  # no shoe at all
     assert refused(e, "card", "9D", T0).code == "no_shoe"
     assert refused(e, "card", "CUT", T0).code == "no_shoe"
+
+
+def test_fourteenth_card_is_refused() -> None:
+    for phase in ("betting", "dealing"):
+        e = opened_manual()
+        e.open_betting(T0)
+        if phase == "dealing":
+            e.card(MANUAL_CARDS[0], T0)
+            e.close_betting(T0 + 1)
+            for card in MANUAL_CARDS[1:]:
+                assert e.phase == "dealing"
+                e.card(card, T0 + 2)
+            assert e.phase == "revealing"
+            assert refused(e, "card", "9D", T0 + 3).code == "illegal_command"
+            continue
+        for card in MANUAL_CARDS:
+            e.card(card, T0 + 2)
+        before = e.to_bytes()
+        assert refused(e, "card", "9D", T0 + 3).code == "all_dealt"
+        same_future(e, before)
 
 
 def test_open_betting_in_manual_mode_needs_an_open_shoe() -> None:
@@ -623,15 +743,24 @@ def test_pause_and_resume_in_betting_extends_the_countdown(mode: Mode) -> None:
 
     step, diff = act(e, "resume", T0 + 100_000)
     new_closes = T0 + 100_000 + 10_000
-    assert diff == {"seq": diff["seq"], "phase": "betting", "paused_from": None,
-                    "paused_reason": None, "betting_left_ms": None, "closes_at": new_closes}
+    expected = {"seq": diff["seq"], "phase": "betting", "paused_from": None,
+                "paused_reason": None, "betting_left_ms": None, "closes_at": new_closes}
+    if mode == "auto":  # the deal goes on where it stopped (three cards were out)
+        expected["next_at"] = T0 + 100_000 + DEAL_MS
+    assert diff == expected
     assert [strip(f) for f in frames(step)] == [
         {"type": "table_resumed", "closes_at": new_closes}]
     assert effects(step) == [{"type": "set_betting", "table": "t1", "round_id": "t1.1.1",
                               "status": "betting", "closes_at": new_closes}]
+    if mode == "auto":
+        assert e.next_deadline() == T0 + 100_000 + DEAL_MS
+        step, _ = act(e, "tick", new_closes - 1)
+        assert [f["type"] for f in frames(step)] == ["card_dealt"] * 10  # the other ten
+        assert len(e.state.round_cards) == 13
     assert e.next_deadline() == new_closes
     step, _ = act(e, "tick", new_closes)
     assert [f["type"] for f in frames(step)] == ["betting_closed"]
+    assert e.phase == ("revealing" if mode == "auto" else "dealing")
 
 
 @pytest.mark.parametrize(("paused_at", "left"), [
@@ -765,7 +894,7 @@ def test_auto_cut_card_makes_the_round_the_last_of_the_shoe() -> None:
         if e.state.shoe.cut_out and not was_out:
             assert cut_round is None
             cut_round = e.state.round_id
-            assert e.phase == "dealing" or e.phase == "revealing"
+            assert e.phase == "betting"  # the cards come out while bets are open
         for f in frames(step):
             if f["type"] == "round_settled":
                 settled.append((f["round_id"], f["last_round"]))
@@ -1035,3 +1164,112 @@ def test_snapshot_fields() -> None:
     assert [h.hand for h in snap.hands] == ["P1"]
     assert snap.cards_left == 416 - 6 - 13
     assert (snap.epoch, snap.seq) == (e.state.epoch, e.state.seq)
+
+
+# --- dealt while betting is open ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["auto", "manual"])
+def test_no_card_identity_while_betting_is_open(mode: Mode) -> None:
+    e = auto_engine() if mode == "auto" else opened_manual()
+    steps = [(e.open_betting(T0), e.snapshot())]
+    if mode == "auto":
+        steps.append((e.tick(T0 + 13 * DEAL_MS), e.snapshot()))
+    else:
+        steps += [(e.card(c, T0 + 1), e.snapshot()) for c in MANUAL_CARDS]
+    assert e.phase == "betting" and len(e.state.round_cards) == 13
+    assert e.snapshot().dealt == {pos.value: 2 for pos in DEAL_ORDER}
+    assert _check_no_leak(steps) == 0  # thirteen cards out, not one of them shown
+
+
+# --- card corrections ------------------------------------------------------------------------
+
+
+def test_void_the_last_cards_during_betting() -> None:
+    e = opened_manual()
+    e.open_betting(T0)
+    for card in ["2C", "9H", "KS", "4H", "5D"]:  # 5D was a mis-scan of 5H
+        e.card(card, T0 + 1)
+    seen_before = dict(e.state.shoe.seen) if e.state.shoe else {}
+    step, diff = act(e, "void_cards", 2, "Dee", "Sue", T0 + 2)
+    assert step.detail == {"voided": [{"slot": "P3", "n": 1, "card": "4H"},
+                                      {"slot": "P4", "n": 1, "card": "5D"}]}
+    assert [strip(f) for f in frames(step)] == [{
+        "type": "cards_voided", "round_id": "t1.1.1", "count": 2,
+        "dealt": {"P1": 1, "P2": 1}, "dealer": "Dee", "supervisor": "Sue"}]
+    assert step.effects == []
+    assert diff["round_cards"] == ["2C", "9H", "KS"]
+    assert diff["shoe"]["drawn"] == 6 + 5 - 2  # the opening card, five burned, three dealt
+    assert diff["shoe"]["seen"] == {k: v for k, v in seen_before.items()
+                                    if k not in ("4H", "5D")}
+    assert e.phase == "betting" and e.snapshot().dealt == {"P1": 1, "P2": 1}
+    # The dealer scans the right cards; the round completes with them.
+    e.card("4H", T0 + 3)
+    e.card("5H", T0 + 3)
+    for card in MANUAL_CARDS[5:]:
+        e.card(card, T0 + 4)
+    cards = list(e.state.round_cards)
+    assert cards == MANUAL_CARDS[:4] + ["5H"] + MANUAL_CARDS[5:]
+    settled = [ef for s in finish_round(e, T0 + 5, []) for ef in effects(s)
+               if ef["type"] == "settle_round"]
+    assert settled[0]["cards"] == {pos.value: cs for pos, cs in hands_of(cards).items()}
+
+
+def test_void_after_the_close_before_the_first_reveal_goes_back_to_dealing() -> None:
+    e = opened_manual()
+    e.open_betting(T0)
+    for card in MANUAL_CARDS:
+        e.card(card, T0 + 1)
+    e.close_betting(T0 + 2)
+    assert e.phase == "revealing"
+    _, diff = act(e, "void_cards", 1, "Dee", "Sue", T0 + 3)
+    assert diff["phase"] == "dealing" and len(diff["round_cards"]) == 12
+    assert refused(e, "reveal", T0 + 4).code == "illegal_command"
+    e.card("QD", T0 + 5)
+    assert e.phase == "revealing"
+    e.reveal(T0 + 6)
+    # After a reveal, no correction: the hands are public.
+    before = e.to_bytes()
+    assert refused(e, "void_cards", 1, "Dee", "Sue", T0 + 7).code == "illegal_command"
+    same_future(e, before)
+
+
+@pytest.mark.parametrize("count", [0, 4, 14, -1])
+def test_void_more_cards_than_dealt_is_refused(count: int) -> None:
+    e = engine_in("betting", "manual")  # three cards out
+    before = e.to_bytes()
+    assert refused(e, "void_cards", count, "Dee", "Sue", T0 + 500).code == "bad_command"
+    same_future(e, before)
+
+
+@pytest.mark.parametrize("phase", ["betting", "dealing"])
+def test_void_in_auto_mode_is_refused(phase: str) -> None:
+    e = engine_in(phase, "auto")
+    before = e.to_bytes()
+    assert refused(e, "void_cards", 1, "Dee", "Sue", T0 + 500).code == "wrong_mode"
+    same_future(e, before)
+
+
+def test_voided_cards_go_back_to_the_shoe_count() -> None:
+    e = manual_engine()
+    e.start_shoe(T0)
+    e.card("KH", T0)  # 1 KH out
+    e.open_betting(T0)
+    for _ in range(7):  # KH 2 … 8
+        e.card("KH", T0 + 1)
+    e.void_cards(2, "Dee", "Sue", T0 + 2)  # two of them were a stuck scanner
+    e.card("KH", T0 + 3)
+    e.card("KH", T0 + 3)  # eight again: legal
+    with pytest.raises(EngineError) as info:
+        e.card("KH", T0 + 4)
+    assert info.value.code == "impossible_card"
+
+
+def test_entered_cards_for_the_dealer_console() -> None:
+    e = engine_in("betting", "manual")
+    assert e.entered_cards() == [{"slot": "burn", "card": "2C"},
+                                 {"slot": "P1", "n": 1, "card": "9H"},
+                                 {"slot": "P2", "n": 1, "card": "KS"}]
+    with pytest.raises(EngineError) as info:
+        engine_in("betting", "auto").entered_cards()
+    assert info.value.code == "wrong_mode"  # the server's shoe stays secret
