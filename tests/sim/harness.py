@@ -43,6 +43,7 @@ import asyncio
 import random
 import re
 import time
+import typing
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -50,8 +51,9 @@ from typing import Any
 
 from livetable import protocol as p
 from livetable.engine import (
-    ALLOWED,
+    TRANSITIONS,
     CancelRound,
+    Command,
     EngineError,
     OpenRound,
     RevealShoe,
@@ -59,6 +61,7 @@ from livetable.engine import (
     SettleRound,
     Step,
     TableEngine,
+    allowed_in,
 )
 from livetable.engine.table import Mode
 from livetable.rules import (
@@ -120,6 +123,12 @@ class SimConfig:
     to_auto: float = 0.025
     #: Per manual card: the scanner reads an impossible card (if one exists yet).
     impossible_card: float = 0.05
+    #: Per manual card: the scanner misreads it (a valid, wrong card), and the dealer voids
+    #: it with a supervisor's approval before scanning it again.
+    misread_card: float = 0.02
+    #: Per harness action while betting is open in manual mode: the dealer deals a card
+    #: (the sheet deals during the countdown; a slow dealer finishes after it).
+    deal_in_betting: float = 0.5
     #: Per bet action: several players bet at the same instant (one group commit).
     burst: float = 0.3
     #: audit() after each of the first ``audit_first`` rounds, then every ``audit_every``
@@ -150,6 +159,8 @@ class Stats:
     recovered_settled: int = 0
     pauses: int = 0
     impossible_cards: int = 0
+    corrections: int = 0
+    cards_in_betting: int = 0
     cut_cards: int = 0
     refused_commands: int = 0
     bets_accepted: int = 0
@@ -171,7 +182,9 @@ class Stats:
             f"{self.events} events; "
             f"{self.crashes} crashes ({self.lost_steps} lost steps, {self.recovered_settled} "
             f"rounds settled after a crash, {self.settle_crashes} in the middle of a chunked "
-            f"settlement of {self.chunks} chunks); {self.pauses} pauses, {self.impossible_cards} "
+            f"settlement of {self.chunks} chunks); {self.pauses} pauses, {self.corrections} "
+            f"corrections, {self.cards_in_betting} cards dealt while betting, "
+            f"{self.impossible_cards} "
             f"impossible cards, {self.cut_cards} cut cards, {self.refused_commands} refused "
             f"commands; {self.bets_accepted} bets accepted, {self.retries} retries answered "
             f"identically, {self.deposits} deposits, {self.audits} audits; rejected: {codes}"
@@ -740,8 +753,10 @@ class Simulation:
 
     async def _betting(self) -> None:
         e = self.engine
-        closes = e.next_deadline()
-        assert closes is not None
+        assert e.state.closes_at is not None
+        closes = e.state.closes_at + e.state.timing.close_grace_ms
+        deadline = e.next_deadline()  # auto mode: maybe the next card, face down
+        assert deadline is not None
         roll = self.rng.random()
         window = e.state.timing.betting_ms
         per_action = 1 / max(1.0, self.cfg.bets_per_round)
@@ -758,21 +773,22 @@ class Simulation:
             self.now = self.rng.randint(self.now, max(self.now, closes - 1))
             await self._call(e.close_betting)
             return
-        if (e.state.mode == "manual" and self.shoe is not None and self.shoe.cut_passed
-                and e.state.shoe is not None and not e.state.shoe.cut_out):
-            self.stats.cut_cards += 1
-            await self._call(e.card, "CUT")
+        if (e.state.mode == "manual" and len(e.state.round_cards) < 13
+                and self.rng.random() < self.cfg.deal_in_betting):
+            self.now = min(self.now + self.rng.randint(100, 1_500), max(self.now, closes - 1))
+            self.stats.cards_in_betting += 1
+            await self._deal_manual_card()
             return
         at = self.now + int(self.rng.expovariate(self.cfg.bets_per_round / window))
-        if at < closes:
+        if at < deadline:
             self.now = at
             await self._player_bets()
             return
         # The deadline: a bet that arrives just after it, then the (maybe late) tick.
-        if self.rng.random() < 0.2:
+        if deadline == closes and self.rng.random() < 0.2:
             self.now = max(self.now, closes + self.rng.randint(0, 200))
             await self._player_bets()
-        await self._tick(closes)
+        await self._tick(deadline)
 
     async def _in_play(self) -> None:
         e = self.engine
@@ -800,6 +816,13 @@ class Simulation:
         if e.phase == "revealing":
             await self._call(e.reveal)
             return
+        await self._deal_manual_card()
+
+    async def _deal_manual_card(self) -> None:
+        """The manual dealer's next card: the cut card when it shows, sometimes an
+        impossible card or a misread (voided with a supervisor's approval), else the next
+        card of the physical shoe."""
+        e = self.engine
         assert self.shoe is not None and e.state.shoe is not None
         if self.shoe.cut_passed and not e.state.shoe.cut_out:
             self.stats.cut_cards += 1
@@ -820,6 +843,22 @@ class Simulation:
                     await self._commit(error.step)
                     return
                 raise self.fail(f"a ninth copy was accepted (state {before[:80]!r}…)")
+        if self.rng.random() < self.cfg.misread_card:
+            misread = self.rng.choice(sorted({str(c) for c in DECK}
+                                             - {c for c, n in e.state.shoe.seen.items()
+                                                if n >= 7}))
+            dealt = len(e.state.round_cards)
+            crashes = self.stats.crashes
+            await self._call(e.card, misread)
+            if self.stats.crashes != crashes or self.engine.phase == "paused":
+                return  # lost with the process (or paused): the dealer goes on from there
+            self.now += self.rng.randint(1_000, 30_000)
+            await self._call(self.engine.void_cards, 1, "Dee", "Sue")
+            if self.stats.crashes == crashes:
+                self.check(len(self.engine.state.round_cards) == dealt,
+                           "a correction voided nothing")
+                self.stats.corrections += 1
+            return
         card = self.shoe.peek()
         self.shoe.take()
         await self._call(e.card, card)
@@ -843,7 +882,7 @@ class Simulation:
         phase, mode = e.phase, e.state.mode
         now = self.now
         choices: list[tuple[Callable[[], Step], set[str]]] = []
-        forbidden = [c for c in ALLOWED if phase not in ALLOWED[c]]
+        forbidden = [c for c in typing.get_args(Command) if (phase, c) not in TRANSITIONS]
         other: Mode = "manual" if mode == "auto" else "auto"
         commands: dict[str, Callable[[], Step]] = {
             "start_shoe": lambda: e.start_shoe(now),
@@ -855,14 +894,15 @@ class Simulation:
             "resume": lambda: e.resume(now),
             "cancel_round": lambda: e.cancel_round("x", now),
             "set_mode": lambda: e.set_mode(other, now),
+            "void_cards": lambda: e.void_cards(1, "Dee", "Sue", now),
         }
         choices += [(commands[c], {"illegal_command"}) for c in forbidden]
-        if phase in ALLOWED["card"]:
+        if phase in allowed_in("card"):
             if mode == "auto":
                 choices.append((lambda: e.card("KH", now), {"wrong_mode"}))
             elif e.state.shoe is not None:
                 choices.append((lambda: e.card("ZZ", now), {"bad_card"}))
-        if phase in ALLOWED["open_betting"]:
+        if phase in allowed_in("open_betting"):
             choices.append((lambda: e.open_betting(now, betting_ms=999), {"bad_command"}))
         command, codes = self.rng.choice(choices)
         before = e.to_bytes()

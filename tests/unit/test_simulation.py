@@ -64,6 +64,7 @@ async def test_ten_thousand_rounds_with_faults() -> None:
     assert stats.verified_shoes > 0  # every revealed shoe passes verify-shoe's check
     assert stats.crashes > 0 and stats.lost_steps > 0 and stats.recovered_settled > 0
     assert stats.pauses > 0 and stats.impossible_cards > 0 and stats.refused_commands > 0
+    assert stats.corrections > 0 and stats.cards_in_betting > 0
     assert stats.retries > 0 and stats.deposits > 0
     assert stats.chunks > 0 and stats.settle_crashes > 0
     assert stats.bets_accepted > 2 * ROUNDS
