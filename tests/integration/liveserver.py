@@ -158,8 +158,14 @@ class LiveServer:
     def player_token(self, player_id: str, name: str | None = None) -> str:
         return self.token("--player", player_id, "--name", name or player_id)
 
-    def dealer_token(self) -> str:
-        return self.token("--dealer")
+    def dealer_token(self, tables: str = TABLE, name: str = "Dee") -> str:
+        """A dealer token for ``tables`` (comma-separated ids, or "*" for every table)."""
+        scope = ["--all-tables"] if tables == "*" else ["--tables", tables]
+        return self.token("--dealer", *scope, "--player", "dealer", "--name", name)
+
+    def supervisor_token(self, tables: str = TABLE, name: str = "Sue") -> str:
+        scope = ["--all-tables"] if tables == "*" else ["--tables", tables]
+        return self.token("--supervisor", *scope, "--player", "sup-1", "--name", name)
 
     def guest(self) -> tuple[str, Frame]:
         with httpx.Client(trust_env=False, timeout=5.0) as http:

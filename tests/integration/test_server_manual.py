@@ -82,9 +82,8 @@ async def test_a_manual_round_from_the_dealer_console(manual_server: LiveServer)
         opened = await player.expect("round_opened")
         round_id = opened["round_id"]
         await viewer.expect("round_opened", round_id=round_id)
-        # cards and reveals wait for the dealing; bad commands are refused, nothing changes
-        for cmd, fields, code in (("card", {"card": "4H"}, "illegal_command"),
-                                  ("reveal", {}, "illegal_command"),
+        # reveals wait for the close; bad commands are refused, nothing changes
+        for cmd, fields, code in (("reveal", {}, "illegal_command"),
                                   ("start_shoe", {}, "illegal_command"),
                                   ("card", {"card": 5}, "bad_frame"),
                                   ("deal_me_a_flush", {}, "bad_frame"),
@@ -92,6 +91,24 @@ async def test_a_manual_round_from_the_dealer_console(manual_server: LiveServer)
             error = await dealer.command(cmd, **fields)
             assert (error["type"], error["code"]) == ("error", code), (cmd, error)
 
+        # The dealer deals the round face down while the countdown runs (the sheet's order).
+        slots = []
+        for card in [BURN, *FIRST, *SECOND]:
+            ack = await dealer.command("card", card=card)
+            assert ack["type"] == "ack" and ack["cmd"] == "card", ack
+            slots.append(ack["detail"])
+        assert slots == [{"slot": "burn"},
+                         *({"slot": h, "n": 1} for h in HANDS),
+                         *({"slot": h, "n": 2} for h in HANDS)]
+        assert (await dealer.command("card", card="4H"))["code"] == "all_dealt"
+        assert (await dealer.command("reveal"))["code"] == "illegal_command"  # bets still open
+        dealt = [(f["to"], f["n"]) for f in await viewer.take_until("card_dealt", to="BANKER",
+                                                                      n=2)
+                 if f["type"] == "card_dealt"]
+        assert dealt == [(h, 1) for h in HANDS] + [(h, 2) for h in HANDS]
+        assert server.get("/api/tables/t1").json()["phase"] == "betting"
+
+        # Bets are still taken with every card on the table, face down.
         bets = [("P1", 100), ("P2", 100), ("P3", 100), ("P4_PAIR", 50), ("P5", 20),
                 ("P1_PAIR", 10)]
         for spot, amount in bets:
@@ -102,20 +119,7 @@ async def test_a_manual_round_from_the_dealer_console(manual_server: LiveServer)
         await viewer.expect("betting_closed", round_id=round_id)
         late = await player.bet("late", round_id, "P1", 10)
         assert late["code"] == "betting_closed"
-
-        slots = []
-        for card in [BURN, *FIRST, *SECOND]:
-            ack = await dealer.command("card", card=card)
-            assert ack["type"] == "ack" and ack["cmd"] == "card", ack
-            slots.append(ack["detail"])
-        assert slots == [{"slot": "burn"},
-                         *({"slot": h, "n": 1} for h in HANDS),
-                         *({"slot": h, "n": 2} for h in HANDS)]
-        assert (await dealer.command("card", card="4H"))["code"] == "illegal_command"
-        dealt = [(f["to"], f["n"]) for f in await viewer.take_until("card_dealt", to="BANKER",
-                                                                      n=2)
-                 if f["type"] == "card_dealt"]
-        assert dealt == [(h, 1) for h in HANDS] + [(h, 2) for h in HANDS]
+        assert server.get("/api/tables/t1").json()["phase"] == "revealing"
 
         for hand in HANDS:
             assert (await dealer.command("reveal"))["cmd"] == "reveal"
@@ -177,7 +181,7 @@ async def test_impossible_card_pause_resume_cancel_refunds(manual_server: LiveSe
             assert (await player.bet(f"{spot}-{uuid.uuid4().hex[:6]}", round_id, spot,
                                      amount))["type"] == "bet_accepted"
         assert (await dealer.command("close_betting"))["type"] == "ack"
-        for _ in range(7):  # K♥ number 2 … 8: the burn, then P1 … Banker
+        for _ in range(7):  # K♥ number 2 … 8: the burn, then P1 … Banker (after the close)
             assert (await dealer.command("card", card="KH"))["type"] == "ack"
         # a ninth K♥ cannot come out of eight decks: refused, and the table pauses
         error = await dealer.command("card", card="KH")
