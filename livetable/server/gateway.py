@@ -693,8 +693,11 @@ class Gateway:
                 if isinstance(approved, p.Error):
                     client.send_message(approved)
                     return
-                command = approved
-            answer = await self.execute(client.table, command)  # type: ignore[arg-type]  # the dealer decoder yields only table commands here
+                answer = await self.execute(client.table, approved)
+                if isinstance(answer, p.Ack):
+                    answer.cmd = "correct_cards"  # the console's name for what it asked
+            else:
+                answer = await self.execute(client.table, command)  # type: ignore[arg-type]  # the dealer decoder yields only table commands here
             client.send_message(answer)
 
     def _approve(self, client: Client, command: p.CorrectCards) -> p.VoidCards | p.Error:
