@@ -61,8 +61,10 @@ async def test_kill_before_all_cards_are_out_cancels_and_refunds(
         round_id = (await client.expect("round_opened"))["round_id"]
         placed = await bet_all(client, round_id, [("P1", 100), ("P5_PAIR", 20), ("P3", 250)])
         cost = sum(deducted(s, a) for _, s, a in placed)
-        if phase == "dealing":
-            await client.expect("card_dealt", round_id=round_id)
+        if phase == "dealing":  # betting closed with a few of the thirteen cards out
+            await client.expect("betting_closed", round_id=round_id)
+        else:  # every card out face down, bets still open: not a round to finish either
+            await client.expect("card_dealt", round_id=round_id, to="BANKER", n=2)
         assert server.get("/api/tables/t1").json()["phase"] == phase
         point = client.resume_point()
 
