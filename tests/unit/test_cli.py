@@ -103,3 +103,54 @@ def test_the_parser_has_one_subcommand_per_command() -> None:
     parser = build_parser()
     args = parser.parse_args(["settle", "AS KS", "QH QD"])
     assert args.command == "settle" and args.amount == 100
+
+
+# --- tokens: staff tokens name their tables ---------------------------------------------------
+
+SECRET = "test-secret-of-this-module"
+
+
+def minted(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+           *argv: str) -> tuple[int, str, str]:
+    monkeypatch.setenv("LIVETABLE_SECRET", SECRET)
+    return run(capsys, "token", *argv)
+
+
+@pytest.mark.parametrize(("argv", "tables"), [
+    (["--dealer", "--tables", "t1,t2"], ("t1", "t2")),
+    (["--dealer", "--tables", " t3 "], ("t3",)),
+    (["--dealer", "--all-tables"], ("*",)),
+    (["--supervisor", "--tables", "t1"], ("t1",)),
+])
+def test_staff_token_names_its_tables(capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch, argv: list[str],
+                                      tables: tuple[str, ...]) -> None:
+    from livetable.auth import verify
+
+    code, out, _ = minted(capsys, monkeypatch, *argv, "--player", "d7", "--name", "Dee")
+    assert code == 0
+    identity = verify(SECRET.encode(), out.strip())
+    assert identity.kind == ("supervisor" if "--supervisor" in argv else "dealer")
+    assert (identity.id, identity.name, identity.tables) == ("d7", "Dee", tables)
+    assert identity.may_drive("t1") == ("t1" in tables or "*" in tables)
+    assert not identity.is_player
+
+
+@pytest.mark.parametrize(("argv", "names"), [
+    (["--dealer"], "--tables"),
+    (["--supervisor"], "--all-tables"),
+    (["--dealer", "--tables", "t1", "--all-tables"], "--tables"),
+    (["--dealer", "--tables", ","], "at least one"),
+    (["--player", "p1", "--tables", "t1"], "--dealer"),
+])
+def test_staff_token_without_a_scope_is_refused(capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                argv: list[str], names: str) -> None:
+    code, out, err = minted(capsys, monkeypatch, *argv)
+    assert code == 2 and out == "" and names in err
+
+
+def test_dealer_and_supervisor_are_exclusive(capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err = minted(capsys, monkeypatch, "--dealer", "--supervisor", "--all-tables")
+    assert code == 2 and out == "" and "not allowed with" in err
