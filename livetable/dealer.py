@@ -5,12 +5,15 @@ Reads one line at a time from stdin, so a card scanner can be piped into it: a c
 command::
 
     shoe                 start a new shoe (then scan its opening card)
-    open [SECONDS]       open betting
+    open [SECONDS]       open betting; then scan the round's cards while it runs
     close                close betting
-    reveal               reveal the next hand
+    reveal               reveal the next hand (after the close, all thirteen cards out)
     pause [REASON]       pause the round      resume     resume it
     cancel [REASON]      cancel the round (every bet refunded)
     cut                  the cut card came out
+    cards                the cards entered so far this round (after a restart of this console)
+    void N [APPROVAL]    void the last N cards (a mis-scan), before any reveal; APPROVAL is
+                         a supervisor token (none needed when signed in as a supervisor)
     auto | manual        switch the table's mode (between rounds)
 
 Every answer (``ack`` or ``error``) and every table event is printed, one line each.
@@ -50,13 +53,21 @@ def command_of(line: str) -> dict[str, Any] | None:
             return {"type": "cancel_round", "reason": rest}
         case "cut":
             return {"type": "card", "card": "CUT"}
+        case "cards" | "round_cards":
+            return {"type": "round_cards"}
+        case "void" | "correct" | "correct_cards":
+            count, _, approval = rest.partition(" ")
+            if not count.isdigit():
+                raise ValueError("void N [SUPERVISOR-TOKEN]: N is how many of the last cards")
+            return {"type": "correct_cards", "count": int(count)} | (
+                {"approval": approval.strip()} if approval.strip() else {})
         case "auto" | "manual":
             return {"type": "set_mode", "auto": word == "auto"}
     try:
         return {"type": "card", "card": str(parse_card(line.strip()))}
     except CardError as exc:
         raise ValueError(f"{exc}; or one of: shoe open close reveal pause resume cancel cut "
-                         f"auto manual") from None
+                         f"cards void auto manual") from None
 
 
 def _describe(frame: dict[str, Any]) -> str:

@@ -108,6 +108,8 @@ class TableSnapshot(Struct, kw_only=True):
     resume_phase: Phase | None = None
     #: A new (manual) shoe waits for its opening card: players see "shuffling — new shoe".
     shuffling: bool = False
+    #: Between rounds: when the next round opens by itself (None: when the dealer opens it).
+    opens_at: int | None = None
     epoch: int = 0
     seq: int = 0
     stream: StreamView | None = None  # null: no video, the drawn table only

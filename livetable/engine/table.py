@@ -385,6 +385,7 @@ class TableEngine:
             paused_reason=s.paused_reason,
             resume_phase=s.paused_from,
             shuffling=bool(shoe and shoe.awaiting_open_card),
+            opens_at=s.next_at if s.phase in BETWEEN_ROUNDS else None,
             epoch=s.epoch,
             seq=s.seq,
             stream=s.stream,

@@ -4,7 +4,14 @@
 // so the console keeps a queue of what it sent and pairs each answer with its command.
 // Cards are typed the way a scanner types them ("KH", "10D", then Enter) and checked here
 // with the server's own lenient grammar before they are sent; the ack says where the card
-// went (a position and its 1st/2nd card, or the burn).
+// went (a position and its 1st/2nd card, or the burn). The round is dealt face down while
+// betting is open (the rules sheet's order); the reveals wait for the close.
+//
+// After a reload the console asks the server for the cards entered so far this round
+// (`round_cards`: answered to dealer consoles only, in manual mode). A mis-scan is voided
+// with `correct_cards`, which needs a supervisor's approval (their token, scanned here).
+// Hotkeys: Alt+O open, Alt+C close, Alt+R reveal, Alt+P pause/resume (by key position, so
+// they work with a Thai or Hindi keyboard layout too).
 
 import { t, onLangChange } from "./i18n.js";
 import { $, h, money, timeOfDay, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
@@ -21,12 +28,46 @@ const LOG_MAX = 300;
 let conn = null;
 let st = null;
 let sent = [];                 // commands awaiting their ack/error, in order
-let typed = {};                // slot → [cards] the dealer typed this round (from acks)
+let entered = [];              // [{slot, n?, card}] the cards of this round, in dealing order
+let lastScanned = null;        // the last card sent this round: a repeat is worth a warning
 let lastPlaced = null;
 let refreshTimer = null;
 let cancelArmed = null;
 
 function token() { return sessionStorage.getItem(TOKEN_KEY); }
+
+/** Who the token says this is — for display only: the server checks the signature. */
+function whoAmI() {
+  try {
+    const part = (token() || "").split(".")[0].replace(/-/g, "+").replace(/_/g, "/");
+    const claims = JSON.parse(new TextDecoder().decode(
+      Uint8Array.from(atob(part + "=".repeat((4 - part.length % 4) % 4)), (c) => c.charCodeAt(0))));
+    return { kind: claims.k, name: claims.name, tables: claims.tables || [] };
+  } catch { return null; }
+}
+
+const HOTKEYS = { KeyO: "#open", KeyC: "#close", KeyR: "#reveal", KeyP: "pause" };
+
+function onHotkey(e) {
+  if (!e.altKey || e.ctrlKey || e.metaKey || e.shiftKey || $("#console").hidden) return;
+  let target = HOTKEYS[e.code];
+  if (!target) return;
+  e.preventDefault();
+  if (target === "pause") target = st && st.phase === "paused" ? "#resume" : "#pause";
+  const button = $(target);
+  if (button.disabled) {
+    announce(t("dealer.key_not_now", { what: button.textContent.replace(/\s*Alt\+\w$/, "").trim() }), { urgent: true });
+    return;
+  }
+  button.click();
+}
+
+/** The cards entered this round, by slot (burn, P1 … BANKER). */
+function typedBySlot() {
+  const out = {};
+  for (const e of entered) (out[e.slot] = out[e.slot] || []).push(e.card);
+  return out;
+}
 
 async function main() {
   initPage({ active: "dealer", connection: true });
@@ -47,7 +88,7 @@ async function main() {
   });
   $("#table").addEventListener("change", () => {
     sessionStorage.setItem(TABLE_KEY, $("#table").value);
-    st = null; typed = {}; sent = [];
+    st = null; entered = []; lastScanned = null; sent = [];
     conn.setTable($("#table").value);
   });
   $("#mode").addEventListener("change", () => command({ type: "set_mode", auto: $("#mode").checked }));
@@ -66,6 +107,8 @@ async function main() {
     command({ type: "cancel_round", reason: $("#reason").value.trim() });
   });
   $("#card-form").addEventListener("submit", (e) => { e.preventDefault(); sendCard(); });
+  $("#correction-form").addEventListener("submit", (e) => { e.preventDefault(); sendCorrection(); });
+  document.addEventListener("keydown", onHotkey);
   $("#card").addEventListener("input", () => validateCard(false));
   setInterval(tick, 250);
 
@@ -97,7 +140,10 @@ async function start() {
   conn.addEventListener("welcome", (e) => {
     st = fromSnapshot(e.detail.msg.table);
     sent = [];
+    entered = [];
+    lastScanned = null;
     log("info", t("dealer.log_welcome", { table: st.name }));
+    askEnteredCards();  // after a reload: every card entered so far this round
     render();
     $("#card").focus();
   });
@@ -119,6 +165,22 @@ async function start() {
   conn.start();
 }
 
+/** Manual mode, a round in play: ask which cards were entered (dealer consoles only). */
+function askEnteredCards() {
+  if (st && st.mode === "manual" && st.round_id && !["idle", "settled", "cancelled"].includes(st.phase)) {
+    command({ type: "round_cards" });
+  }
+}
+
+function sendCorrection() {
+  const count = Math.max(1, Math.min(13, Math.round(Number($("#correction-count").value) || 1)));
+  const frame = { type: "correct_cards", count };
+  const approval = $("#approval").value.trim();
+  if (approval) frame.approval = approval;
+  $("#approval").value = "";  // an approval is used once here, never kept
+  command(frame);
+}
+
 function command(frame) {
   if (!conn || !conn.send(frame)) {
     log("error", t("dealer.not_connected"));
@@ -131,6 +193,7 @@ function command(frame) {
   if (frame.betting_ms) what += ` ${t("countdown.seconds", { s: frame.betting_ms / 1000 })}`;
   if (frame.reason) what += ` “${frame.reason}”`;
   if (frame.type === "set_mode") what += `: ${t(frame.auto ? "mode.auto" : "mode.manual")}`;
+  if (frame.type === "correct_cards") what += ` ${frame.count}${frame.approval ? ` (${t("dealer.approved")})` : ""}`;
   log("cmd", `→ ${what}`);
   return true;
 }
@@ -204,7 +267,18 @@ function sendCard() {
     input.select();
     return;
   }
-  if (command({ type: "card", card: card.text })) input.value = "";
+  const repeat = lastScanned !== null && card.text === lastScanned && !isCut(card.text);
+  const warning = $("#card-warning");
+  warning.hidden = !repeat;
+  if (repeat) {
+    warning.textContent = t("dealer.twice", { card: card.text });
+    announce(warning.textContent, { urgent: true });
+    log("error", `⚠ ${warning.textContent}`);
+  }
+  if (command({ type: "card", card: card.text })) {
+    input.value = "";
+    if (card.text !== "CUT") lastScanned = card.text;
+  }
   input.focus();
 }
 
@@ -225,10 +299,22 @@ function onMessage(msg) {
     const i = sent.findIndex((c) => c.type === msg.cmd);
     const cmd = i >= 0 ? sent.splice(i, 1)[0] : null;
     const d = msg.detail || {};
-    if (msg.cmd === "card") {
+    if (msg.cmd === "round_cards") {
+      entered = (d.cards || []).map((c) => ({ slot: c.slot, n: c.n, card: c.card }));
+      const last = entered[entered.length - 1];
+      lastScanned = last ? last.card : null;
+      lastPlaced = last ? { card: last.card, slot: last.slot, n: last.n } : null;
+      log("ack", `✓ ${t("dealer.entered_count", { n: entered.length })}`);
+    } else if (msg.cmd === "correct_cards") {
+      const voided = (d.voided || []).map((v) => `${v.card} (${slotName(v.slot)}${v.n ? ` · ${t("dealer.card_n", { n: v.n })}` : ""})`);
+      log("ack", `✓ ${t("dealer.voided", { cards: voided.join(", ") })}`);
+      announce(t("dealer.voided", { cards: voided.join(", ") }));
+      $("#card-warning").hidden = true;
+      askEnteredCards();
+    } else if (msg.cmd === "card") {
       const card = (cmd && cmd.card) || d.card || "";
       const slot = d.slot || d.to || "?";
-      if (!["cut", "opening"].includes(slot)) (typed[slot] = typed[slot] || []).push(card);
+      if (!["cut", "opening"].includes(slot)) entered.push({ slot, n: d.n, card });
       lastPlaced = { card, slot, n: d.n };
       let where = slotName(slot) + (d.n ? ` · ${t("dealer.card_n", { n: d.n })}` : "");
       if (slot === "opening" && typeof d.burned === "number") where += ` · ${t("dealer.burned", { n: d.burned })}`;
@@ -267,12 +353,13 @@ function onEvent(ev) {
   if (!st) return;
   applyEvent(st, ev);
   switch (ev.type) {
-    case "round_opened": typed = {}; lastPlaced = null; break;
-    case "shoe_started": typed = {}; break;
+    case "round_opened": entered = []; lastPlaced = null; lastScanned = null; $("#card-warning").hidden = true; break;
+    case "shoe_started": entered = []; break;
+    case "cards_voided": if (!sent.some((c) => c.type === "correct_cards")) askEnteredCards(); break;
     default: break;
   }
   log("event", describe(ev));
-  if (["round_settled", "shoe_started", "round_cancelled", "round_opened"].includes(ev.type)) scheduleRefresh();
+  if (["round_settled", "shoe_started", "round_cancelled", "round_opened", "shoe_shuffling"].includes(ev.type)) scheduleRefresh();
   render();
 }
 
@@ -285,6 +372,8 @@ function describe(ev) {
     case "hand_revealed": return `${spotName(ev.hand)}: ${ev.cards.join(" ")} — ${handLabel(ev.value)}`;
     case "round_settled": return t("dealer.ev_settled") + " " + (ev.results || []).map((r) => `${spotName(r.hand)} ${t(`result.${r.outcome}`)}${r.odds === 2 && r.outcome !== "tie" ? " 2:1" : ""}`).join(", ");
     case "round_cancelled": return t("banner.cancelled", { reason: ev.reason || "—" });
+    case "cards_voided": return t("dealer.ev_voided", { n: ev.count, dealer: ev.dealer, supervisor: ev.supervisor });
+    case "shoe_shuffling": return t("banner.new_shoe");
     case "table_paused": return t("banner.paused", { reason: ev.reason || "—" });
     case "table_resumed": return t("announce.resumed");
     default: return ev.type;
@@ -302,6 +391,7 @@ function scheduleRefresh() {
       st.cut_card_out = snap.cut_card_out;
       st.last_round = snap.last_round;
       st.mode = snap.mode;
+      st.opens_at = snap.opens_at ?? null;
       render();
     } catch { /* shown from events only */ }
   }, 400);
@@ -348,6 +438,15 @@ function render() {
   $("#pause").disabled = p === "paused";
   $("#resume").disabled = p !== "paused";
   $("#cancel").disabled = !(roundLive || p === "paused");
+  const me = whoAmI();
+  $("#whoami").textContent = me ? t("dealer.whoami", { name: me.name || "?", kind: t(`dealer.kind_${me.kind}`), tables: (me.tables || []).join(", ") || "—" }) : "";
+  const correctable = st.mode === "manual" && entered.length > 0 && !Object.keys(st.hands).length
+    && ["betting", "dealing", "revealing"].includes(p);
+  $("#correct").disabled = !correctable;
+  $("#correction-count").max = String(Math.max(1, entered.length));
+  $("#approval-field").hidden = !!(me && me.kind === "supervisor");
+  $("#correction").hidden = st.mode !== "manual";
+  renderEntered();
   const next = nextReveal();
   $("#reveal-next").textContent = ["dealing", "revealing"].includes(p) && next ? t("dealer.next", { hand: spotName(next) }) : "";
 
@@ -359,9 +458,16 @@ function render() {
   tick();
 }
 
+function renderEntered() {
+  $("#entered").replaceChildren(...entered.map((e, i) => h("li", { "data-testid": "dealer-entered-card", "data-card": e.card, "data-slot": e.slot },
+    `${slotName(e.slot)}${e.n ? ` · ${t("dealer.card_n", { n: e.n })}` : ""}: `, h("strong", { text: e.card }),
+    i === entered.length - 1 ? h("span", { class: "muted small", text: ` ← ${t("dealer.last_entered")}` }) : "")));
+}
+
 function renderLayout() {
   const slots = ["burn", ...HANDS];
   const layout = $("#layout");
+  const typed = typedBySlot();
   layout.replaceChildren(...slots.map((slot) => {
     const revealed = st.hands[slot];
     const mine = typed[slot] || typed[slot.toUpperCase()] || [];
@@ -383,6 +489,10 @@ function tick() {
     const ms = Math.max(0, st.closes_at - serverNow());
     el.textContent = t("countdown.seconds", { s: Math.ceil(ms / 1000) });
   } else el.textContent = "—";
+  const next = $("#d-next-round");
+  if (["idle", "settled", "cancelled"].includes(st.phase) && st.opens_at) {
+    next.textContent = t("dealer.opens_in", { s: Math.max(0, Math.ceil((st.opens_at - serverNow()) / 1000)) });
+  } else next.textContent = ["idle", "settled", "cancelled"].includes(st.phase) ? t("dealer.opens_by_dealer") : "—";
 }
 
 main();

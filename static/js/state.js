@@ -33,18 +33,28 @@ export function fromSnapshot(s) {
     cards_left: s.cards_left ?? null,
     paused_reason: s.paused_reason ?? null,
     resume_phase: s.resume_phase ?? null,
+    shuffling: !!s.shuffling,
+    opens_at: s.opens_at ?? null,
     cancel_reason: null,
     epoch: s.epoch,
     seq: s.seq,
   };
 }
 
+const allDealt = (st) => HANDS.every((h) => (st.dealt[h] || 0) >= 2);
+
 function sortRoadmap(r) { return r.sort((a, b) => a.round_no - b.round_no); }
 
 /** Apply one table event to the state (in place). Returns the state. */
 export function applyEvent(st, ev) {
   switch (ev.type) {
+    case "shoe_shuffling":  // a new shoe, until its opening card is read
+      st.shuffling = true;
+      st.shoe_id = ev.shoe_id;
+      st.roadmap = [];
+      break;
     case "shoe_started":
+      st.shuffling = false;
       st.shoe_id = ev.shoe_id;
       st.roadmap = [];
       st.cut_card_out = false;
@@ -64,9 +74,12 @@ export function applyEvent(st, ev) {
       st.last_round = false;
       st.paused_reason = null;
       st.cancel_reason = null;
+      st.opens_at = null;
       break;
     case "betting_closed":
-      if (ev.round_id === st.round_id || !st.round_id) st.phase = "dealing";
+      // Cards are dealt face down while betting is open: with all of them out, the reveals
+      // begin at once; else the dealer finishes dealing first.
+      if (ev.round_id === st.round_id || !st.round_id) st.phase = allDealt(st) ? "revealing" : "dealing";
       break;
     case "card_dealt":
       if (ev.to && ev.to !== "burn" && ev.to !== "BURN") {
@@ -74,9 +87,13 @@ export function applyEvent(st, ev) {
       }
       if (typeof ev.cards_left === "number") st.cards_left = ev.cards_left;
       else if (typeof st.cards_left === "number") st.cards_left -= 1;
-      if (st.phase === "betting") st.phase = "dealing";
-      // The Banker's second card is the round's last: the engine is now revealing.
+      // The Banker's second card is the round's last: after the close, the reveals begin.
       if (ev.to === "BANKER" && ev.n >= 2 && st.phase === "dealing") st.phase = "revealing";
+      break;
+    case "cards_voided":  // a mis-scan voided before any reveal: fewer cards face down
+      st.dealt = { ...(ev.dealt || {}) };
+      if (typeof st.cards_left === "number") st.cards_left += ev.count || 0;
+      if (st.phase === "revealing") st.phase = "dealing";
       break;
     case "hand_revealed":
       st.hands[ev.hand] = {

@@ -72,6 +72,7 @@ let balanceAt = 0;          // server time of the balance shown
 let resumeWindow = null;    // {settled: [], timer} while a reconnect's replay arrives
 let catchUpHead = null;     // welcome's head seq until a live event (seq > head) arrives
 const seenSettled = new Set(); // bet_ids whose bet_settled this page has handled
+let newShoeUntil = 0;        // an auto shoe shuffles at once: show "new shoe" for a moment
 
 // ---------------------------------------------------------------- bootstrap
 
@@ -296,7 +297,13 @@ function onTableEvent(ev) {
       break;
     case "betting_closed":
       closeDrafts();
-      announce(t("phase.dealing"));
+      announce(t(`phase.${st.phase}`));
+      break;
+    case "shoe_shuffling":
+      announce(t("banner.new_shoe"));
+      break;
+    case "shoe_started":
+      if (catchUpHead === null) { newShoeUntil = Date.now() + 4000; setTimeout(render, 4100); }
       break;
     case "hand_revealed":
       justRevealed = ev.hand;
@@ -1140,6 +1147,9 @@ function renderBanners() {
   const last = $("#banner-last");
   last.hidden = !(st.last_round || st.cut_card_out) || st.phase === "idle";
   if (!last.hidden) last.textContent = t("banner.last_round");
+  const shoe = $("#banner-shoe");
+  shoe.hidden = !(st.shuffling || Date.now() < newShoeUntil);
+  if (!shoe.hidden) shoe.textContent = t("banner.new_shoe");
   const viewer = $("#banner-viewer");
   viewer.hidden = !!(token && player);
   if (!viewer.hidden) viewer.textContent = t("warn.viewer");

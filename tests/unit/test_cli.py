@@ -154,3 +154,25 @@ def test_dealer_and_supervisor_are_exclusive(capsys: pytest.CaptureFixture[str],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     code, out, err = minted(capsys, monkeypatch, "--dealer", "--supervisor", "--all-tables")
     assert code == 2 and out == "" and "not allowed with" in err
+
+
+@pytest.mark.parametrize(("line", "frame"), [
+    ("kh", {"type": "card", "card": "KH"}),
+    ("open 20", {"type": "open_betting", "betting_ms": 20_000}),
+    ("cards", {"type": "round_cards"}),
+    ("void 1", {"type": "correct_cards", "count": 1}),
+    ("void 2 abc.def", {"type": "correct_cards", "count": 2, "approval": "abc.def"}),
+    ("   ", None),
+])
+def test_terminal_console_lines(line: str, frame: dict[str, object] | None) -> None:
+    from livetable.dealer import command_of
+
+    assert command_of(line) == frame
+
+
+@pytest.mark.parametrize("line", ["void", "void two", "ZZ"])
+def test_terminal_console_refuses_what_it_cannot_send(line: str) -> None:
+    from livetable.dealer import command_of
+
+    with pytest.raises(ValueError):
+        command_of(line)

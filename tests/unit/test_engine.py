@@ -503,8 +503,7 @@ def test_manual_next_round_opens_by_itself_when_set() -> None:
     assert diff["shoe"]["awaiting_open_card"] is False and diff["next_at"] == T0 + 8_001
     step, _ = act(e, "tick", T0 + 8_001)
     assert [f["type"] for f in frames(step)] == ["round_opened"]
-    for step in finish_round(e, T0 + 10_000, MANUAL_CARDS):
-        pass
+    list(finish_round(e, T0 + 10_000, MANUAL_CARDS))
     assert e.phase == "settled"
     due = e.next_deadline()
     assert due is not None
@@ -1209,7 +1208,7 @@ def test_void_the_last_cards_during_betting() -> None:
     for card in MANUAL_CARDS[5:]:
         e.card(card, T0 + 4)
     cards = list(e.state.round_cards)
-    assert cards == MANUAL_CARDS[:4] + ["5H"] + MANUAL_CARDS[5:]
+    assert cards == [*MANUAL_CARDS[:4], "5H", *MANUAL_CARDS[5:]]
     settled = [ef for s in finish_round(e, T0 + 5, []) for ef in effects(s)
                if ef["type"] == "settle_round"]
     assert settled[0]["cards"] == {pos.value: cs for pos, cs in hands_of(cards).items()}
