@@ -177,12 +177,15 @@ class Server:
     def api(self, path: str) -> Any:
         return get_json(self.url.rstrip("/") + path)
 
-    def dealer_token(self) -> str:
-        """A dealer token minted by ``livetable token --dealer`` with the server's secret."""
+    def dealer_token(self, kind: str = "dealer", tables: str = "*", name: str = "Dee") -> str:
+        """A staff token minted by ``livetable token --dealer`` (or ``--supervisor``) with the
+        server's secret, for ``tables`` (comma-separated ids, or "*" for every table)."""
         given = os.environ.get("LIVETABLE_E2E_DEALER_TOKEN")
-        if given:
+        if given and kind == "dealer":
             return given
-        cmd = [*livetable_command(), "token", "--dealer"]
+        scope = ["--all-tables"] if tables == "*" else ["--tables", tables]
+        cmd = [*livetable_command(), "token", f"--{kind}", *scope, "--player", f"{kind}-1",
+               "--name", name]
         if self.data is not None:
             cmd += ["--data-dir", str(self.data)]
         out = subprocess.run(cmd, env=self.env, capture_output=True, text=True, check=True)

@@ -1,8 +1,9 @@
 """The dealer console drives a manual round, card by card, while a player's page follows.
 
-The dealer types cards as a scanner would ("KH", "10D", "T♠", lower case too); the console
-shows where each went from the server's ack, and the player's page shows them face down,
-then revealed, then settled — paid exactly as ``livetable.rules.settle_bet`` says.
+The dealer types cards as a scanner would ("KH", "10D", "T♠", lower case too) while betting
+is open (the rules sheet's order); the console shows where each went from the server's ack,
+and the player's page shows them face down while the countdown runs, then revealed after the
+close, then settled — paid exactly as ``livetable.rules.settle_bet`` says.
 """
 
 from __future__ import annotations
@@ -90,10 +91,8 @@ def test_dealer_runs_a_manual_round_while_a_player_follows(
         expect(page.get_by_test_id("banner-paused")).to_be_hidden()
         expect(page.get_by_test_id("phase")).to_have_attribute("data-phase", "betting")
 
-        dealer.get_by_test_id("dealer-close").click()
-        expect(page.get_by_test_id("phase")).to_have_attribute("data-phase", "dealing")
-
-        # Scanner input: a typo is caught here, before the server sees it.
+        # Scanner input while the countdown runs: a typo is caught here, before the server
+        # sees it; the cards go face down on the player's page, and betting stays open.
         type_card(dealer, "ZZ")
         expect(dealer.get_by_test_id("dealer-card-error")).to_contain_text("not a card")
         for card, where in zip(ROUND, WHERE, strict=True):
@@ -101,6 +100,12 @@ def test_dealer_runs_a_manual_round_while_a_player_follows(
             expect(dealer.get_by_test_id("dealer-card-placed")).to_contain_text(where)
         expect(page.get_by_test_id("hand-BANKER")).to_have_attribute("data-dealt", "2")
         expect(page.get_by_test_id("cards-P3").locator(".card--back")).to_have_count(2)
+        expect(page.get_by_test_id("phase")).to_have_attribute("data-phase", "betting")
+        expect(dealer.get_by_test_id("dealer-reveal")).to_be_disabled()  # not before the close
+
+        # Every card is out: the close starts the reveals.
+        dealer.get_by_test_id("dealer-close").click()
+        expect(page.get_by_test_id("phase")).to_have_attribute("data-phase", "revealing")
 
         for hand, cards in HANDS.items():
             dealer.get_by_test_id("dealer-reveal").click()
