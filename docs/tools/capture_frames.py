@@ -9,7 +9,8 @@ It starts three throw-away servers, each on a free port with its own temporary d
   with ``LIVETABLE_PLAYER_BALANCE=50000`` so that an operator player token has money;
 * **manual** — the same with ``--mode manual``: a dealer console drives a scripted round
   whose cards are chosen to show the interesting cases (a pair at 8 points against a Banker
-  value 6, an AK Flush, a tie, a loss to a Banker with a special pattern), then a cancelled
+  value 6, an AK Flush, a tie, a loss to a Banker with a special pattern), dealt while
+  betting is open with one mis-scan voided by a supervisor's approval, then a cancelled
   round, an impossible card, the cut card and a switch to auto mode;
 * **streams** — ``--tables 2 --mode manual --stream t1=/live/t1/index.m3u8``: one
   ``GET /api/tables``, a table with live video and one without.
@@ -532,7 +533,7 @@ async def run_auto(server: Server) -> None:
     guest_c = (await http(None, server, "POST", "/api/guest"))["token"]
     guest_d = (await http(None, server, "POST", "/api/guest"))["token"]
     alice = server.token("--player", "alice", "--name", "Alice")
-    dealer = server.token("--dealer")
+    dealer = server.token("--dealer", "--all-tables", "--player", "dealer", "--name", "Dee")
     expired = server.token("--player", "old", "--ttl", "-60")
     forged = alice[:-4] + ("AAAA" if not alice.endswith("AAAA") else "BBBB")
     token = guest["token"]
@@ -600,7 +601,12 @@ ROUND_CARDS = ["2C", "9S", "AH", "5C", "2S", "2H", "8H", "9D", "KH", "5D", "4S",
 
 
 async def run_manual(server: Server) -> None:
-    dealer_token = server.token("--dealer")
+    dealer_token = server.token("--dealer", "--tables", TABLE, "--player", "dealer-7",
+                                "--name", "Dee")
+    supervisor = server.token("--supervisor", "--tables", TABLE, "--player", "sup-1",
+                              "--name", "Sue")
+    elsewhere = server.token("--dealer", "--tables", "t2", "--player", "dealer-9",
+                             "--name", "Dan")
     guest = (await http(None, server, "POST", "/api/guest"))["token"]
     t = scenario("heartbeat", "manual", "a viewer of a quiet table (no round yet): a heartbeat "
                  "whenever the table has sent nothing for interval_ms")
@@ -611,6 +617,10 @@ async def run_manual(server: Server) -> None:
     t = scenario("dealer_refused", "manual", "/ws/dealer without a dealer token")
     conn = await Conn.open(server, "/ws/dealer", t)
     await conn.send({"type": "hello", "v": 1, "table": TABLE, "token": guest})
+    await conn.closed()
+    t = scenario("dealer_not_your_table", "manual", "a dealer token for t2 on table t1")
+    conn = await Conn.open(server, "/ws/dealer", t)
+    await conn.send({"type": "hello", "v": 1, "table": TABLE, "token": elsewhere})
     await conn.closed()
 
     d_t = scenario("dealer", "manual", "the dealer console: a whole manual round")
@@ -630,7 +640,6 @@ async def run_manual(server: Server) -> None:
     for bet_id, spot, amount in (("m-1", "P1", 100), ("m-2", "P1_PAIR", 20), ("m-3", "P2", 10),
                                  ("m-4", "P4", 30), ("m-5", "P5", 50), ("m-6", "P3_PAIR", 10)):
         await p.answer(bet(bet_id, rid, spot, amount))
-    await d.answer({"type": "card", "card": "5H"})
     await d.answer({"type": "pause", "reason": "shoe check"})
     await p.expect(is_type("table_paused"))
     await p.answer(bet("m-7", rid, "P2", 10))
@@ -639,11 +648,25 @@ async def run_manual(server: Server) -> None:
     await w.close()
     await d.answer({"type": "resume"})
     await p.expect(is_type("table_resumed"))
-    await d.answer({"type": "close_betting"})
-    await d.answer({"type": "reveal"})
+    # The round is dealt face down while betting is open; P3's first card is mis-scanned
+    # (a second AH) and voided with a supervisor's approval.
     await d.answer({"type": "card", "card": "ZZ"})
-    for card in ROUND_CARDS:
+    for card in ROUND_CARDS[:3]:
         await d.answer({"type": "card", "card": card})
+    await d.answer({"type": "card", "card": "AH"})
+    await d.answer({"type": "correct_cards", "count": 1})
+    await d.answer({"type": "correct_cards", "count": 1, "approval": elsewhere})
+    await d.answer({"type": "correct_cards", "count": 1, "approval": supervisor})
+    await p.expect(is_type("cards_voided"))
+    await d.answer({"type": "round_cards"})
+    for card in ROUND_CARDS[3:]:
+        await d.answer({"type": "card", "card": card})
+    await d.answer({"type": "card", "card": "4D"})
+    await d.answer({"type": "reveal"})
+    s_t = scenario("welcome_dealt", "manual", "a viewer arrives: dealt, betting still open")
+    s, _ = await hello(server, s_t)
+    await s.close()
+    await d.answer({"type": "close_betting"})
     v_t = scenario("welcome_revealing", "manual", "a viewer arrives after three reveals")
     for _ in range(3):
         await d.answer({"type": "reveal"})
@@ -664,7 +687,8 @@ async def run_manual(server: Server) -> None:
     await d.answer({"type": "cancel_round", "reason": "dealer change"})
     await p.expect(lambda f: f.get("type") == "bet_settled" and f["bet_id"] == "m-9")
 
-    # Round 3: the cut card, then an impossible card pauses the round; cancel it.
+    # Round 3: a slow dealer (betting closes first), the cut card, then an impossible card
+    # pauses the round; cancel it.
     await d.answer({"type": "open_betting", "betting_ms": 60000})
     await d.answer({"type": "close_betting"})
     await d.answer({"type": "card", "card": "CUT"})
@@ -674,13 +698,17 @@ async def run_manual(server: Server) -> None:
     await d.expect(is_type("table_paused"))
     await d.answer({"type": "resume"})
     await d.answer({"type": "cancel_round", "reason": "impossible card"})
+    await d.answer({"type": "round_cards"})
     await d.answer({"type": "open_betting"})
     await d.answer({"type": "ping", "t": 5})
     await d.answer({"type": "place_bet", "bet_id": "x", "round_id": rid, "spot": "P1",
                      "amount": 10})
+    await d.answer({"type": "start_shoe"})
+    await p.expect(is_type("shoe_shuffling"))
     await d.answer({"type": "set_mode", "auto": True})
     await d.expect(is_type("round_opened"))
     await d.answer({"type": "card", "card": "KD"})
+    await d.answer({"type": "round_cards"})
     await d.close()
     await p.close()
 

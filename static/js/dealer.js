@@ -439,7 +439,7 @@ function render() {
   $("#resume").disabled = p !== "paused";
   $("#cancel").disabled = !(roundLive || p === "paused");
   const me = whoAmI();
-  $("#whoami").textContent = me ? t("dealer.whoami", { name: me.name || "?", kind: t(`dealer.kind_${me.kind}`), tables: (me.tables || []).join(", ") || "—" }) : "";
+  $("#whoami").textContent = me ? t("dealer.whoami", { name: me.name || "?", kind: t(`dealer.kind_${me.kind}`), tables: (me.tables || []).map((x) => (x === "*" ? t("dealer.all_tables") : x)).join(", ") || "—" }) : "";
   const correctable = st.mode === "manual" && entered.length > 0 && !Object.keys(st.hands).length
     && ["betting", "dealing", "revealing"].includes(p);
   $("#correct").disabled = !correctable;

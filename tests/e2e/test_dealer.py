@@ -123,6 +123,7 @@ def test_dealer_runs_a_manual_round_while_a_player_follows(
         if os.environ.get("LIVETABLE_SCREENSHOTS"):
             out = Path(os.environ["LIVETABLE_SCREENSHOTS"])
             out.mkdir(parents=True, exist_ok=True)
+            dealer.evaluate("window.scrollTo(0, 0)")  # the sticky header stays on top
             dealer.screenshot(path=out / "dealer.png", full_page=True)
 
         # A cancelled round: the banner, and every bet refunded in full.

@@ -36,6 +36,7 @@ def shot(page: Page, name: str) -> None:
         return
     out = ROOT / target if not Path(target).is_absolute() else Path(target)
     out.mkdir(parents=True, exist_ok=True)
+    page.evaluate("window.scrollTo(0, 0)")  # the sticky header stays on top of a full page
     page.screenshot(path=out / name, full_page=True)
 
 
