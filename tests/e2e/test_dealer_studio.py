@@ -72,6 +72,7 @@ def test_a_studio_round_with_a_correction_a_reload_and_hotkeys(
         dealer.get_by_test_id("dealer-start-shoe").click()
         expect(page.get_by_test_id("banner-shoe")).to_contain_text("Shuffling — new shoe")
         shot(dealer, "dealer-new-shoe.png")
+        shot(page, "table-new-shoe.png")
         type_card(dealer, OPENING)
         expect(dealer.get_by_test_id("dealer-card-placed")).to_contain_text("Shoe opening card")
         expect(page.get_by_test_id("banner-shoe")).to_be_hidden(timeout=10_000)
