@@ -486,7 +486,8 @@ def _add_dealer(commands: Commands) -> None:
     p = commands.add_parser(
         "dealer", help="the dealer console in a terminal: card codes and commands on stdin")
     p.add_argument("--url", required=True, help="server, e.g. http://localhost:8000")
-    p.add_argument("--token", required=True, help="a dealer token (livetable token --dealer)")
+    p.add_argument("--token", required=True,
+                   help="a dealer or supervisor token for the table (livetable token --dealer)")
     p.add_argument("--table", default="t1", help="table id (default t1)")
     p.set_defaults(handler=cmd_dealer)
 

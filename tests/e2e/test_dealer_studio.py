@@ -80,6 +80,7 @@ def test_a_studio_round_with_a_correction_a_reload_and_hotkeys(
         # Alt+O opens betting, with the focus still in the card field.
         dealer.get_by_test_id("dealer-betting-seconds").fill("120")
         dealer.get_by_test_id("dealer-card-input").focus()
+        expect(dealer.get_by_test_id("dealer-open")).to_be_enabled()
         dealer.keyboard.press("Alt+KeyO")
         expect(page.get_by_test_id("phase")).to_have_attribute("data-phase", "betting")
 
@@ -135,14 +136,19 @@ def test_a_studio_round_with_a_correction_a_reload_and_hotkeys(
         # Alt+C closes (every card out: the reveals may begin), Alt+P pauses and resumes,
         # Alt+R reveals the hands one by one.
         dealer.get_by_test_id("dealer-card-input").focus()
+        expect(dealer.get_by_test_id("dealer-close")).to_be_enabled()
         dealer.keyboard.press("Alt+KeyC")
         expect(page.get_by_test_id("phase")).to_have_attribute("data-phase", "revealing")
+        expect(dealer.get_by_test_id("dealer-pause")).to_be_enabled()
         dealer.keyboard.press("Alt+KeyP")
         expect(page.get_by_test_id("banner-paused")).to_be_visible()
         expect(dealer.get_by_test_id("dealer-correct")).to_be_disabled()
+        expect(dealer.get_by_test_id("dealer-resume")).to_be_enabled()
         dealer.keyboard.press("Alt+KeyP")
         expect(page.get_by_test_id("banner-paused")).to_be_hidden()
         for hand in ("P1", "P2", "P3", "P4", "P5", "BANKER"):
+            # (the console hears table_resumed on its own connection, maybe after the page)
+            expect(dealer.get_by_test_id("dealer-reveal")).to_be_enabled()
             dealer.keyboard.press("Alt+KeyR")
             player.wait_hand(hand, timeout=10_000)
         expect(dealer.get_by_test_id("dealer-phase")).to_have_attribute("data-phase", "settled")
