@@ -534,7 +534,8 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
         from livetable.auth import mint
 
         secret = serve.secret()
-        dealer = Dealer(serve.port, mint(secret, "dealer", "bench-dealer", "Dealer", 3600),
+        dealer = Dealer(serve.port, mint(secret, "dealer", "bench-dealer", "Dealer", 3600,
+                                         tables=["t1"]),
                         timeout=min(timeout, 60.0))
         dealer.command({"type": "start_shoe"})
         dealer.command({"type": "card", "card": OPENING_CARD})

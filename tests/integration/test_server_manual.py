@@ -229,3 +229,38 @@ async def test_impossible_card_pause_resume_cancel_refunds(manual_server: LiveSe
             check_no_early_cards(client, {})
     finally:
         await close_all(clients)
+
+
+async def test_next_round_opens_by_itself_after_the_set_pause(fresh_server: LiveServer
+                                                              ) -> None:
+    """``--next-round-after``: in manual mode the next round opens by itself — after the
+    shoe's opening card, and after each round — but never into a new shoe."""
+    server = fresh_server
+    server.mode = "manual"
+    server.args = ["--next-round-after", "1"]
+    server.start(betting_seconds=30)
+    dealer = await WireClient.connect(server.ws_dealer, "dealer")
+    try:
+        await dealer.hello(server.dealer_token())
+        assert (await dealer.command("start_shoe"))["type"] == "ack"
+        assert server.get("/api/tables/t1").json()["opens_at"] is None  # not before the card
+        assert (await dealer.command("card", card="AS"))["type"] == "ack"
+        opens_at = server.get("/api/tables/t1").json()["opens_at"]
+        assert isinstance(opens_at, int)
+        first = await dealer.expect("round_opened", timeout=10)  # nobody pressed open
+        for card in [BURN, *FIRST, *SECOND]:
+            assert (await dealer.command("card", card=card))["type"] == "ack"
+        assert (await dealer.command("close_betting"))["type"] == "ack"
+        for _ in HANDS:
+            assert (await dealer.command("reveal"))["type"] == "ack"
+        # (command() consumed the frames up to each answer: the history has them)
+        assert [f["round_id"] for f in dealer.of_type("round_settled")] == [first["round_id"]]
+        second = await dealer.expect("round_opened", timeout=10)
+        assert second["round_no"] == first["round_no"] + 1
+        # the cut card: this round is the shoe's last, and no round opens into a new shoe
+        assert (await dealer.command("card", card="CUT"))["detail"]["last_round"] is True
+        assert (await dealer.command("cancel_round", reason="end of shoe"))["type"] == "ack"
+        table = server.get("/api/tables/t1").json()
+        assert (table["phase"], table["opens_at"]) == ("cancelled", None)
+    finally:
+        await dealer.close()
