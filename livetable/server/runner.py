@@ -265,7 +265,8 @@ class TableRunner:
         """A dealer command: run it on the engine, store and publish the step."""
         assert self.engine is not None
         name = _command_name(command)
-        if self.halted is not None and not isinstance(command, p.Pause | p.CancelRound):
+        if self.halted is not None and not isinstance(command, p.Pause | p.CancelRound
+                                                      | p.RoundCards):
             return p.Error(code="table_halted", message=f"the table is held: {self.halted}")
         async with self._lock:
             if self._stale:
