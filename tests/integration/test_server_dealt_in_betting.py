@@ -78,19 +78,24 @@ def stored_events_after(server: LiveServer, seq: int) -> str:
 async def test_manual_round_dealt_while_betting_shows_no_card(manual_server: LiveServer
                                                               ) -> None:
     server = manual_server
-    dealer = await WireClient.connect(server.ws_dealer, "dealer")
-    await dealer.hello(server.dealer_token())
-    second_console = await WireClient.connect(server.ws_dealer, "second console")
-    viewer = await WireClient.connect(server.ws, "viewer")
-    player = await WireClient.connect(server.ws, "player")
+    # tokens first: a connection must say hello within the (short) hello timeout
+    dealer_token = server.dealer_token()
     token = server.player_token(f"d-{uuid.uuid4().hex[:8]}", "Somchai")
-    clients = [dealer, second_console, viewer, player]
+    dealer = await WireClient.connect(server.ws_dealer, "dealer")
+    await dealer.hello(dealer_token)
+    clients = [dealer]
     try:
         await between_rounds(dealer, server)
         assert (await dealer.command("start_shoe"))["type"] == "ack"
         assert (await dealer.command("card", card=OPENING))["detail"]["slot"] == "opening"
-        await second_console.hello(server.dealer_token())
+        second_console = await WireClient.connect(server.ws_dealer, "second console")
+        clients.append(second_console)
+        await second_console.hello(dealer_token)
+        viewer = await WireClient.connect(server.ws, "viewer")
+        clients.append(viewer)
         await viewer.hello()
+        player = await WireClient.connect(server.ws, "player")
+        clients.append(player)
         await player.hello(token)
         assert (await dealer.command("open_betting", betting_ms=60_000))["type"] == "ack"
         opened = await viewer.expect("round_opened")
@@ -148,6 +153,7 @@ async def test_auto_round_dealt_while_betting_shows_no_card(slow_auto_server: Li
                                                             ) -> None:
     server = slow_auto_server
     token = server.player_token("auto-watch", "Anong")
+    dealer_token = server.dealer_token()
     viewer = await WireClient.connect(server.ws, "viewer")
     player = await WireClient.connect(server.ws, "player")
     dealer = await WireClient.connect(server.ws_dealer, "dealer")
@@ -155,7 +161,7 @@ async def test_auto_round_dealt_while_betting_shows_no_card(slow_auto_server: Li
     try:
         await viewer.hello()
         await player.hello(token)
-        await dealer.hello(server.dealer_token())
+        await dealer.hello(dealer_token)
         opened = await viewer.expect(lambda f: f.get("type") == "round_opened"
                                      and f["seq"] > viewer.welcome["seq"])  # type: ignore[index]
         round_id = opened["round_id"]
@@ -168,8 +174,11 @@ async def test_auto_round_dealt_while_betting_shows_no_card(slow_auto_server: Li
         texts = await public_surfaces(server, round_id, token,
                                       {"epoch": opened["epoch"], "seq": opened["seq"]})
         texts["stored events"] = stored_events_after(server, opened["seq"] - 1)
-        for client in clients:
-            texts[f"frames of {client.name}"] = "\n".join(client.texts)
+        for client in clients:  # from this round's opening on (the last round's reveals
+            # may be before it: this client may have joined during them)
+            start = next(i for i, f in enumerate(client.frames)
+                         if f.get("type") == "round_opened" and f["round_id"] == round_id)
+            texts[f"frames of {client.name}"] = "\n".join(client.texts[start:])
         # still betting once everything was read: nothing above can hold a revealed card
         assert server.get("/api/tables/t1").json()["phase"] == "betting"
         shoe_cards = {f["burn_card"] for c in clients for f in c.of_type("shoe_started")}

@@ -92,14 +92,18 @@ async def open_round(dealer: WireClient, server: LiveServer, table: str) -> str:
 
 
 async def test_card_correction_needs_a_supervisor(studio: LiveServer) -> None:
+    # tokens first: a connection must say hello within the (short) hello timeout
+    dealer_token = studio.dealer_token("t1", name="Dee")
+    player_token = studio.player_token(f"p-{uuid.uuid4().hex[:6]}")
+    supervisor_token = studio.supervisor_token("t1", name="Sue")
     dealer = await WireClient.connect(studio.ws_dealer, "dealer")
     viewer = await WireClient.connect(studio.ws, "viewer")
     player = await WireClient.connect(studio.ws, "player")
     clients = [dealer, viewer, player]
     try:
-        await dealer.hello(studio.dealer_token("t1", name="Dee"))
+        await dealer.hello(dealer_token)
         await viewer.hello()
-        await player.hello(studio.player_token(f"p-{uuid.uuid4().hex[:6]}"))
+        await player.hello(player_token)
         round_id = await open_round(dealer, studio, "t1")
         for card in ("2C", "9H", "KS", "KS"):  # the scanner read K♠ twice: the 2nd was 4H
             assert (await dealer.command("card", card=card))["type"] == "ack"
@@ -139,7 +143,7 @@ async def test_card_correction_needs_a_supervisor(studio: LiveServer) -> None:
         # A supervisor at their own console needs no second approval.
         supervisor = await WireClient.connect(studio.ws_dealer, "supervisor")
         clients.append(supervisor)
-        await supervisor.hello(studio.supervisor_token("t1", name="Sue"))
+        await supervisor.hello(supervisor_token)
         ack = await supervisor.command("correct_cards", count=2)
         assert [v["card"] for v in ack["detail"]["voided"]] == ["KS", "4H"]
         voided = await viewer.expect("cards_voided")
