@@ -775,7 +775,8 @@ class Simulation:
             return
         if (e.state.mode == "manual" and len(e.state.round_cards) < 13
                 and self.rng.random() < self.cfg.deal_in_betting):
-            self.now = min(self.now + self.rng.randint(100, 1_500), max(self.now, closes - 1))
+            # a scanner-fed dealer: a card every fraction of a second, bets all the while
+            self.now = min(self.now + self.rng.randint(50, 700), max(self.now, closes - 1))
             self.stats.cards_in_betting += 1
             await self._deal_manual_card()
             return
