@@ -88,7 +88,7 @@ async def test_a_manual_round_from_the_dealer_console(manual_server: LiveServer)
                                   ("start_shoe", {}, "illegal_command"),
                                   ("card", {"card": 5}, "bad_frame"),
                                   ("deal_me_a_flush", {}, "bad_frame"),
-                                  ("open_betting", {"betting_ms": 10}, "bad_frame")):
+                                  ("open_betting", {"betting_ms": 10}, "illegal_command")):
             error = await dealer.command(cmd, **fields)
             assert (error["type"], error["code"]) == ("error", code), (cmd, error)
 
