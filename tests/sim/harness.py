@@ -775,8 +775,9 @@ class Simulation:
             return
         if (e.state.mode == "manual" and len(e.state.round_cards) < 13
                 and self.rng.random() < self.cfg.deal_in_betting):
-            # a scanner-fed dealer: a card every fraction of a second, bets all the while
-            self.now = min(self.now + self.rng.randint(50, 700), max(self.now, closes - 1))
+            # the dealer deals while the players bet: a card takes a moment of the window,
+            # not a share of the players' bets
+            self.now = min(self.now + self.rng.randint(0, 200), max(self.now, closes - 1))
             self.stats.cards_in_betting += 1
             await self._deal_manual_card()
             return
