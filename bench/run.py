@@ -5,6 +5,8 @@
     .venv/bin/python bench/run.py                  # the full run (several minutes)
     .venv/bin/python bench/run.py --only fanout    # one part: fanout profile bets
                                                    #   settlement storm (comma-separated)
+    .venv/bin/python bench/run.py --only wallet    # bet intake with a seamless wallet
+                                                   #   (never part of a default run)
     .venv/bin/python bench/run.py --report bench/results/<file>.json   # docs from a run
 
 Results go to bench/results/<timestamp>.json (``--out DIR`` to change); a full run also
@@ -34,11 +36,12 @@ from bench import scenarios as sc  # noqa: E402
 from bench.common import machine, raise_nofile, write_json  # noqa: E402
 from bench.loadgen import LoadGen  # noqa: E402
 
-PARTS = ("fanout", "profile", "bets", "settlement", "storm")
+PARTS = ("fanout", "profile", "bets", "settlement", "storm", "wallet")
 
 QUICK: dict[str, Any] = {
     "workers": 2, "sizes": [200, 1000], "kinds": ["livetable", "ws", "sio"], "events": 4,
     "interval": 0.25, "pad": 0, "profile_n": 1000, "bet_players": 200, "bets_per_player": 10,
+    "wallet_players": 40, "wallet_bets_per_player": 2, "wallet_latencies": [0, 20, 100],
     "betting_seconds": 5.0, "settle_players": 300, "settle_bets_per_player": 20,
     "storm_sizes": [1000],
     "timeout": 60.0,
@@ -47,6 +50,7 @@ FULL: dict[str, Any] = {
     "workers": 3, "sizes": [1000, 5000, 10000, 19900],
     "kinds": ["livetable", "ws", "sio"], "events": 10, "interval": 1.0,
     "pad": 0, "profile_n": 10000, "bet_players": 2000, "bets_per_player": 10,
+    "wallet_players": 200, "wallet_bets_per_player": 2, "wallet_latencies": [0, 20, 100],
     "betting_seconds": 20.0, "settle_players": 5000, "settle_bets_per_player": 20,
     "storm_sizes": [1000, 5000], "timeout": 240.0,
 }
@@ -89,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg["workers"] = args.workers
     if args.sizes:
         cfg["sizes"] = [int(x) for x in args.sizes.split(",")]
-    parts = [p.strip() for p in args.only.split(",") if p.strip()] or list(PARTS)
+    # the wallet part is asked for by name (--only wallet): it runs a second server per
+    # latency and the quick suite's time budget has no room for it
+    parts = [p.strip() for p in args.only.split(",") if p.strip()] or [
+        p for p in PARTS if p != "wallet"]
     unknown = set(parts) - set(PARTS)
     if unknown:
         print(f"bench/run.py: unknown part(s) {sorted(unknown)}; choose from {PARTS}",
@@ -197,6 +204,16 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
             if "error" not in r:
                 sc._log(f"  bets {r['store']}: {r['codes']} ack {r['ack_ms']}")
             _reset(lg)
+    if "wallet" in parts:  # bet intake with the reference operator's wallet in the loop
+        results["wallet"] = []
+        for latency in cfg["wallet_latencies"]:
+            r = guarded("wallet", lambda ms=latency: sc.bet_intake(  # type: ignore[misc]
+                lg, work, cfg["wallet_players"], cfg["wallet_bets_per_player"],
+                cfg["betting_seconds"], wallet_latency_ms=ms), latency_ms=latency)
+            results["wallet"].append(r)
+            if "error" not in r:
+                sc._log(f"  wallet {latency} ms: {r['codes']} ack {r['ack_ms']}")
+            _reset(lg)
     if "settlement" in parts:
         results["settlement"] = []
         for store in stores:
@@ -228,7 +245,7 @@ def _reset(lg: LoadGen) -> None:
 
 
 RESULT_PARTS = ("fanout", "profile", "profile_bets", "redis_mode", "bets", "settlement",
-                "storm")
+                "storm", "wallet")
 
 
 def merge(files: list[Path]) -> dict[str, Any]:

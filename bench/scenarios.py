@@ -380,6 +380,14 @@ def guest_tokens(secret: bytes, n: int, prefix: str) -> list[str]:
     return [mint(secret, "guest", f"g_{prefix}{i}", f"Bench {i}", 3600) for i in range(n)]
 
 
+def player_tokens(secret: bytes, n: int, prefix: str) -> list[str]:
+    """Operator players' tokens (a seamless wallet takes no guests)."""
+    from livetable.auth import mint
+
+    return [mint(secret, "player", f"{prefix}{i}", f"Bench {i}", 3600, currency="THB")
+            for i in range(n)]
+
+
 def redis_mode_available(work: Path) -> tuple[bool, str]:
     """Does ``livetable serve --redis URL`` really keep its state in Redis? Start it against
     a throwaway redis-server and look for keys there."""
@@ -412,17 +420,37 @@ def redis_mode_available(work: Path) -> tuple[bool, str]:
 
 def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s: float,
                window_s: float = 2.0, store: str = "sqlite",
-               profile_to: Path | None = None) -> dict[str, Any]:
-    _log(f"bet intake ({store}): {players} players × {per_player} bets in the last "
+               profile_to: Path | None = None,
+               wallet_latency_ms: float | None = None) -> dict[str, Any]:
+    """Bet intake; with ``wallet_latency_ms``, in seamless mode against the reference
+    operator (``livetable operator-demo``) answering each debit after about that long
+    (uniform in [0.5, 1.5] × the latency: its ``slow`` fault at rate 1)."""
+    wallet = "" if wallet_latency_ms is None else f", seamless wallet {wallet_latency_ms:g} ms"
+    _log(f"bet intake ({store}{wallet}): {players} players × {per_player} bets in the last "
          f"{window_s:g} s of a {betting_s:g} s countdown")
     redis = RedisServer(work / "redis-bets").start() if store == "redis" else None
-    serve = LivetableServe(work, f"bets-{store}",
+    env = {"LIVETABLE_BETWEEN_ROUNDS": "1"}
+    operator: subprocess.Popen[bytes] | None = None
+    if wallet_latency_ms is not None:
+        op_port, wallet_secret = free_port(), secrets.token_urlsafe(16)
+        faults = (["--fault", "debit:slow=1", "--slow", str(wallet_latency_ms / 1000)]
+                  if wallet_latency_ms > 0 else [])
+        operator = subprocess.Popen(
+            [PYTHON, "-m", "livetable.cli", "operator-demo", "--port", str(op_port),
+             "--secret", wallet_secret, "--initial-balance", str(10**9), *faults],
+            cwd=ROOT, stdout=open(work / "operator.log", "ab"),  # noqa: SIM115
+            stderr=subprocess.STDOUT, env=_env_without_livetable())
+        wait_port(op_port, timeout=30)
+        env.update({"LIVETABLE_WALLET": "seamless", "LIVETABLE_WALLET_SECRET": wallet_secret,
+                    "LIVETABLE_WALLET_URL": f"http://127.0.0.1:{op_port}/wallet",
+                    "LIVETABLE_WALLET_CONNECTIONS": "128"})
+    serve = LivetableServe(work, f"bets-{store}{'-wallet' if wallet else ''}",
                            ["--betting-seconds", str(betting_s), "--reveal-interval", "0.3"],
-                           {"LIVETABLE_BETWEEN_ROUNDS": "1"},
-                           redis_url=redis.url if redis else "", profile_to=profile_to)
+                           env, redis_url=redis.url if redis else "", profile_to=profile_to)
     try:
         secret = serve.secret()
-        tokens = guest_tokens(secret, players, "bets")
+        tokens = (guest_tokens(secret, players, "bets") if wallet_latency_ms is None
+                  else player_tokens(secret, players, "w"))
         conn = connect(lg, "livetable", serve.port, players, tokens)
         margin_ms = 250
         while True:  # a round in betting, with the whole window still ahead
@@ -472,9 +500,12 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             "redis_longest_command": slowlog,
             "server_cpu_s": round(cpu1 - cpu0, 3),
             "server_cpu_us_per_bet": round((cpu1 - cpu0) / sent * 1e6, 1) if sent else None,
+            "wallet_latency_ms": wallet_latency_ms,
         }
     finally:
         serve.stop()
+        if operator is not None:
+            stop_process(operator)
         if redis is not None:
             redis.stop()
 

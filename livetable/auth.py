@@ -1,7 +1,9 @@
 """Signed tokens: players (minted by an operator), demo guests, dealers and supervisors.
 
 A token is ``base64url(payload).base64url(HMAC-SHA256(secret, payload))`` with a JSON payload
-``{"k": kind, "sub": id, "name": name, "exp": epoch seconds}``. It is small, needs no store
+``{"k": kind, "sub": id, "name": name, "exp": epoch seconds}``, and for a session an
+operator launched, ``"cur"`` (its currency) and ``"lang"`` (the page's language): the
+session carries them, so no store has to. It is small, needs no store
 to check, and cannot be forged without the server's secret; a staff token (dealer or
 supervisor) is accepted only on ``/ws/dealer`` and a player or guest token never is.
 
@@ -45,6 +47,9 @@ class Identity:
     expires: int
     #: A staff token's tables (:data:`ALL_TABLES` for every one); empty for players.
     tables: tuple[str, ...] = ()
+    #: The operator's currency and language for this session (launch tokens only).
+    currency: str | None = None
+    language: str | None = None
 
     @property
     def is_player(self) -> bool:
@@ -79,7 +84,8 @@ def _unb64(text: str) -> bytes:
 
 
 def mint(secret: bytes, kind: Kind, subject: str, name: str, ttl_seconds: int,
-         tables: tuple[str, ...] | list[str] = ()) -> str:
+         tables: tuple[str, ...] | list[str] = (), *, currency: str | None = None,
+         language: str | None = None) -> str:
     """A signed token. A player's or guest's ``subject`` must be a valid player id
     (:func:`livetable.accounts.check_player_id`): :class:`AccountError` otherwise. Staff
     kinds need ``tables`` (ids, or ``["*"]`` for every table)."""
@@ -93,6 +99,10 @@ def mint(secret: bytes, kind: Kind, subject: str, name: str, ttl_seconds: int,
         claims["tables"] = list(tables)
     elif tables:
         raise ValueError("only dealer and supervisor tokens name tables")
+    if currency is not None:
+        claims["cur"] = currency
+    if language is not None:
+        claims["lang"] = language
     payload = json.dumps(claims, separators=(",", ":")).encode()
     signature = hmac.new(secret, payload, hashlib.sha256).digest()
     return f"{_b64(payload)}.{_b64(signature)}"
@@ -113,7 +123,9 @@ def verify(secret: bytes, token: str, now: float | None = None) -> Identity:
         if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
             raise TypeError("tables")
         identity = Identity(kind=data["k"], id=str(data["sub"]), name=str(data["name"]),
-                            expires=int(data["exp"]), tables=tuple(tables))
+                            expires=int(data["exp"]), tables=tuple(tables),
+                            currency=None if data.get("cur") is None else str(data["cur"]),
+                            language=None if data.get("lang") is None else str(data["lang"]))
     except (ValueError, KeyError, TypeError, AttributeError):
         raise TokenError("malformed token payload") from None
     if identity.kind not in KINDS:

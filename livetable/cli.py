@@ -225,7 +225,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise UsageError(str(exc)) from None
     for name in ("host", "port", "db", "data_dir", "tables", "betting_seconds",
                  "reveal_interval", "next_round_after", "demo", "mode", "redis_url",
-                 "redis_pubsub_cluster"):
+                 "redis_pubsub_cluster", "wallet", "wallet_url"):
         value = getattr(args, name, None)
         if value is not None:
             setattr(settings, name, value)
@@ -269,6 +269,10 @@ def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
     if unknown:
         raise UsageError(f"--stream for {', '.join(unknown)}: no such table (tables: "
                          f"{','.join(settings.table_names)})")
+    try:
+        settings.check_wallet()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if (settings.betting_seconds < 1 or settings.reveal_interval < 0
             or settings.next_round_after < 0):
         raise UsageError("--betting-seconds must be >= 1, --reveal-interval and "
@@ -325,6 +329,13 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
                         "on this origin (repeatable; env LIVETABLE_STREAMS=t1=URL,t2=URL)")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
+    p.add_argument("--wallet", choices=["internal", "seamless"],
+                   help="who holds players' money: this ledger (internal, the default) or "
+                        "the operator (seamless: needs --wallet-url and "
+                        "LIVETABLE_WALLET_SECRET)")
+    p.add_argument("--wallet-url", dest="wallet_url",
+                   help="the operator's wallet, e.g. https://operator.example/wallet "
+                        "(calls POST {url}/debit …)")
 
 
 def _add_serve(commands: Commands) -> None:
@@ -646,6 +657,119 @@ def _add_test_stream(commands: Commands) -> None:
     p.set_defaults(handler=cmd_test_stream)
 
 
+# --- operator: the reference wallet and the wallet report ----------------------------------
+
+
+def cmd_operator_demo(args: argparse.Namespace) -> int:
+    import os
+
+    import uvicorn
+
+    from livetable.operator_demo import Faults, create_operator_app
+
+    secret = args.secret or os.environ.get("LIVETABLE_WALLET_SECRET", "")
+    if not secret:
+        raise UsageError("give --secret or LIVETABLE_WALLET_SECRET (livetable signs wallet "
+                         "calls with it)")
+    try:
+        faults = Faults.parse(args.fault or [], seed=args.seed, hang=args.hang, slow=args.slow)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    app = create_operator_app(secret.encode(), initial_balance=args.initial_balance,
+                              faults=faults)
+    print(f"operator-demo: wallet at http://{args.host}:{args.port}/wallet "
+          f"(livetable --wallet seamless --wallet-url http://{args.host}:{args.port}/wallet); "
+          f"books at /state", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def _add_operator_demo(commands: Commands) -> None:
+    p = commands.add_parser(
+        "operator-demo", help="a reference operator: a seamless wallet server with faults",
+        description="A real wallet server for --wallet seamless: checks signatures, is "
+                    "idempotent by tx_id, keeps balances, and injects faults on request.")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=9000)
+    p.add_argument("--secret", help="the wallet secret (default: LIVETABLE_WALLET_SECRET)")
+    p.add_argument("--initial-balance", dest="initial_balance", type=int, default=100_000,
+                   help="a new player's balance (default 100000)")
+    p.add_argument("--fault", action="append", metavar="METHOD:KIND=RATE[,KIND=RATE]",
+                   help="inject faults, e.g. debit:timeout=0.05,lost=0.05 or *:slow=0.5; "
+                        "kinds: timeout error lost garbage slow duplicate (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="the faults' random seed")
+    p.add_argument("--hang", type=float, default=5.0,
+                   help="seconds a 'timeout' fault holds a request before applying it")
+    p.add_argument("--slow", type=float, default=0.2, help="seconds of a 'slow' answer")
+    p.add_argument("--log-level", default="warning",
+                   choices=["debug", "info", "warning", "error"])
+    p.set_defaults(handler=cmd_operator_demo)
+
+
+def cmd_wallet_report(args: argparse.Namespace) -> int:
+    import asyncio
+
+    import msgspec
+
+    from livetable.server.wallet import report
+    from livetable.store.wallet import WalletCall
+
+    settings = _settings(args)
+
+    async def calls() -> list[WalletCall]:
+        if settings.redis_url:
+            from livetable.store.wallet_redis import RedisWalletLog
+
+            tables = args.table_list.split(",") if args.table_list else settings.table_names
+            redis_log = RedisWalletLog.from_url(settings.redis_url, tables)
+            try:
+                return await redis_log.calls(args.round, args.player)
+            finally:
+                await redis_log.close()
+        from livetable.store.wallet import SQLiteWalletLog
+
+        if not settings.db_path.exists():
+            raise UsageError(f"no database at {settings.db_path} (pass --data-dir or --db)")
+        wallet_log = SQLiteWalletLog(settings.db_path)
+        try:
+            return await wallet_log.calls(args.round, args.player)
+        finally:
+            await wallet_log.close()
+
+    result = report(asyncio.run(calls()))
+    if args.json:
+        print(msgspec.json.encode(result).decode())
+        return 0
+    for call in result.calls:
+        print(f"{call.tx_id:<34} {call.method:<8} {call.state:<8} {call.amount:>10} "
+              f"{call.player_id:<16} {call.round_id:<14} {call.attempts:>3} "
+              f"{(call.answer or '')[:60]}")
+    print()
+    print(f"{'round':<16}{'debited':>10}{'unknown':>10}{'credited':>10}{'rolled back':>12}"
+          f"{'net':>10}{'open':>6}{'owed':>6}")
+    for row in [*result.rounds, result.totals]:
+        print(f"{row.round_id:<16}{row.debited:>10}{row.debited_unknown:>10}"
+              f"{row.credited:>10}{row.rolled_back:>12}{row.net:>10}{row.open_debits:>6}"
+              f"{row.undelivered:>6}")
+    return 0
+
+
+def _add_wallet(commands: Commands) -> None:
+    p = commands.add_parser("wallet", help="seamless wallet tools")
+    sub = p.add_subparsers(dest="wallet_command", metavar="WALLET_COMMAND", required=True)
+    r = sub.add_parser("report", help="every wallet call with its state and answer, and "
+                                      "the totals per round")
+    r.add_argument("--round", help="only this round")
+    r.add_argument("--player", help="only this player")
+    r.add_argument("--json", action="store_true", help="print JSON")
+    r.add_argument("--db", type=Path, help="SQLite file (default DATA_DIR/livetable.sqlite3)")
+    r.add_argument("--data-dir", dest="data_dir", type=Path, help="data directory")
+    r.add_argument("--redis", dest="redis_url", help="Redis URL (scale-out mode)")
+    r.add_argument("--table-ids", dest="table_list", help="the tables (Redis; default t1..tN)")
+    r.add_argument("--tables", type=int, help="number of tables t1..tN (Redis)")
+    r.set_defaults(handler=cmd_wallet_report)
+
+
 # --- main ---------------------------------------------------------------------------------
 
 
@@ -664,6 +788,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_deposit(commands)
     _add_verify_shoe(commands)
     _add_test_stream(commands)
+    _add_operator_demo(commands)
+    _add_wallet(commands)
     return parser
 
 

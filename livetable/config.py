@@ -139,6 +139,33 @@ class Settings:
     #: without one has ``stream: null`` in its snapshot and shows the drawn table only.
     streams: dict[str, str] = field(
         default_factory=lambda: parse_streams(_env("STREAMS", "").split(",")))
+    #: Who holds the players' money (DESIGN §5): ``internal`` (this ledger: demo guests,
+    #: deposits) or ``seamless`` (the operator's wallet at ``wallet_url``, called per bet
+    #: slip and per settled round; livetable holds no balance of its own for a player).
+    wallet: str = field(default_factory=lambda: _env("WALLET", "internal"))
+    wallet_url: str | None = field(default_factory=lambda: _env("WALLET_URL", "") or None)
+    #: Signs every wallet call (X-Livetable-Signature); required in seamless mode.
+    wallet_secret: bytes | None = field(
+        default_factory=lambda: v.encode() if (v := _env("WALLET_SECRET", "")) else None)
+    #: Seconds one wallet call may take (a debit gets less if the betting window closes
+    #: sooner); past it the outcome is unknown and the debit is rolled back.
+    wallet_timeout: float = field(default_factory=lambda: float(_env("WALLET_TIMEOUT", "3")))
+    #: Keep-alive HTTP connections to the wallet, at most (per process): three quarters
+    #: for debits and balances, a quarter for the outbox.
+    wallet_connections: int = field(
+        default_factory=lambda: int(_env("WALLET_CONNECTIONS", "64")))
+    #: The longest wait between two deliveries of a credit or rollback (back-off cap, s).
+    wallet_retry_max: float = field(
+        default_factory=lambda: float(_env("WALLET_RETRY_MAX", "30")))
+    #: Checks the operator's signature on POST /api/operator/sessions and the wallet
+    #: report; unset = those endpoints answer 404 (no operator integration).
+    operator_secret: bytes | None = field(
+        default_factory=lambda: v.encode() if (v := _env("OPERATOR_SECRET", "")) else None)
+    #: Seconds a launch session's token lives.
+    session_ttl: int = field(default_factory=lambda: int(_env("SESSION_TTL", str(8 * 3600))))
+    #: The address players reach this service at (launch URLs start with it); empty = the
+    #: address the operator's request came to.
+    public_url: str = field(default_factory=lambda: _env("PUBLIC_URL", ""))
 
     @property
     def db_path(self) -> Path:
@@ -147,6 +174,18 @@ class Settings:
     @property
     def table_names(self) -> list[str]:
         return self.table_ids or [f"t{i}" for i in range(1, self.tables + 1)]
+
+    @property
+    def seamless(self) -> bool:
+        return self.wallet == "seamless"
+
+    def check_wallet(self) -> None:
+        """ValueError unless the wallet settings make sense together."""
+        if self.wallet not in ("internal", "seamless"):
+            raise ValueError(f"--wallet must be internal or seamless, not {self.wallet!r}")
+        if self.seamless and not (self.wallet_url and self.wallet_secret):
+            raise ValueError("--wallet seamless needs --wallet-url URL and "
+                             "LIVETABLE_WALLET_SECRET")
 
     def load_secret(self, create: bool = True) -> bytes:
         """The signing secret: from the settings, else kept in the data directory so that

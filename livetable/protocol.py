@@ -71,10 +71,12 @@ class RoadmapEntry(Struct, kw_only=True):
     results: list[PositionResult]
 
 
-class PlayerView(Struct, kw_only=True):
+class PlayerView(Struct, kw_only=True, omit_defaults=True):
     id: str
     name: str
     balance: int
+    #: The session's currency, for a player an operator launched (DESIGN §5).
+    currency: str | None = None
 
 
 class StreamView(Struct, kw_only=True):
@@ -178,7 +180,11 @@ class Ping(Struct, tag="ping", tag_field="type", kw_only=True):
     t: int | float | None = None
 
 
-PlayerCommand = Hello | PlaceBet | PlaceBets | GetBets | Ping
+class GetBalance(Struct, tag="get_balance", tag_field="type", kw_only=True):
+    """Ask for the player's balance now (with a seamless wallet: the operator's)."""
+
+
+PlayerCommand = Hello | PlaceBet | PlaceBets | GetBets | Ping | GetBalance
 
 
 # --- dealer console → server on /ws/dealer ----------------------------------------------
@@ -441,6 +447,13 @@ class Heartbeat(Struct, tag="heartbeat", tag_field="type", kw_only=True):
     server_time: int
 
 
+class Balance(Struct, tag="balance", tag_field="type", kw_only=True, omit_defaults=True):
+    """The answer to ``get_balance``; with a seamless wallet, what the operator said."""
+
+    balance: int
+    currency: str | None = None
+
+
 class Error(Struct, tag="error", tag_field="type", kw_only=True, omit_defaults=True):
     code: str
     message: str
@@ -455,7 +468,7 @@ class Ack(Struct, tag="ack", tag_field="type", kw_only=True):
 
 ServerMessage = (
     Welcome | BetAccepted | BetRejected | SlipAccepted | SlipRejected | BetSettled | Bets | Pong
-    | Heartbeat | Error | Ack | ShoeShuffling | ShoeStarted | RoundOpened | BettingClosed
+    | Heartbeat | Balance | Error | Ack | ShoeShuffling | ShoeStarted | RoundOpened | BettingClosed
     | CardDealt | CardsVoided
     | HandRevealed | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
 )

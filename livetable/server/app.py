@@ -14,7 +14,8 @@ import os
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import urlencode
 
 import msgspec
 from brotli_asgi import BrotliMiddleware
@@ -29,6 +30,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from livetable import protocol as p
+from livetable import signature
+from livetable.accounts import AccountError, check_player_id
 from livetable.auth import TokenError, mint, new_guest_id, verify
 from livetable.bus import Bus, MemoryBus
 from livetable.clock import now_ms
@@ -44,6 +47,8 @@ from livetable.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from livetable.server.scaleout import LeasedTables, RedisControl
+    from livetable.server.wallet import SeamlessWallet
+    from livetable.store.wallet import WalletLog
 
 log = logging.getLogger("livetable.app")
 
@@ -158,7 +163,45 @@ class Services:
             self.store = store or SQLiteStore(settings.db_path, settings.event_log_size * 4,
                                               seal=self.seal)
             self.bus = bus or MemoryBus()
-        self.gateway = Gateway(settings, self.store, execute, self.metrics, self.secret)
+        self.wallet: SeamlessWallet | None = None
+        self.wallet_log: WalletLog | None = None
+        if settings.seamless:
+            self._seamless()
+        self.gateway = Gateway(settings, self.store, execute, self.metrics, self.secret,
+                               self.wallet)
+
+    def _seamless(self) -> None:
+        """The operator's wallet: its log next to the ledger (same SQLite file, or the
+        same Redis), one client for debits and balances and one for the outbox, so that
+        a backlog of credits never takes the connections a bet is waiting for."""
+        from livetable.server.wallet import SeamlessWallet, WalletClient
+
+        settings = self.settings
+        settings.check_wallet()
+        assert settings.wallet_url is not None and settings.wallet_secret is not None
+        if settings.demo:
+            log.warning("seamless wallet: demo guests are off (they have no wallet)")
+            settings.demo = False
+        if self.redis is not None:
+            from livetable.store.wallet_redis import RedisWalletLog
+
+            self.wallet_log = RedisWalletLog(self.redis, settings.table_names)
+        else:
+            from livetable.store.wallet import SQLiteWalletLog
+
+            self.wallet_log = SQLiteWalletLog(settings.db_path)
+
+        def client(connections: int) -> WalletClient:
+            assert settings.wallet_url is not None and settings.wallet_secret is not None
+            return WalletClient(settings.wallet_url, settings.wallet_secret,
+                                timeout=settings.wallet_timeout, connections=connections)
+
+        # debits wait for a player: most of the pool (httpcore scans its queue per request,
+        # so requests waiting for a connection also cost CPU)
+        total = max(2, settings.wallet_connections)
+        self.wallet = SeamlessWallet(settings, self.store, self.wallet_log,
+                                     client(total - total // 4), self.metrics,
+                                     outbox_client=client(max(1, total // 4)))
 
     def _runner(self, table: str, fatal: tuple[type[BaseException], ...] = ()) -> TableRunner:
         runner = TableRunner(
@@ -197,6 +240,8 @@ class Services:
         await self.bus.start()
         if "engine" not in self.roles:
             return
+        if self.wallet is not None:
+            self.wallet.start()  # credits and rollbacks: with the tables, never in their way
         if self.leases is not None:
             await self.leases.start()
             return
@@ -252,11 +297,15 @@ class Services:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watch
         await self.gateway.shutdown()
+        if self.wallet is not None:
+            await self.wallet.stop()
         if self.leases is not None:
             await self.leases.stop()
         for runner in self.runners.values():
             await runner.stop()
         await self.bus.close()
+        if self.wallet_log is not None:
+            await self.wallet_log.close()
         await self.store.close()
         if self.redis is not None:
             await self.redis.aclose()
@@ -286,10 +335,37 @@ class Services:
         if checks["store"] is not True:
             self.metrics.set_gauge("livetable_ledger_ok", 0.0)
         checks["ledger"] = self.ledger_problem or True
+        if self.wallet_log is not None:  # credits and rollbacks still owed to the operator
+            with contextlib.suppress(Exception):  # the store's health is checked above
+                self.metrics.set_gauge("livetable_wallet_outbox",
+                                       float(await self.wallet_log.backlog()))
         ok = (checks["store"] is True and checks["ledger"] is True
               and checks.get("bus", True) is True
               and all(checks.get("tables", {}).values()))
         return ok, checks
+
+
+#: The largest body an operator endpoint reads (a launch is a few hundred bytes).
+MAX_OPERATOR_BODY = 16_384
+
+
+class LaunchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``POST /api/operator/sessions`` (DESIGN §5): the operator puts a player at a table."""
+
+    player_id: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    #: ISO 4217 style: three capital letters (amounts are in its minor unit).
+    currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$")]
+    language: Literal["en", "th", "hi"] | None = None
+    table: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
+
+
+class ReportRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The signed body of ``POST /api/operator/wallet``: which calls to list."""
+
+    round_id: Annotated[str, msgspec.Meta(max_length=128)] | None = None
+    player_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 10_000
 
 
 class BetsQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
@@ -342,7 +418,11 @@ class ApiRateLimit:
         self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/api/"):
+        # the operator's own endpoints are signed (a forgery costs one HMAC of at most
+        # 16 KiB to refuse), and one operator server launches every player's session from
+        # one address: a per-address limit meant for browsers would throttle it
+        if (scope["type"] == "http" and scope["path"].startswith("/api/")
+                and not scope["path"].startswith("/api/operator/")):
             client = scope.get("client")
             address = client[0] if client else "?"
             if not self.limits.allow(self.limits.api, "api", address):
@@ -449,6 +529,62 @@ def create_app(settings: Settings, services: Services | None = None,
         player = await svc.store.ensure_player(guest_id, name, settings.guest_balance, now_ms())
         return _json(p.ENCODER.encode({"token": token, "player": player}))
 
+    async def operator_body(request: Request, kind: type[Any]) -> Any:
+        """The operator's request decoded, once its signature over the raw body checks;
+        else the error response (404 when no operator secret is set: no integration)."""
+        if settings.operator_secret is None:
+            return _error(404, "not_found", "operator integration is not configured")
+        body = b""
+        async for chunk in request.stream():  # bounded: never buffer a huge body
+            body += chunk
+            if len(body) > MAX_OPERATOR_BODY:
+                return _error(413, "too_large", "the body is at most 16 KiB")
+        if not signature.valid(settings.operator_secret, body,
+                               request.headers.get(signature.HEADER)):
+            return _error(401, "invalid_signature",
+                          f"{signature.HEADER} must be sha256=<hex HMAC-SHA256 of the body "
+                          f"with the operator secret>")
+        try:
+            return msgspec.json.decode(body, type=kind)
+        except msgspec.DecodeError as exc:
+            return _error(400, "bad_request", str(exc))
+
+    async def launch(request: Request) -> Response:
+        launch = await operator_body(request, LaunchRequest)
+        if isinstance(launch, Response):
+            return launch
+        try:
+            check_player_id(launch.player_id)
+        except AccountError as exc:
+            return _error(400, "bad_player_id", str(exc))
+        if launch.player_id.startswith("g_"):
+            return _error(400, "bad_player_id", "player ids starting g_ are demo guests'")
+        table_id = launch.table or settings.table_names[0]
+        if table_id not in settings.table_names:
+            return _error(404, "unknown_table", f"no table {table_id!r}")
+        ttl = settings.session_ttl
+        token = mint(svc.secret, "player", launch.player_id, launch.name, ttl,
+                     currency=launch.currency, language=launch.language)
+        base = settings.public_url.rstrip("/") or str(request.base_url).rstrip("/")
+        # the token rides in the fragment: browsers never send it to a server, so it stays
+        # out of access logs, proxies and Referer headers
+        fragment = urlencode({"token": token, **({"lang": launch.language}
+                                                 if launch.language else {})})
+        url = f"{base}/table.html?{urlencode({'table': table_id})}#{fragment}"
+        expires_at = verify(svc.secret, token).expires * 1000
+        return JSONResponse({"token": token, "url": url, "expires_at": expires_at})
+
+    async def wallet_report(request: Request) -> Response:
+        query = await operator_body(request, ReportRequest)
+        if isinstance(query, Response):
+            return query
+        if svc.wallet_log is None:
+            return _error(404, "not_seamless", "this server runs the internal wallet")
+        from livetable.server.wallet import report
+
+        calls = await svc.wallet_log.calls(query.round_id, query.player_id, query.limit)
+        return _json(msgspec.json.encode(report(calls)))
+
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True})
 
@@ -483,6 +619,8 @@ def create_app(settings: Settings, services: Services | None = None,
         Route("/api/shoes/{shoe_id}", shoe),
         Route("/api/bets", bets),
         Route("/api/guest", guest, methods=["POST"]),
+        Route("/api/operator/sessions", launch, methods=["POST"]),
+        Route("/api/operator/wallet", wallet_report, methods=["POST"]),
         Route("/dealer", dealer_page),
     ]
     if STATIC_DIR.is_dir():

@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -43,10 +43,15 @@ from livetable.store.bets import (
     BetRequest,
     Rejection,
     SlipRequest,
+    bet_answer,
+    precheck,
     rejected,
     settled_from_record,
     slip_answer,
 )
+
+if TYPE_CHECKING:
+    from livetable.server.wallet import SeamlessWallet
 
 log = logging.getLogger("livetable.gateway")
 
@@ -225,8 +230,10 @@ class Client:
 
 class Gateway:
     def __init__(self, settings: Settings, store: Store, execute: Execute, metrics: Metrics,
-                 secret: bytes) -> None:
+                 secret: bytes, wallet: SeamlessWallet | None = None) -> None:
         self.settings = settings
+        #: The operator's wallet, in seamless mode (players' money is the operator's).
+        self.wallet = wallet
         self.store = store
         self.execute = execute
         self.metrics = metrics
@@ -581,6 +588,8 @@ class Gateway:
         if identity is not None and identity.is_player:
             initial = (self.settings.guest_balance if identity.kind == "guest"
                        else self.settings.player_balance)
+            if self.wallet is not None:  # the operator holds the money: none here
+                initial = 0
             player = await self.store.ensure_player(identity.id, identity.name, initial, now_ms())
         resume = hello.resume
         replay: list[tuple[int, str]] | None = None
@@ -590,8 +599,8 @@ class Gateway:
             replay, settled = await self._plan_replay(feed, resume.seq, player)
         elif resume is not None and player is not None:
             settled = await self._recent_results(player.id, table)
-        if player is not None:
-            player = await self.store.player(player.id) or player
+        if player is not None and identity is not None:
+            player = await self._player_view(identity, player)
         # Take the head and register in one synchronous block (after the last await), so
         # that no event falls between the replay and the live frames.
         for _ in range(8):
@@ -637,6 +646,18 @@ class Gateway:
         self.metrics.inc("livetable_resumes_total" if replay is not None else
                          "livetable_welcomes_total")
 
+    async def _player_view(self, identity: Identity, known: p.PlayerView) -> p.PlayerView:
+        """The player as the page shows it: with a seamless wallet, the operator's balance
+        (0 if it does not answer in time; the page asks again); else the ledger's."""
+        player = await self.store.player(identity.id) or known
+        if self.wallet is not None:
+            balance = await self.wallet.balance(identity)
+            player.balance = 0 if balance is None else balance
+            player.currency = self.wallet.currency_of(identity)
+        else:
+            player.currency = identity.currency
+        return player
+
     async def _plan_replay(self, feed: TableFeed, seq: int, player: p.PlayerView | None
                            ) -> tuple[list[tuple[int, str]] | None, list[p.BetSettled]]:
         frames = feed.frames_after(seq)
@@ -674,6 +695,16 @@ class Gateway:
             await self._place_bet(client, command, arrived_at)
         elif isinstance(command, p.PlaceBets):
             await self._place_bets(client, command, arrived_at)
+        elif isinstance(command, p.GetBalance):
+            identity = client.identity
+            if identity is None or not identity.is_player:
+                client.send_message(p.Error(code="not_a_player",
+                                            message="sign in as a player to see a balance"))
+                return
+            view = await self._player_view(identity, p.PlayerView(id=identity.id,
+                                                                   name=identity.name,
+                                                                   balance=0))
+            client.send_message(p.Balance(balance=view.balance, currency=view.currency))
         elif isinstance(command, p.GetBets):
             if client.identity is None or not client.identity.is_player:
                 client.send_message(p.Error(code="not_a_player",
@@ -747,7 +778,11 @@ class Gateway:
                              amount=bet.amount)
         # judged by when the bet reached us, not by when a busy server got to it (the
         # engine closes betting a grace period after closes_at for exactly these)
-        answer = await self.store.place_bet(request, arrived_at)
+        if self.wallet is not None:
+            answer = bet_answer(request, await self._place_seamless(
+                client, request.as_slip(), arrived_at))
+        else:
+            answer = await self.store.place_bet(request, arrived_at)
         self.metrics.bet(answer.code if isinstance(answer, p.BetRejected) else "accepted")
         client.send_message(answer)
 
@@ -763,13 +798,33 @@ class Gateway:
         request = SlipRequest(player_id=client.identity.id, table=client.table,
                               slip_id=slip.slip_id, round_id=slip.round_id,
                               bets=tuple(slip.bets))
-        answer = slip_answer(request, await self.store.place_slip(request, arrived_at))
+        answer = slip_answer(request, await (
+            self._place_seamless(client, request, arrived_at) if self.wallet is not None
+            else self.store.place_slip(request, arrived_at)))
         if isinstance(answer, p.SlipRejected):
             self.metrics.bet(answer.code)
         else:
             for _ in answer.bets:
                 self.metrics.bet("accepted")
         client.send_message(answer)
+
+    async def _place_seamless(self, client: Client, slip: SlipRequest,
+                              arrived_at: int) -> p.SlipAccepted | Rejection:
+        """A slip paid by the operator's wallet: refused at once if it cannot be taken
+        (no debit for a bet that cannot be), else debited within the betting window."""
+        assert self.wallet is not None and client.identity is not None
+        bad = precheck(slip)
+        if bad is not None:
+            return bad
+        snap = self.feeds[slip.table].view()
+        if snap.round_id != slip.round_id:
+            return Rejection("unknown_round")
+        if snap.phase == "paused":
+            return Rejection("paused")
+        if snap.phase != "betting" or snap.closes_at is None or arrived_at >= snap.closes_at:
+            return Rejection("betting_closed")
+        window_end = snap.closes_at + int(self.settings.close_grace * 1000)
+        return await self.wallet.place_slip(client.identity, slip, arrived_at, window_end)
 
     async def shutdown(self, code: int = CLOSE_SERVICE_RESTART) -> None:
         """Graceful stop: close every websocket with 1012 so clients resume elsewhere."""

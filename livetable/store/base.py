@@ -38,6 +38,7 @@ from livetable.store.bets import (
     MAX_AMOUNT,
     MAX_BET_ID,
     REJECTIONS,
+    WALLET_REJECTIONS,
     BetRequest,
     Rejection,
     RoundView,
@@ -52,8 +53,10 @@ __all__ = [
     "MAX_AMOUNT",
     "MAX_BET_ID",
     "REJECTIONS",
+    "WALLET_REJECTIONS",
     "AuditReport",
     "BetRequest",
+    "InsufficientBalance",
     "Rejection",
     "RoundView",
     "Settled",
@@ -87,6 +90,10 @@ class AuditReport:
     problems: list[str] = field(default_factory=list)
 
 
+class InsufficientBalance(ValueError):
+    """A withdrawal larger than the account's balance (nothing was moved)."""
+
+
 class Settled(msgspec.Struct, frozen=True):
     """A private ``bet_settled`` for one player."""
 
@@ -102,6 +109,15 @@ class Store(Protocol):
     async def player(self, player_id: str) -> p.PlayerView | None: ...
 
     async def deposit(self, transfer_id: str, player_id: str, amount: int, now: int) -> int: ...
+
+    async def withdraw(self, transfer_id: str, player_id: str, amount: int, now: int, *,
+                       against: str | None = None) -> int | None:
+        """Move ``amount`` from the player to ``external``, once by ``transfer_id``; the
+        player's balance after it. With ``against`` (a deposit's id) only if that deposit
+        was applied — else nothing moves and the answer is None. A balance short of
+        ``amount`` raises :class:`InsufficientBalance`. (A seamless wallet's money leaves
+        livetable's books this way: see docs/operator.md, "the ledger".)"""
+        ...
 
     async def place_slip(self, slip: SlipRequest, now: int) -> p.SlipAccepted | Rejection: ...
 

@@ -51,7 +51,13 @@ REJECTIONS: dict[str, str] = {
     "paused": "The table is paused.",
     "not_a_player": "Sign in as a player to bet.",
     "rate_limited": "Too many bets, slow down.",
+    "wallet_refused": "Your wallet refused this bet.",
+    "wallet_unavailable": "Your wallet did not confirm this bet in time; it was not placed.",
+    "wallet_pending": "This bet is still waiting for your wallet.",
 }
+
+#: The refusals that come from a seamless wallet (livetable/server/wallet.py), not a store.
+WALLET_REJECTIONS = frozenset({"wallet_refused", "wallet_unavailable", "wallet_pending"})
 
 #: What follows the message, filled from :attr:`Rejection.values` (the Lua scripts return
 #: the same values after the code).
@@ -61,6 +67,7 @@ DETAILS: dict[str, str] = {
     "above_max": "(maximum {0} per spot)",
     "round_limit": "(at most {0})",
     "insufficient_funds": "(needs {0}, balance {1})",
+    "wallet_refused": "(the operator said {0})",
 }
 
 

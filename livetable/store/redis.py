@@ -51,6 +51,8 @@ Key layout (``lt`` is the default prefix; ``<t>`` a table id, ``<r>`` a round id
     lt:{ledger}:transfer-ids      set    every transfer id applied (each applied once)
     lt:{ledger}:names / created   hash   player -> name / created_at
     lt:{ledger}:deposit-ids       hash   deposit transfer id -> player (idempotency)
+    lt:{ledger}:withdraw-ids      hash   withdrawal transfer id -> player (a seamless
+                                         wallet's money leaving: docs/operator.md)
     lt:{ledger}:bets              hash   bet seq -> the bet record (msgpack array, BetRow)
     lt:{ledger}:bet-seq           string the last bet seq (global, increasing: the Bet
                                          Record cursor)
@@ -128,7 +130,7 @@ from livetable.engine.table import (
 )
 from livetable.rules import BetSpot
 from livetable.rules.fairness import ShoeRecord, ShoeRound
-from livetable.store.base import AuditReport, Settled, cursor_of
+from livetable.store.base import AuditReport, InsufficientBalance, Settled, cursor_of
 from livetable.store.bets import (
     SETTLE_CHUNK,
     BetRequest,
@@ -235,6 +237,7 @@ class _Keys:
         self.created = f"{ledger}:created"
         self.transfers = f"{ledger}:transfer-ids"
         self.deposit_ids = f"{ledger}:deposit-ids"
+        self.withdraw_ids = f"{ledger}:withdraw-ids"
         self.identity = f"{ledger}:identity"
         self.bets = f"{ledger}:bets"
         self.bet_seq = f"{ledger}:bet-seq"
@@ -323,6 +326,7 @@ class RedisStore:
         self._owns_client = owns_client
         self._ensure_player_script = client.register_script(_lua("ledger", "ensure_player"))
         self._deposit_script = client.register_script(_lua("ledger", "deposit"))
+        self._withdraw_script = client.register_script(_lua("ledger", "withdraw"))
         self._place_slips_script = client.register_script(_lua("ledger", "place_slips"))
         self._step_script = client.register_script(_lua("ledger", "settle", "step"))
         self._settle_chunk_script = client.register_script(
@@ -349,7 +353,7 @@ class RedisStore:
         """Load every script now (a gateway does it at start: a broken script fails early,
         and the first bets do not each pay for a NOSCRIPT round trip). Calls load them
         lazily anyway, and again after a Redis restart or SCRIPT FLUSH."""
-        for script in (self._ensure_player_script, self._deposit_script,
+        for script in (self._ensure_player_script, self._deposit_script, self._withdraw_script,
                        self._place_slips_script, self._step_script, self._settle_chunk_script,
                        self._events_after_script):
             script.sha = _s(await self.redis.script_load(script.script))
@@ -392,6 +396,22 @@ class RedisStore:
         if reply[0] == b"overflow":
             raise AmountOverflow(f"a deposit of {amount} would take {player_id!r} past "
                                  f"{MAX_EXACT}")
+        return int(reply[1])
+
+    async def withdraw(self, transfer_id: str, player_id: str, amount: int, now: int, *,
+                       against: str | None = None) -> int | None:
+        check_player_id(player_id)
+        k = self.keys
+        reply = await self._withdraw_script(
+            keys=[*k.money, k.deposit_ids, k.withdraw_ids],
+            args=[transfer_id, player_id, amount, now, against or ""])
+        if reply[0] == b"no_account":
+            raise KeyError(f"no player {player_id!r}")
+        if reply[0] == b"no_deposit":
+            return None
+        if reply[0] == b"short":
+            raise InsufficientBalance(f"withdraw {transfer_id}: {player_id!r} holds "
+                                      f"{int(reply[1])}, not {amount}")
         return int(reply[1])
 
     # --- bets ------------------------------------------------------------------------

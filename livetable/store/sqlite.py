@@ -40,7 +40,7 @@ from livetable.engine.table import (
     SettleRound,
 )
 from livetable.rules.fairness import ShoeRecord, ShoeRound
-from livetable.store.base import AuditReport, Settled, cursor_of
+from livetable.store.base import AuditReport, InsufficientBalance, Settled, cursor_of
 from livetable.store.bets import (
     SQLITE_SETTLE_CHUNK,
     BetRequest,
@@ -336,6 +336,31 @@ class SQLiteStore:
         balance = self._balance(player_id)
         assert balance is not None
         return balance
+
+    async def withdraw(self, transfer_id: str, player_id: str, amount: int, now: int, *,
+                       against: str | None = None) -> int | None:
+        """Move ``amount`` from the player to ``external`` once by ``transfer_id`` (see
+        :meth:`livetable.store.base.Store.withdraw`)."""
+        check_player_id(player_id)
+        return await self._run(self._withdraw, transfer_id, player_id, amount, now, against)
+
+    def _withdraw(self, transfer_id: str, player_id: str, amount: int, now: int,
+                  against: str | None) -> int | None:
+        with self._transaction() as db:
+            if self._kind(player_id) != "player":
+                raise KeyError(f"no player {player_id!r}")
+            tid = f"withdraw:{transfer_id}"
+            if db.execute("SELECT 1 FROM transfers WHERE id = ?", (tid,)).fetchone() is None:
+                if against is not None and db.execute(
+                        "SELECT 1 FROM transfers WHERE id = ?",
+                        (f"deposit:{against}",)).fetchone() is None:
+                    return None  # that deposit was never made: nothing to take back
+                balance = self._balance(player_id) or 0
+                if balance < amount:
+                    raise InsufficientBalance(
+                        f"withdraw {transfer_id}: {player_id!r} holds {balance}, not {amount}")
+                self._transfer(tid, player_id, "external", amount, "withdraw", player_id, now)
+        return self._balance(player_id)
 
     # --- slips -----------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ import { renderRoadmap, roadmapLegend } from "./roadmap.js";
 import { getJSON, ensureGuest, storedGuest, forgetGuest, rememberPlayer, newBetId } from "./api.js";
 import { noteSnapshot, noteTableEvent } from "./verify.js";
 import { mountVideo } from "./video.js";
+import { launchedToken, forgetSession, withCurrency } from "./operator.js";
 
 const CHIP_VALUES = [5, 10, 25, 50, 100, 500, 1000, 5000, 10000];
 const RESUME_WINDOW_MS = 2500;
@@ -90,10 +91,13 @@ async function main() {
     history.replaceState(null, "", `?table=${encodeURIComponent(tableId)}`);
   }
 
-  try {
-    const g = await ensureGuest();
-    if (g) { token = g.token; player = g.player || null; }
-  } catch { token = null; }
+  token = launchedToken();  // a session an operator launched, else a demo guest
+  if (!token) {
+    try {
+      const g = await ensureGuest();
+      if (g) { token = g.token; player = g.player || null; }
+    } catch { token = null; }
+  }
   renderWallet();
 
   conn = new Connection({ path: "/ws", table: tableId, token: () => token });
@@ -274,6 +278,13 @@ function onWelcome(msg, reconnect) {
 }
 
 function onFatal(err) {
+  if (token && player && player.currency && ["bad_token", "token_expired"].includes(err.code)) {
+    // An operator's session ended: only the operator can start another.
+    forgetSession();
+    token = null;
+    showError(errorText(err.code, err.message));
+    return;
+  }
   if (token && ["bad_token", "invalid_token", "token_expired", "unauthorized"].includes(err.code)) {
     // The kept guest is gone (e.g. a fresh server): get a new one and come back.
     forgetGuest();
@@ -311,6 +322,8 @@ function onTableEvent(ev) {
       break;
     case "round_settled":
       announce(resultsSentence(ev.results));
+      // the operator's balance once its credit is in (it is sent right after settlement)
+      if (player && player.currency) setTimeout(() => conn.send({ type: "get_balance" }), 1500);
       break;
     case "round_cancelled":
       announce(t("banner.cancelled", { reason: ev.reason || "—" }), { urgent: true });
@@ -393,7 +406,8 @@ function onPrivate(msg) {
       const catchUp = catchUpHead !== null;
       const wasOpen = bets.unsettled.delete(msg.bet_id);
       markSeen(true);
-      if (!catchUp) setBalance(msg.balance);
+      // an operator's session: the balance is the operator's (asked after the round)
+      if (!catchUp && !(player && player.currency)) setBalance(msg.balance);
       if (msg.round_id === bets.round_id || msg.round_id === (st && st.round_id)) {
         bets.settled.push(msg);
       }
@@ -402,6 +416,9 @@ function onPrivate(msg) {
       } else if (!catchUp) announce(settledSentence(msg));
       break;
     }
+    case "balance":
+      setBalance(msg.balance);
+      break;
     case "bets":
       break;
     case "error":
@@ -964,7 +981,7 @@ function whyNoBetSoft() {
 function renderWallet() {
   const el = $("#balance");
   if (!player) { el.textContent = "—"; el.dataset.value = ""; return; }
-  el.textContent = money(player.balance);
+  el.textContent = withCurrency(money(player.balance), player);
   el.dataset.value = String(player.balance);
   $("#player-name").textContent = player.name || "";
   const amount = inPlay();

@@ -32,7 +32,7 @@ from livetable.rules import (
     settle_round,
 )
 from livetable.store import Settled, SQLiteStore, Store
-from livetable.store.base import REJECTIONS
+from livetable.store.base import REJECTIONS, WALLET_REJECTIONS
 
 ROUNDS = int(os.environ.get("LIVETABLE_SIM_ROUNDS", "10000"))
 SEED = int(os.environ.get("LIVETABLE_SIM_SEED", "20251129"))
@@ -68,8 +68,10 @@ async def test_ten_thousand_rounds_with_faults() -> None:
     assert stats.retries > 0 and stats.deposits > 0
     assert stats.chunks > 0 and stats.settle_crashes > 0
     assert stats.bets_accepted > 2 * ROUNDS
-    # Every refusal a player can meet (rate limiting is the gateway's, not the store's).
-    assert set(stats.rejections) == set(REJECTIONS) - {"rate_limited"} - SLIP_ONLY
+    # Every refusal a player can meet (rate limiting is the gateway's and the wallet's
+    # refusals the seamless wallet's, not the store's).
+    assert set(stats.rejections) == (set(REJECTIONS) - {"rate_limited"} - SLIP_ONLY
+                                     - WALLET_REJECTIONS)
     await store.close()
 
 

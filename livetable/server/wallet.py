@@ -1,0 +1,599 @@
+"""The seamless wallet: livetable's side of the operator's wallet (DESIGN §5).
+
+Theory of operation. The operator holds every balance; livetable asks it for money per bet
+slip (``debit``) and pays back per settled round (``credit``) or undoes (``rollback``).
+The danger is a call whose answer is lost: the operator may or may not have moved the
+money. Three rules keep every unit accounted for:
+
+1. **Write before you send.** A debit is in the wallet log (:mod:`livetable.store.wallet`)
+   as ``pending`` before it leaves; credits and rollbacks are queued there (the outbox)
+   before the first attempt. A kill -9 at any point leaves a record to finish from.
+2. **A slip is accepted only on ``ok`` within the betting window.** Anything else that is
+   not a refusal code — a timeout, a non-200, a body that does not parse — is an unknown
+   outcome: the slip is refused to the player and the debit rolled back (the operator
+   applies a rollback of a debit it never saw as a no-op, and refuses that debit after).
+3. **Every closing call has one id, whoever writes it.** A round's credit for a player is
+   ``credit_tx_id(round, player)``, a debit's rollback ``rollback_tx_id(debit)``. The
+   gateway that saw a debit fail, the sweeper that finds a round ended, a restarted
+   process, another engine after a failover: they all write the same calls and the same
+   ledger transfers, so doing it twice is doing it once.
+
+The ledger (docs/operator.md, "How the ledger shows seamless bets"): a debit answered
+``ok`` is mirrored as a deposit ``external → player`` (id ``wallet:<debit tx_id>``), then
+the slip's bets are placed exactly as internal bets are (``player → hold``) and settled
+with the round (``hold → house``, ``house → player``). The round's credit takes the
+player's return back out (``player → external``, ``wallet:<credit tx_id>``), and a
+rollback takes the refund or the unused deposit out (``wallet:<rollback tx_id>``, only if
+the deposit it undoes was made). So a seamless player's ledger balance is 0 whenever none
+of its bets is in play, ``external`` is the operator's side of every move, and the audit
+proves the same invariants as with an internal wallet.
+
+What runs where. :meth:`SeamlessWallet.place_bet` runs in the gateway, per slip, and
+waits for the debit (bounded by the betting window). The sweeper and the outbox
+(:meth:`SeamlessWallet.run`) run in every process that runs tables: they never block a
+round — a round settles in the ledger whatever the wallet does, and its credits follow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import msgspec
+
+from livetable import protocol as p
+from livetable.auth import Identity
+from livetable.clock import now_ms
+from livetable.config import Settings
+from livetable.rules import BetSpot
+from livetable.server.metrics import Metrics
+from livetable.signature import HEADER, sign
+from livetable.store.base import InsufficientBalance, Store
+from livetable.store.bets import Rejection, SlipRequest
+from livetable.store.wallet import (
+    WalletCall,
+    WalletLog,
+    credit_tx_id,
+    mirror_id,
+    rollback_tx_id,
+)
+
+log = logging.getLogger("livetable.wallet")
+
+#: The codes an operator may answer (DESIGN §5); anything else is an unknown outcome.
+STATUSES = frozenset({"ok", "insufficient_funds", "unknown_player", "player_blocked",
+                      "invalid_signature", "limit_exceeded", "rolled_back"})
+#: How long after a debit's deadline the sweeper waits before it takes the debit over
+#: from a gateway that may still be finishing it (ms).
+TAKEOVER_MS = 15_000
+#: The currency of a player whose session named none (a token minted by ``livetable
+#: token``, not by a launch).
+DEFAULT_CURRENCY = "XXX"
+
+
+# --- the calls on the wire (DESIGN §5) -------------------------------------------------
+
+
+class DebitBet(msgspec.Struct, kw_only=True):
+    bet_id: str
+    spot: str
+    amount: int
+    deducted: int
+
+
+class Debit(msgspec.Struct, kw_only=True):
+    tx_id: str
+    player_id: str
+    currency: str
+    amount: int
+    table_id: str
+    round_id: str
+    bets: list[DebitBet]
+
+
+class CreditBet(msgspec.Struct, kw_only=True):
+    bet_id: str
+    outcome: str
+    returned: int
+
+
+class Credit(msgspec.Struct, kw_only=True):
+    tx_id: str
+    player_id: str
+    currency: str
+    amount: int
+    table_id: str
+    round_id: str
+    debit_tx_ids: list[str]
+    bets: list[CreditBet]
+
+
+class Rollback(msgspec.Struct, kw_only=True):
+    tx_id: str
+    player_id: str
+    currency: str
+    amount: int
+    table_id: str
+    round_id: str
+    debit_tx_id: str
+
+
+class BalanceQuery(msgspec.Struct, kw_only=True):
+    player_id: str
+    currency: str
+
+
+class WalletAnswer(msgspec.Struct, kw_only=True):
+    status: str
+    balance: int | None = None
+
+
+_ANSWER = msgspec.json.Decoder(WalletAnswer)
+_DEBIT = msgspec.json.Decoder(Debit)
+_ENCODER = msgspec.json.Encoder()
+
+
+@dataclass
+class _Turn:
+    """A player's turn at placing slips (see :meth:`SeamlessWallet.place_slip`)."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What came back from one call: a status the contract knows, or None (unknown)."""
+
+    status: str | None
+    balance: int | None
+    #: For the log: the answer's body, or why there was none.
+    text: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class WalletClient:
+    """Signed calls to ``{wallet_url}/{method}`` over a bounded pool of keep-alive
+    connections (httpx). Never raises for the operator's sake: every failure is a
+    :class:`Reply` with ``status`` None."""
+
+    def __init__(self, url: str, secret: bytes, *, timeout: float, connections: int,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.secret = secret
+        self.timeout = timeout
+        self.http = httpx.AsyncClient(
+            base_url=url.rstrip("/") + "/", timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(max_connections=connections,
+                                max_keepalive_connections=connections),
+            trust_env=False, transport=transport)
+
+    async def call(self, method: str, body: bytes, timeout: float | None = None) -> Reply:
+        seconds = self.timeout if timeout is None else max(0.001, timeout)
+        try:
+            response = await self.http.post(
+                method, content=body, timeout=httpx.Timeout(seconds),
+                headers={HEADER: sign(self.secret, body), "content-type": "application/json"})
+        except httpx.TimeoutException:
+            return Reply(None, None, "timeout")
+        except httpx.HTTPError as exc:
+            return Reply(None, None, f"{type(exc).__name__}: {exc}"[:200])
+        text = response.text[:500]
+        if response.status_code != 200:
+            return Reply(None, None, f"http {response.status_code}: {text}")
+        try:
+            answer = _ANSWER.decode(response.content)
+        except msgspec.DecodeError:
+            return Reply(None, None, f"unreadable: {text}")
+        if answer.status not in STATUSES:
+            return Reply(None, answer.balance, f"unknown status: {text}")
+        return Reply(answer.status, answer.balance, text)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+def backoff_ms(attempts: int, cap_seconds: float, rng: random.Random) -> int:
+    """Wait before delivery number ``attempts + 1``: 0.25 s doubling, capped, with jitter
+    (so that a wallet coming back is not hit by every queued call at once)."""
+    base = min(cap_seconds, 0.25 * 2 ** min(attempts, 20))
+    return int(base * 1000 * (0.5 + rng.random() / 2))
+
+
+class SeamlessWallet:
+    def __init__(self, settings: Settings, store: Store, wallet_log: WalletLog,
+                 client: WalletClient, metrics: Metrics, *,
+                 outbox_client: WalletClient | None = None,
+                 clock: Callable[[], int] = now_ms) -> None:
+        self.settings = settings
+        self.store = store
+        self.log = wallet_log
+        self.client = client
+        self.outbox_client = outbox_client or client
+        self.metrics = metrics
+        self.clock = clock
+        self.rng = random.Random()
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._sending: set[str] = set()
+        self._players: dict[str, _Turn] = {}
+
+    # --- the gateway's side: balances and debits ---------------------------------------
+
+    @staticmethod
+    def currency_of(identity: Identity) -> str:
+        return identity.currency or DEFAULT_CURRENCY
+
+    async def balance(self, identity: Identity) -> int | None:
+        """The operator's balance for the player, or None if it did not say in time."""
+        body = _ENCODER.encode(BalanceQuery(player_id=identity.id,
+                                            currency=self.currency_of(identity)))
+        reply = await self.client.call("balance", body, min(self.settings.wallet_timeout, 2.0))
+        self.metrics.inc(f"livetable_wallet_balance_{'ok' if reply.ok else 'failed'}_total")
+        return reply.balance if reply.ok else None
+
+    @staticmethod
+    def slip_key(slip: SlipRequest) -> str:
+        """The debit's idempotency key: the slip's id, or a ``place_bet``'s bet id (apart,
+        so that a slip id can never be read as a bet id)."""
+        return f"slip:{slip.slip_id}" if slip.slip_id is not None else f"bet:{slip.bets[0].bet_id}"
+
+    async def place_slip(self, identity: Identity, slip: SlipRequest, arrived_at: int,
+                         window_end: int) -> p.SlipAccepted | Rejection:
+        """One bet slip paid by one debit (see the module docstring): the debit first,
+        then, on ``ok``, the store takes the slip's bets — all of them or none,
+        idempotently (:meth:`Store.place_slip`). The answer's balance is the operator's.
+
+        ``window_end`` is when the betting window closes for a slip that arrived at
+        ``arrived_at`` (``closes_at`` plus the close grace): the debit must answer ``ok``
+        by then, or the slip is refused and the debit rolled back.
+        """
+        # One slip per player at a time in this process: a slip's mirror deposit sits in
+        # the player's ledger account until its bets take it, and no other slip of the
+        # player's may take it meanwhile (nor a re-send find its debit half done).
+        turn = self._players.get(slip.player_id)
+        if turn is None:
+            turn = self._players[slip.player_id] = _Turn()
+        turn.users += 1
+        try:
+            async with turn.lock:
+                return await self._place_slip(identity, slip, arrived_at, window_end)
+        finally:
+            turn.users -= 1
+            if turn.users == 0:  # kept only while someone holds or waits for it
+                del self._players[slip.player_id]
+
+    async def _place_slip(self, identity: Identity, slip: SlipRequest, arrived_at: int,
+                          window_end: int) -> p.SlipAccepted | Rejection:
+        now = self.clock()
+        if arrived_at >= window_end or now >= window_end:
+            return Rejection("betting_closed")
+        currency = self.currency_of(identity)
+        bets = [DebitBet(bet_id=b.bet_id, spot=b.spot, amount=b.amount,
+                         deducted=b.amount * BetSpot(b.spot).deducted_multiple)
+                for b in slip.bets]
+        total = sum(b.deducted for b in bets)
+        tx_id = "d-" + uuid.uuid4().hex
+        body = _ENCODER.encode(Debit(
+            tx_id=tx_id, player_id=slip.player_id, currency=currency, amount=total,
+            table_id=slip.table, round_id=slip.round_id, bets=bets))
+        deadline = min(window_end, now + int(self.settings.wallet_timeout * 1000))
+        call = WalletCall(
+            tx_id=tx_id, method="debit", player_id=slip.player_id, currency=currency,
+            table_id=slip.table, round_id=slip.round_id, amount=total, body=body,
+            state="pending", created_at=now, updated_at=now, slip_key=self.slip_key(slip),
+            deadline=deadline)
+        prior = await self.log.begin_debit(call)
+        if prior is not None:
+            return await self._again(prior, slip, arrived_at)
+        reply = await self.client.call("debit", body, (deadline - self.clock()) / 1000)
+        now = self.clock()
+        self.metrics.inc(f"livetable_wallet_debits_{reply.status or 'unknown'}_total")
+        if reply.ok and now <= deadline:
+            if not await self.log.answer_debit(call, "ok", reply.text, now):
+                # the sweeper gave up on it first (and queued its rollback)
+                return Rejection("wallet_unavailable")
+            await self.store.deposit(mirror_id(tx_id), slip.player_id, total, now)
+            answer = await self.store.place_slip(slip, arrived_at)
+            if isinstance(answer, Rejection):
+                # debited, then refused here (the round closed meanwhile, a limit):
+                # the money goes back, the player hears the store's reason
+                await self._roll_back(call, now)
+                self._wake.set()
+            elif reply.balance is not None:
+                answer.balance = reply.balance
+            return answer
+        if reply.status is not None and not reply.ok:
+            await self.log.answer_debit(call, "refused", reply.text, now, closed_by="refused")
+            if reply.status == "insufficient_funds" and reply.balance is not None:
+                return Rejection("insufficient_funds", None, (total, reply.balance))
+            if reply.status == "insufficient_funds":
+                return Rejection("insufficient_funds")
+            return Rejection("wallet_refused", None, (reply.status,))
+        # unknown outcome (or an ok past the window): refuse, and roll back
+        why = reply.text if not reply.ok else f"ok after the betting window: {reply.text}"
+        if await self.log.answer_debit(call, "unknown", why, now):
+            await self._roll_back(call, now)
+            self._wake.set()
+        return Rejection("wallet_unavailable")
+
+    async def _again(self, prior: WalletCall, slip: SlipRequest,
+                     arrived_at: int) -> p.SlipAccepted | Rejection:
+        """A slip sent again (same key): the answer its debit earned, never a second
+        debit."""
+        answer = None
+        with contextlib.suppress(msgspec.DecodeError):
+            answer = _ANSWER.decode(prior.answer or "")
+        if prior.state == "ok" and (prior.closed_by or "").startswith("r-"):
+            # rolled back (refused after its ok, or its round cancelled): never placed
+            # again — its money went back to the operator
+            return Rejection("wallet_unavailable")
+        if prior.state == "ok":
+            # its bets are in the ledger (the per-player turn let the first finish): the
+            # store answers as it first did
+            again = await self.store.place_slip(slip, arrived_at)
+            if isinstance(again, p.SlipAccepted) and answer is not None \
+                    and answer.balance is not None:
+                again.balance = answer.balance
+            return again
+        if prior.state == "pending":
+            return Rejection("wallet_pending")
+        if prior.state == "refused":
+            if answer is not None and answer.status == "insufficient_funds":
+                return Rejection("insufficient_funds")
+            return Rejection("wallet_refused", None, (answer.status if answer else "?",))
+        return Rejection("wallet_unavailable")
+
+    # --- closing debits -----------------------------------------------------------------
+
+    async def _roll_back(self, debit: WalletCall, now: int) -> None:
+        """Queue the rollback of ``debit``; first take its mirror deposit (if it was made)
+        back out of the ledger."""
+        tx_id = rollback_tx_id(debit.tx_id)
+        await self.store.withdraw(mirror_id(tx_id), debit.player_id, debit.amount, now,
+                                  against=mirror_id(debit.tx_id))
+        body = _ENCODER.encode(Rollback(
+            tx_id=tx_id, player_id=debit.player_id, currency=debit.currency,
+            amount=debit.amount, table_id=debit.table_id, round_id=debit.round_id,
+            debit_tx_id=debit.tx_id))
+        await self.log.enqueue([WalletCall(
+            tx_id=tx_id, method="rollback", player_id=debit.player_id,
+            currency=debit.currency, table_id=debit.table_id, round_id=debit.round_id,
+            amount=debit.amount, body=body, state="queued", created_at=now, updated_at=now,
+            next_at=now, debits=debit.tx_id)], [debit.tx_id], now)
+
+    async def _credit(self, round_id: str, player_id: str, debits: list[WalletCall],
+                      settled: dict[str, p.BetSettled], now: int) -> None:
+        """Queue the player's one credit for the round; first take the return out of the
+        ledger."""
+        tx_id = credit_tx_id(round_id, player_id)
+        bets = [CreditBet(bet_id=b.bet_id, outcome=settled[b.bet_id].outcome,
+                          returned=settled[b.bet_id].returned)
+                for d in debits for b in _DEBIT.decode(d.body).bets]
+        amount = sum(b.returned for b in bets)
+        first = debits[0]
+        await self.store.withdraw(mirror_id(tx_id), player_id, amount, now)
+        body = _ENCODER.encode(Credit(
+            tx_id=tx_id, player_id=player_id, currency=first.currency, amount=amount,
+            table_id=first.table_id, round_id=round_id,
+            debit_tx_ids=[d.tx_id for d in debits], bets=bets))
+        await self.log.enqueue([WalletCall(
+            tx_id=tx_id, method="credit", player_id=player_id, currency=first.currency,
+            table_id=first.table_id, round_id=round_id, amount=amount, body=body,
+            state="queued", created_at=now, updated_at=now, next_at=now,
+            debits=",".join(d.tx_id for d in debits))], [d.tx_id for d in debits], now)
+
+    async def sweep(self) -> None:
+        """Close what is due: debits nobody answered, and the debits of ended rounds
+        (one credit per player for the bets in the ledger, a rollback for the rest).
+        One item that fails (logged) does not hold up the others."""
+        now = self.clock()
+        for debit in await self.log.expire_debits(now - TAKEOVER_MS, now):
+            await self._isolated(self._roll_back(debit, now), debit.tx_id)
+        by_round: dict[str, list[WalletCall]] = defaultdict(list)
+        for debit in await self.log.open_debits(5000):
+            if debit.state == "unknown":  # its gateway gave up but did not queue (a crash)
+                await self._isolated(self._roll_back(debit, now), debit.tx_id)
+            else:
+                by_round[debit.round_id].append(debit)
+        for round_id, debits in by_round.items():
+            view = await self.store.round_view(round_id)
+            state = None if view is None else view.state
+            if state not in ("settled", "cancelled"):
+                continue
+            by_player: dict[str, list[WalletCall]] = defaultdict(list)
+            for debit in debits:
+                by_player[debit.player_id].append(debit)
+            for player_id, theirs in by_player.items():
+                await self._isolated(
+                    self._close_round(round_id, state == "settled", player_id, theirs, now),
+                    f"round {round_id} player {player_id}")
+
+    async def _isolated(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except InsufficientBalance:
+            log.exception("wallet: %s: the ledger does not hold what this seamless call "
+                          "moves out; left open (the audit says more)", what)
+        except Exception:
+            log.exception("wallet: closing %s failed; retried on the next sweep", what)
+
+    async def _close_round(self, round_id: str, settled_round: bool, player_id: str,
+                           debits: list[WalletCall], now: int) -> None:
+        settled = {b.bet_id: b for b in
+                   await self.store.settlements_for_rounds(player_id, [round_id])}
+        credited: list[WalletCall] = []
+        for debit in debits:
+            placed = all(b.bet_id in settled for b in _DEBIT.decode(debit.body).bets)
+            if placed and settled_round:
+                credited.append(debit)  # the ledger settled its bets: the credit pays them
+                continue
+            if not placed:
+                # never placed (a crash between the debit and the bet): its gateway may
+                # still be finishing it until well past its deadline
+                if debit.deadline + TAKEOVER_MS >= now:
+                    continue
+                if debit.state == "pending" and not await self.log.answer_debit(
+                        debit, "unknown", "no answer by the deadline", now):
+                    continue
+            await self._roll_back(debit, now)  # cancelled (refunded), or never placed
+        if credited:
+            await self._credit(round_id, player_id, credited, settled, now)
+
+    async def deliver(self) -> int:
+        """Send every queued credit and rollback that is due, at once (bounded by the
+        connection pool); returns how many were answered ``ok``."""
+        now = self.clock()
+        due = [c for c in await self.log.due(now, 500) if c.tx_id not in self._sending]
+        if not due:
+            return 0
+        results = await asyncio.gather(*(self._deliver_one(call) for call in due))
+        return sum(results)
+
+    async def _deliver_one(self, call: WalletCall) -> bool:
+        self._sending.add(call.tx_id)
+        try:
+            reply = await self.outbox_client.call(call.method, call.body)
+            now = self.clock()
+            # "rolled_back" to a credit cannot happen (only debits are rolled back); any
+            # status but ok is retried: the operator must end up saying ok to this tx_id
+            wait = backoff_ms(call.attempts, self.settings.wallet_retry_max, self.rng)
+            await self.log.delivered(call, reply.ok, reply.text, now + wait, now)
+            self.metrics.inc(f"livetable_wallet_{call.method}s_"
+                             f"{'ok' if reply.ok else 'retried'}_total")
+            if not reply.ok:
+                log.warning("wallet %s %s: %s; next attempt in %.1f s", call.method,
+                            call.tx_id, reply.text[:120], wait / 1000)
+            return reply.ok
+        finally:
+            self._sending.discard(call.tx_id)
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.run(), name="wallet-outbox")
+
+    async def run(self, interval: float = 0.25) -> None:
+        """Sweep and deliver, forever; a failure (the store down) is logged and retried."""
+        while True:
+            try:
+                await self.sweep()
+                await self.deliver()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("wallet sweep failed; retrying")
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), interval)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.client.aclose()
+        if self.outbox_client is not self.client:
+            await self.outbox_client.aclose()
+
+
+# --- reconciliation ----------------------------------------------------------------------
+
+
+class RoundTotals(msgspec.Struct, kw_only=True):
+    """One round's wallet calls added up, as an operator matches them with its books.
+
+    ``net`` = debited − credited − rolled back: what the round moved from the players to
+    the operator, final once ``open_debits`` and ``undelivered`` are 0. A debit whose
+    outcome was unknown counts in ``debited_unknown`` and its rollback in
+    ``rolled_back``: together they net to 0, whether or not the operator applied it.
+    """
+
+    round_id: str
+    table_id: str
+    debits: int = 0
+    debited: int = 0
+    debited_unknown: int = 0
+    refused: int = 0
+    credits: int = 0
+    credited: int = 0
+    rollbacks: int = 0
+    rolled_back: int = 0
+    net: int = 0
+    open_debits: int = 0
+    undelivered: int = 0
+
+
+class ReportCall(msgspec.Struct, kw_only=True, omit_defaults=True):
+    tx_id: str
+    method: str
+    player_id: str
+    currency: str
+    table_id: str
+    round_id: str
+    amount: int
+    state: str
+    answer: str | None = None
+    attempts: int = 0
+    created_at: int = 0
+    updated_at: int = 0
+    closed_by: str | None = None
+    request: Any = None
+
+
+class Report(msgspec.Struct, kw_only=True):
+    calls: list[ReportCall]
+    rounds: list[RoundTotals]
+    totals: RoundTotals
+
+
+def report(calls: list[WalletCall]) -> Report:
+    """Every call with its state and answer, and the totals per round and overall."""
+    rounds: dict[str, RoundTotals] = {}
+    total = RoundTotals(round_id="*", table_id="*")
+    out: list[ReportCall] = []
+    for call in calls:
+        out.append(ReportCall(
+            tx_id=call.tx_id, method=call.method, player_id=call.player_id,
+            currency=call.currency, table_id=call.table_id, round_id=call.round_id,
+            amount=call.amount, state=call.state, answer=call.answer, attempts=call.attempts,
+            created_at=call.created_at, updated_at=call.updated_at, closed_by=call.closed_by,
+            request=msgspec.json.decode(call.body)))
+        row = rounds.get(call.round_id)
+        if row is None:
+            row = rounds[call.round_id] = RoundTotals(round_id=call.round_id,
+                                                      table_id=call.table_id)
+        for t in (row, total):
+            if call.method == "debit":
+                t.debits += 1
+                if call.state == "ok":
+                    t.debited += call.amount
+                elif call.state in ("unknown", "pending"):
+                    t.debited_unknown += call.amount
+                else:
+                    t.refused += 1
+                if call.closed_by is None and call.state != "refused":
+                    t.open_debits += 1
+            elif call.method == "credit":
+                t.credits += 1
+                t.credited += call.amount
+            elif call.method == "rollback":
+                t.rollbacks += 1
+                t.rolled_back += call.amount
+            if call.state == "queued":
+                t.undelivered += 1
+            t.net = t.debited + t.debited_unknown - t.credited - t.rolled_back
+    return Report(calls=out, rounds=list(rounds.values()), totals=total)

@@ -1,0 +1,31 @@
+// A session an operator launched (docs/operator.md §3): the token, and the language,
+// arrive in the URL fragment — never in the query, so no server or log ever sees them.
+// The page keeps the token for this tab (a reload stays logged in) and drops the fragment
+// from the address bar. The balance and currency are then the operator's: the page asks
+// for them (get_balance) after each round instead of trusting bet_settled's balance,
+// which is livetable's own ledger's.
+
+import { setLang, LANGS } from "./i18n.js";
+
+const SESSION_KEY = "livetable.session";
+
+/** The launched session's token, from the fragment (first load) or this tab's storage. */
+export function launchedToken() {
+  const hash = new URLSearchParams(location.hash.slice(1));
+  const token = hash.get("token");
+  if (token) {
+    sessionStorage.setItem(SESSION_KEY, token);
+    const lang = hash.get("lang");
+    if (lang && LANGS.some(([code]) => code === lang)) setLang(lang);
+    history.replaceState(null, "", location.pathname + location.search);
+    return token;
+  }
+  return sessionStorage.getItem(SESSION_KEY);
+}
+
+export function forgetSession() { sessionStorage.removeItem(SESSION_KEY); }
+
+/** "99,900 THB": the amount as the page formats money, then the session's currency. */
+export function withCurrency(text, player) {
+  return player && player.currency ? `${text} ${player.currency}` : text;
+}

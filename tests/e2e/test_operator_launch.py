@@ -1,0 +1,64 @@
+"""A session an operator launched, in the browser: the launch URL opens the table logged in
+as that player, in the session's language, with the operator's balance and currency; a bet
+is paid by the operator's wallet and the balance after the round is the operator's."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import BrowserContext, expect
+from table_page import Bet, TablePage, wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+
+from liveserver import LiveServer
+from walletserver import OperatorServer, launch, seamless_env
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def seamless(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OperatorServer,
+                                                                          LiveServer]]:
+    base = tmp_path_factory.mktemp("launch")
+    operator = OperatorServer(base / "operator", initial_balance=50_000).start()
+    server = LiveServer(base / "livetable", betting_seconds=6, reveal_interval=0.3,
+                        env=seamless_env(operator))
+    server.start()
+    try:
+        yield operator, server
+    finally:
+        server.stop()
+        operator.stop()
+
+
+def test_the_launch_url_opens_the_table_as_the_player_with_the_operators_money(
+        context: BrowserContext, seamless: tuple[OperatorServer, LiveServer]) -> None:
+    operator, server = seamless
+    session = launch(server, "op-7781", currency="THB", language="th")
+    page = context.new_page()
+    page.goto(session["url"])
+    table = TablePage(page, server.http + "/")
+    table.wait_online()
+    assert "#" not in page.url and "token" not in page.url  # the fragment is dropped
+    assert page.evaluate("() => document.documentElement.lang") == "th"
+    expect(page.get_by_test_id("balance")).to_have_attribute("data-value", "50000")
+    expect(page.get_by_test_id("balance")).to_contain_text("THB")
+
+    table.wait_betting(at_least_ms=3_000)
+    bet = Bet("P1", 100)
+    table.place(bet)
+    table.confirm([bet])
+    expect(page.get_by_test_id("balance")).to_have_attribute("data-value", "49800")
+    wait_until(lambda: any(c["method"] == "credit"
+                           for c in operator.state()["applied"].values()), timeout=60)
+    after = operator.state()["balances"]["op-7781"]
+    expect(page.get_by_test_id("balance")).to_have_attribute("data-value", str(after),
+                                                             timeout=10_000)
+
+    page.reload()  # the session is kept for the tab
+    table.wait_online()
+    expect(page.get_by_test_id("balance")).to_have_attribute("data-value", str(after))

@@ -1,0 +1,155 @@
+"""The wallet log contract (livetable/store/wallet.py) and the ledger's ``withdraw``, on
+SQLite here; tests/integration/test_wallet_log_redis.py runs the same tests on Redis."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from livetable.store.base import InsufficientBalance, Store
+from livetable.store.sqlite import SQLiteStore
+from livetable.store.wallet import SQLiteWalletLog, WalletCall, WalletLog, rollback_tx_id
+
+T0 = 1_800_000_000_000
+
+
+@pytest.fixture
+async def wallet_log(tmp_path: Path) -> AsyncIterator[WalletLog]:
+    made = SQLiteWalletLog(tmp_path / "lt.db")
+    yield made
+    await made.close()
+
+
+@pytest.fixture
+async def ledger(tmp_path: Path) -> AsyncIterator[Store]:
+    made = SQLiteStore(tmp_path / "ledger.db")
+    yield made
+    await made.close()
+
+
+def debit(tx_id: str, slip_key: str, player: str = "alice", round_id: str = "t1.1.1",
+          deadline: int = T0 + 3_000) -> WalletCall:
+    return WalletCall(tx_id=tx_id, method="debit", player_id=player, currency="THB",
+                      table_id="t1", round_id=round_id, amount=200, body=b'{"tx_id":"%s"}'
+                      % tx_id.encode(), state="pending", created_at=T0, updated_at=T0,
+                      slip_key=slip_key, deadline=deadline)
+
+
+def rollback(of: WalletCall, next_at: int = T0) -> WalletCall:
+    return WalletCall(tx_id=rollback_tx_id(of.tx_id), method="rollback",
+                      player_id=of.player_id, currency=of.currency, table_id=of.table_id,
+                      round_id=of.round_id, amount=of.amount, body=b"{}", state="queued",
+                      created_at=T0 + 1, updated_at=T0 + 1, next_at=next_at, debits=of.tx_id)
+
+
+async def test_a_slip_is_debited_once_the_second_time_gets_the_first_debit(
+        wallet_log: WalletLog) -> None:
+    first = debit("d-1", "b1")
+    assert await wallet_log.begin_debit(first) is None
+    prior = await wallet_log.begin_debit(debit("d-2", "b1"))
+    assert prior is not None and prior.tx_id == "d-1" and prior.body == first.body
+    assert await wallet_log.begin_debit(debit("d-3", "b1", player="bob")) is None
+    assert [c.tx_id for c in await wallet_log.calls()] == ["d-1", "d-3"]
+
+
+async def test_a_debit_leaves_pending_once(wallet_log: WalletLog) -> None:
+    call = debit("d-1", "b1")
+    await wallet_log.begin_debit(call)
+    assert await wallet_log.answer_debit(call, "ok", '{"status":"ok"}', T0 + 5)
+    assert not await wallet_log.answer_debit(call, "unknown", "timeout", T0 + 6)
+    [stored] = await wallet_log.calls()
+    assert (stored.state, stored.answer, stored.attempts) == ("ok", '{"status":"ok"}', 1)
+    assert stored.closed_by is None
+    assert [c.tx_id for c in await wallet_log.open_debits(10)] == ["d-1"]
+
+
+async def test_a_refused_debit_is_closed_by_its_refusal(wallet_log: WalletLog) -> None:
+    call = debit("d-1", "b1")
+    await wallet_log.begin_debit(call)
+    assert await wallet_log.answer_debit(call, "refused", "insufficient", T0, closed_by="refused")
+    assert await wallet_log.open_debits(10) == []
+
+
+async def test_pending_debits_past_the_deadline_expire_to_unknown(
+        wallet_log: WalletLog) -> None:
+    early, late = debit("d-1", "b1", deadline=T0), debit("d-2", "b2", deadline=T0 + 10_000)
+    await wallet_log.begin_debit(early)
+    await wallet_log.begin_debit(late)
+    expired = await wallet_log.expire_debits(T0 + 1, T0 + 2)
+    assert [(c.tx_id, c.state) for c in expired] == [("d-1", "unknown")]
+    assert not await wallet_log.answer_debit(early, "ok", "too late", T0 + 3)  # sweeper won
+    assert await wallet_log.expire_debits(T0 + 1, T0 + 2) == []
+
+
+async def test_enqueue_closes_its_debits_and_is_idempotent(wallet_log: WalletLog) -> None:
+    call = debit("d-1", "b1")
+    await wallet_log.begin_debit(call)
+    await wallet_log.answer_debit(call, "unknown", "timeout", T0)
+    for _ in range(2):  # the gateway, then the sweeper after a crash: one rollback
+        await wallet_log.enqueue([rollback(call)], [call.tx_id], T0 + 1)
+    assert await wallet_log.backlog() == 1
+    assert await wallet_log.open_debits(10) == []
+    [stored_debit, queued] = await wallet_log.calls()
+    assert stored_debit.closed_by == queued.tx_id == rollback_tx_id("d-1")
+
+
+async def test_the_outbox_gives_what_is_due_and_keeps_each_attempt(
+        wallet_log: WalletLog) -> None:
+    a, b = debit("d-1", "b1"), debit("d-2", "b2")
+    for call in (a, b):
+        await wallet_log.begin_debit(call)
+    await wallet_log.enqueue([rollback(a, next_at=T0)], [a.tx_id], T0)
+    await wallet_log.enqueue([rollback(b, next_at=T0 + 500)], [b.tx_id], T0)
+    [due] = await wallet_log.due(T0 + 100, 10)
+    assert due.tx_id == rollback_tx_id("d-1")
+    await wallet_log.delivered(due, False, "http 500", T0 + 1_000, T0 + 100)
+    assert [c.tx_id for c in await wallet_log.due(T0 + 600, 10)] == [rollback_tx_id("d-2")]
+    [_, again] = await wallet_log.due(T0 + 1_000, 10)  # soonest first: d-2's, then d-1's
+    assert again.tx_id == rollback_tx_id("d-1")
+    assert (again.attempts, again.answer) == (1, "http 500")
+    await wallet_log.delivered(again, True, '{"status":"ok"}', T0 + 2_000, T0 + 1_000)
+    assert await wallet_log.backlog() == 1
+    [stored] = [c for c in await wallet_log.calls() if c.tx_id == again.tx_id]
+    assert (stored.state, stored.attempts) == ("ok", 2)
+
+
+async def test_calls_by_round_and_by_player(wallet_log: WalletLog) -> None:
+    await wallet_log.begin_debit(debit("d-1", "b1", round_id="t1.1.1"))
+    await wallet_log.begin_debit(debit("d-2", "b2", round_id="t1.1.2"))
+    await wallet_log.begin_debit(debit("d-3", "b3", player="bob", round_id="t1.1.2"))
+    assert [c.tx_id for c in await wallet_log.calls(round_id="t1.1.2")] == ["d-2", "d-3"]
+    assert [c.tx_id for c in await wallet_log.calls(player_id="alice")] == ["d-1", "d-2"]
+    assert [c.tx_id for c in await wallet_log.calls("t1.1.2", "bob")] == ["d-3"]
+
+
+# --- the ledger's withdraw --------------------------------------------------------------
+
+
+async def test_withdraw_moves_once_by_id(ledger: Store) -> None:
+    await ledger.ensure_player("alice", "Alice", 0, T0)
+    await ledger.deposit("wallet:d-1", "alice", 500, T0)
+    assert await ledger.withdraw("wallet:c-1", "alice", 300, T0) == 200
+    assert await ledger.withdraw("wallet:c-1", "alice", 300, T0) == 200
+    assert (await ledger.audit()).ok
+
+
+async def test_withdraw_against_a_deposit_moves_only_if_the_deposit_was_made(
+        ledger: Store) -> None:
+    await ledger.ensure_player("alice", "Alice", 0, T0)
+    await ledger.deposit("other", "alice", 500, T0)
+    assert await ledger.withdraw("wallet:r-1", "alice", 200, T0, against="wallet:d-1") is None
+    await ledger.deposit("wallet:d-1", "alice", 200, T0)
+    assert await ledger.withdraw("wallet:r-1", "alice", 200, T0, against="wallet:d-1") == 500
+
+
+async def test_withdraw_never_takes_a_balance_below_0(ledger: Store) -> None:
+    await ledger.ensure_player("alice", "Alice", 0, T0)
+    await ledger.deposit("d", "alice", 100, T0)
+    with pytest.raises(InsufficientBalance):
+        await ledger.withdraw("w", "alice", 101, T0)
+    view = await ledger.player("alice")
+    assert view is not None and view.balance == 100
+    with pytest.raises(KeyError):
+        await ledger.withdraw("w", "nobody", 1, T0)
