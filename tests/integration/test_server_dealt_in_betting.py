@@ -176,8 +176,11 @@ async def test_auto_round_dealt_while_betting_shows_no_card(slow_auto_server: Li
         texts["stored events"] = stored_events_after(server, opened["seq"] - 1)
         for client in clients:  # from this round's opening on (the last round's reveals
             # may be before it: this client may have joined during them)
-            start = next(i for i, f in enumerate(client.frames)
-                         if f.get("type") == "round_opened" and f["round_id"] == round_id)
+            # (a client whose hello came after the opening has its welcome of this
+            # round's betting first: no card of any round is face up there)
+            start = next((i for i, f in enumerate(client.frames)
+                          if f.get("type") == "round_opened" and f["round_id"] == round_id),
+                         0)
             texts[f"frames of {client.name}"] = "\n".join(client.texts[start:])
         # still betting once everything was read: nothing above can hold a revealed card
         assert server.get("/api/tables/t1").json()["phase"] == "betting"
