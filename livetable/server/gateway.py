@@ -36,7 +36,7 @@ from livetable.bus import TableBatch
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.server.metrics import Metrics
-from livetable.server.ratelimit import RateLimits
+from livetable.server.ratelimit import RateLimits, TokenBucket
 from livetable.server.wsproto import ABORT, ARRIVED_AT, EXTENSION, text_frame
 from livetable.store.base import Store
 from livetable.store.bets import (
@@ -102,25 +102,6 @@ class TableFeed:
         if seq > self.seq or not self.ring or self.ring[0][0] > seq + 1:
             return None
         return [(s, f) for s, f in self.ring if s > seq]
-
-
-class TokenBucket:
-    __slots__ = ("capacity", "rate", "stamp", "tokens")
-
-    def __init__(self, rate: float, burst: float) -> None:
-        self.rate = rate
-        self.capacity = burst
-        self.tokens = burst
-        self.stamp = time.monotonic()
-
-    def take(self) -> bool:
-        now = time.monotonic()
-        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
-        self.stamp = now
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return True
-        return False
 
 
 class Client:
@@ -762,7 +743,7 @@ class Gateway:
         identity = client.identity
         if identity is None or not identity.is_player:
             return "not_a_player"
-        if not self.limits.allow(self.limits.bets, "bet", identity.id):
+        if not self.limits.bets.take(identity.id):
             return "rate_limited"
         return None
 

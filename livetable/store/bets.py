@@ -141,6 +141,9 @@ def rejected(bet_id: str, code: str, detail: str | None = None) -> p.BetRejected
     return p.BetRejected(bet_id=bet_id, code=code, message=message)
 
 
+_SPOTS = frozenset(BetSpot.__members__)
+
+
 def precheck(slip: SlipRequest) -> Rejection | None:
     """What can be refused without looking at any state, in this order."""
     if slip.slip_id is not None and not 0 < len(slip.slip_id) <= MAX_SLIP_ID:
@@ -151,7 +154,7 @@ def precheck(slip: SlipRequest) -> Rejection | None:
     for bet in slip.bets:
         if not 0 < len(bet.bet_id) <= MAX_BET_ID:
             return Rejection("bad_bet_id", bet.bet_id[:MAX_BET_ID])
-        if bet.spot not in BetSpot.__members__:
+        if bet.spot not in _SPOTS:
             return Rejection("bad_spot", bet.bet_id, (bet.spot,))
         if not 0 < bet.amount <= MAX_AMOUNT:
             return Rejection("bad_amount", bet.bet_id)
