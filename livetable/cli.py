@@ -255,7 +255,8 @@ def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
 
     import uvicorn
 
-    from livetable.server.app import create_app
+    from livetable.server.app import Services, create_app
+    from livetable.server.gcpolicy import Collector
 
     settings = _settings(args)
     if settings.redis_url and not settings.secret:
@@ -279,7 +280,11 @@ def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
                          "--next-round-after >= 0")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(settings, roles=roles)
+    services = Services(settings, roles=roles)
+    services.collector = Collector(
+        services.busy, interval=settings.gc_interval,
+        on_collect=services.metrics.gc_pause.observe) if settings.gc_interval > 0 else None
+    app = create_app(settings, services, roles=roles)
     shown = "localhost" if settings.host in ("0.0.0.0", "127.0.0.1", "::") else settings.host
     store = (f"Redis {settings.redis_url}" if settings.redis_url
              else f"embedded, database {settings.db_path}")

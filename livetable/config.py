@@ -74,6 +74,9 @@ class Settings:
     #: Seconds after closes_at before betting closes for bets that arrived in time.
     close_grace: float = field(default_factory=lambda: float(_env("CLOSE_GRACE", "1")))
     mode: str = field(default_factory=lambda: _env("MODE", "auto"))
+    #: ``serve``/``gateway``/``engine``: seconds between full garbage collections, run when
+    #: no table is busy (server/gcpolicy.py); 0 leaves CPython's own schedule.
+    gc_interval: float = field(default_factory=lambda: float(_env("GC_INTERVAL", "60")))
     demo: bool = field(
         default_factory=lambda: _env("DEMO", "1").lower() not in ("0", "false", "no", "off"))
     guest_balance: int = field(default_factory=lambda: int(_env("GUEST_BALANCE", "10000")))

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import random
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -38,6 +39,7 @@ from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import Timing
 from livetable.server.gateway import Gateway
+from livetable.server.gcpolicy import Collector
 from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits
 from livetable.server.runner import DealerAction, TableRunner
@@ -80,6 +82,12 @@ def stream_of(settings: Settings, table: str) -> p.StreamView | None:
 Role = str  # "gateway" (websockets, HTTP API) and/or "engine" (runs the tables)
 
 
+#: A table is busy this long after a table event went out (private results may follow).
+QUIET_AFTER_EVENT = 1.0
+#: ... and from this long before betting closes (the burst of late bets).
+BUSY_BEFORE_CLOSE_MS = 5_000
+
+
 class Services:
     """What one process runs, started and stopped together.
 
@@ -114,6 +122,8 @@ class Services:
         #: Why the ledger is not to be trusted now (a failed audit, a changed store), if so.
         self.ledger_problem: str | None = None
         self._watch: asyncio.Task[None] | None = None
+        #: Full garbage collections timed by the tables (set by ``livetable serve``).
+        self.collector: Collector | None = None
         execute = self.execute
         if settings.redis_url and store is None:
             from redis.asyncio import BlockingConnectionPool, Redis
@@ -237,6 +247,8 @@ class Services:
         if "gateway" in self.roles:
             self.bus.subscribe(self.gateway.deliver)
             self.gateway.start()
+        if self.collector is not None:
+            self.collector.start()
         await self.bus.start()
         if "engine" not in self.roles:
             return
@@ -291,7 +303,24 @@ class Services:
                 runner.release()
         return problem
 
+    def busy(self) -> bool:
+        """Whether a table of this process is about to close betting, or is dealing,
+        revealing or settling: not the moment for a full garbage collection."""
+        now = now_ms()
+        for feed in self.gateway.feeds.values():
+            if time.monotonic() - feed.last_sent < QUIET_AFTER_EVENT:
+                return True
+            view = feed.view()
+            if view.phase in ("dealing", "revealing"):
+                return True
+            if (view.phase == "betting" and view.closes_at is not None
+                    and view.closes_at - now < BUSY_BEFORE_CLOSE_MS):
+                return True
+        return any(runner.settling for runner in self.runners.values())
+
     async def stop(self) -> None:
+        if self.collector is not None:
+            await self.collector.stop()
         if self._watch is not None:
             self._watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):

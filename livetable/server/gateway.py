@@ -153,6 +153,19 @@ class Client:
         self.queue.append(frame)
         self._wake_writer()
 
+    def send_all(self, frames: list[bytes], framed: bytes) -> None:
+        """Send several frames (UTF-8 JSON) together: one write of their websocket framing
+        (``framed``, every frame's in order) to an idle connection — a player's results of a
+        settlement chunk cost one system call, not one each — else each queued in turn."""
+        if self.closed:
+            return
+        if (self.write_frame is not None and not self.queue and not self.in_flight
+                and self.write_frame(framed)):
+            self.gateway.metrics.frames_out += len(frames)
+            return
+        for frame in frames:
+            self.send(frame.decode())
+
     def _wake_writer(self) -> None:
         if self.writer is None or self.writer.done():
             self.writer = asyncio.get_running_loop().create_task(self._write())
@@ -300,10 +313,8 @@ class Gateway:
                 for frame, wire in framed:
                     client.send(frame, wire)
             self.metrics.fanout(len(fresh) * len(feed.clients), time.monotonic() - sent_at)
-        for player_id, private in batch.private:
-            for client in self.players.get(player_id, ()):
-                if client.table == batch.table:
-                    client.send(private.decode())
+        if batch.private:
+            self._deliver_private(batch.table, batch.private)
         if batch.repair and fresh:
             rounds = _settled_rounds(fresh)
             if rounds:
@@ -311,6 +322,19 @@ class Gateway:
                     self._repair_private(batch.table, rounds))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+
+    def _deliver_private(self, table: str, private: list[tuple[str, bytes]]) -> None:
+        """Each player's private results of a step (a settlement chunk holds whole
+        players), framed and written together."""
+        by_player: dict[str, list[bytes]] = {}
+        for player_id, frame in private:
+            by_player.setdefault(player_id, []).append(frame)
+        for player_id, frames in by_player.items():
+            clients = [c for c in self.players.get(player_id, ()) if c.table == table]
+            if clients:
+                framed = b"".join([text_frame(frame) for frame in frames])
+                for client in clients:
+                    client.send_all(frames, framed)
 
     def _resync(self, feed: TableFeed, why: str) -> None:
         for client in list(feed.clients):

@@ -35,6 +35,9 @@ class Metrics:
         self.settlement = Histogram(
             "livetable_settlement_seconds", "Time from a round's settlement step to its "
             "private results being published", buckets=_BUCKETS, registry=self.registry)
+        self.gc_pause = Histogram(
+            "livetable_gc_pause_seconds", "Full garbage collections, timed by the tables "
+            "(server/gcpolicy.py)", buckets=_BUCKETS, registry=self.registry)
         self.registry.register(_Plain(self))
 
     def inc(self, name: str, by: int = 1) -> None:

@@ -141,6 +141,11 @@ class TableRunner:
                     await task
         self._task = self._settling = None
 
+    @property
+    def settling(self) -> bool:
+        """Whether settlement chunks are being stored and published now."""
+        return self._settling is not None and not self._settling.done()
+
     def _settle_later(self) -> None:
         """Make sure the settlement task runs (once), and goes round once more."""
         self._more_to_settle = True

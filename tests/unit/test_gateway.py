@@ -236,3 +236,46 @@ def test_metrics_escape_label_values() -> None:
     (sample,) = families["livetable_lease_held"].samples
     assert sample.labels == {"table": 't"1\nx'} and sample.value == 1.0
     assert families["livetable_welcomes"].samples[0].value == 2.0
+
+
+def _split_frames(wire: bytes) -> list[bytes]:
+    """The payloads of several unmasked websocket frames written back to back."""
+    payloads = []
+    while wire:
+        n, start = wire[1], 2
+        if n == 126:
+            n, start = int.from_bytes(wire[2:4], "big"), 4
+        payloads.append(_payload(wire[:start + n]))
+        wire = wire[start + n:]
+    return payloads
+
+
+async def test_a_players_results_of_a_step_go_out_in_one_write(gateway: Gateway) -> None:
+    from livetable.server.gateway import Client
+
+    def result(bet_id: str) -> bytes:
+        return p.encode(p.BetSettled(bet_id=bet_id, round_id="r1", spot="P1", amount=10,
+                                     outcome="win", odds=1, returned=20, balance=100))
+
+    idle, busy, other = (FakeWebSocket(direct=True), FakeWebSocket(),
+                         FakeWebSocket(direct=True))
+    clients = {}
+    for name, ws in (("ann", idle), ("ann-tab2", busy), ("bob", other)):
+        client = Client(ws, gateway, "player")  # type: ignore[arg-type]
+        client.table = "t1"
+        clients[name] = client
+    gateway.players["ann"] = {clients["ann"], clients["ann-tab2"]}
+    gateway.players["bob"] = {clients["bob"]}
+    private = [("ann", result("a1")), ("bob", result("b1")), ("ann", result("a2")),
+               ("ann", result("a3"))]
+    before = gateway.metrics.frames_out
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[], snapshot=snapshot(0),
+                               private=private))
+    # the idle connection: one write holding ann's three frames, in order
+    assert len(idle.wire) == 1
+    assert [json.loads(f)["bet_id"] for f in _split_frames(idle.wire[0])] == ["a1", "a2", "a3"]
+    assert [json.loads(f)["bet_id"] for f in _split_frames(b"".join(other.wire))] == ["b1"]
+    # a connection without the direct write gets each through its queue, in order
+    await settle(lambda: len(busy.sent) == 3)
+    assert [m["bet_id"] for m in busy.sent] == ["a1", "a2", "a3"]
+    assert gateway.metrics.frames_out - before == 7
