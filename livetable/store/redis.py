@@ -114,6 +114,7 @@ from importlib import resources
 from typing import Any
 
 import msgspec
+from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
@@ -130,7 +131,17 @@ from livetable.engine.table import (
 )
 from livetable.rules import BetSpot
 from livetable.rules.fairness import ShoeRecord, ShoeRound
-from livetable.store.base import AuditReport, InsufficientBalance, Settled, cursor_of
+from livetable.store.base import (
+    AmountOverflow,
+    AuditReport,
+    InsufficientBalance,
+    Settled,
+    StepRefused,
+    StoreError,
+    UnknownPlayer,
+    cursor_of,
+    surface_outages,
+)
 from livetable.store.bets import (
     SETTLE_CHUNK,
     BetRequest,
@@ -163,7 +174,24 @@ SPOT_MULTIPLE = {spot.value: spot.deducted_multiple for spot in BetSpot}
 SPOT_IS_PAIR = {spot.value: spot.is_pair for spot in BetSpot}
 
 
-class FencedOut(Exception):
+#: redis-py's errors for "Redis cannot serve us now": no connection (refused, dropped, the
+#: pool exhausted, still loading its data set), no answer in time, a primary turned
+#: replica by a failover, out of memory, a cluster resharding. Anything else it raises (a
+#: script's error, a wrong type) is a bug, not an outage.
+REDIS_OUTAGES: tuple[type[BaseException], ...] = (
+    redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ReadOnlyError,
+    redis_errors.OutOfMemoryError, redis_errors.TryAgainError, redis_errors.ClusterDownError,
+    redis_errors.MasterDownError, OSError)
+
+
+def is_redis_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` (out of redis-py) says Redis cannot serve us now; also a server busy
+    running a long script past ``busy-reply-threshold`` (a ``BUSY`` reply)."""
+    return isinstance(exc, REDIS_OUTAGES) or (
+        isinstance(exc, ResponseError) and str(exc).startswith("BUSY"))
+
+
+class FencedOut(StoreError):
     """``commit_step`` was refused: the table's lease token is no longer ours.
 
     Another engine took the table over (its lease holder wrote a newer token). Nothing of
@@ -176,10 +204,6 @@ class FencedOut(Exception):
         self.table = table
         self.token = token
         self.holder = holder
-
-
-class AmountOverflow(ValueError):
-    """A deposit would take a balance past 2^53 - 1, beyond what the scripts keep exact."""
 
 
 def lease_token_key(table: str) -> str:
@@ -301,8 +325,12 @@ class _Keys:
         return f"{self.table(table)}:settling"
 
 
+@surface_outages(is_redis_outage)
 class RedisStore:
-    """The :class:`~livetable.store.base.Store` contract on one Redis primary."""
+    """The :class:`~livetable.store.base.Store` contract on one Redis primary.
+
+    Every public method surfaces Redis's outages as
+    :class:`~livetable.store.base.StoreUnavailable` (:func:`surface_outages`)."""
 
     def __init__(self, client: Redis, *, prefix: str = "lt",
                  event_retention: int = DEFAULT_EVENT_RETENTION,
@@ -392,7 +420,7 @@ class RedisStore:
         reply = await self._deposit_script(
             keys=[*k.money, k.deposit_ids], args=[transfer_id, player_id, amount, now])
         if reply[0] == b"no_account":
-            raise KeyError(f"no player {player_id!r}")
+            raise UnknownPlayer(f"no player {player_id!r}")
         if reply[0] == b"overflow":
             raise AmountOverflow(f"a deposit of {amount} would take {player_id!r} past "
                                  f"{MAX_EXACT}")
@@ -406,7 +434,7 @@ class RedisStore:
             keys=[*k.money, k.deposit_ids, k.withdraw_ids],
             args=[transfer_id, player_id, amount, now, against or ""])
         if reply[0] == b"no_account":
-            raise KeyError(f"no player {player_id!r}")
+            raise UnknownPlayer(f"no player {player_id!r}")
         if reply[0] == b"no_deposit":
             return None
         if reply[0] == b"short":
@@ -520,7 +548,7 @@ class RedisStore:
             reply = await self._step_script(keys=keys, args=args)
         except ResponseError as exc:
             if str(exc).startswith("MISSING_SPOT"):
-                raise KeyError(str(exc).split(" ", 1)[1]) from None
+                raise StepRefused(str(exc).split(" ", 1)[1]) from None
             if "SAME_ACCOUNT" in str(exc):
                 raise AccountError(str(exc)) from None
             raise
