@@ -35,6 +35,7 @@ as an outage.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
@@ -84,6 +85,7 @@ __all__ = [
     "precheck",
     "rejected",
     "spot_limits",
+    "take_in_batches",
 ]
 
 
@@ -143,6 +145,32 @@ class StepRefused(StoreError):
 
 
 C = TypeVar("C", bound=type)
+A = TypeVar("A")
+
+
+async def take_in_batches(
+        pending: list[tuple[SlipRequest, int, asyncio.Future[A]]],
+        take: Callable[[list[tuple[SlipRequest, int]]], Awaitable[list[A]]],
+        most: int) -> None:
+    """Take the slips waiting in ``pending`` (each with its ``now`` and the future its
+    caller awaits), ``most`` at a time, until none is left — slips that arrive meanwhile
+    join a later batch. ``take`` answers a batch in order; its answers resolve the
+    batch's futures, and its exception (an outage, a bug) fails each of them, never the
+    batches after. (Both stores' group commit: one transaction or script call a batch.)
+    """
+    while pending:
+        batch = pending[:most]
+        del pending[:most]
+        try:
+            answers = await take([(slip, now) for slip, now, _ in batch])
+        except Exception as exc:
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            continue
+        for (_, _, future), answer in zip(batch, answers, strict=True):
+            if not future.done():
+                future.set_result(answer)
 
 
 def surface_outages(is_outage: Callable[[BaseException], bool]) -> Callable[[C], C]:

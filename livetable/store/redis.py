@@ -141,6 +141,7 @@ from livetable.store.base import (
     UnknownPlayer,
     cursor_of,
     surface_outages,
+    take_in_batches,
 )
 from livetable.store.bets import (
     SETTLE_CHUNK,
@@ -470,21 +471,9 @@ class RedisStore:
 
     async def _drain_slips(self) -> None:
         await asyncio.sleep(0)  # the slips of this turn of the loop go together
-        while self._pending:
-            batch = self._pending[:MAX_SLIPS_PER_CALL]
-            del self._pending[:MAX_SLIPS_PER_CALL]
-            try:
-                replies = await self._take_slips([(slip, now) for slip, now, _ in batch])
-            except Exception as exc:
-                for _, _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            for (slip, _, future), reply in zip(batch, replies, strict=True):
-                if not future.done():
-                    future.set_result(_slip_answer(slip, reply))
+        await take_in_batches(self._pending, self._take_slips, MAX_SLIPS_PER_CALL)
 
-    async def _take_slips(self, batch: list[tuple[SlipRequest, int]]) -> list[Any]:
+    async def _take_slips(self, batch: list[tuple[SlipRequest, int]]) -> list[SlipAnswer]:
         k = self.keys
         keys = [*k.money, k.bets, k.bet_seq, k.slip_seq]
         plan: list[list[Any]] = []
@@ -494,8 +483,9 @@ class RedisStore:
                          [[b.bet_id, b.spot, b.amount, SPOT_MULTIPLE[b.spot],
                            int(SPOT_IS_PAIR[b.spot])] for b in slip.bets]])
             keys += k.slip_keys(slip.table, slip.round_id, slip.player_id)
-        return list(await self._place_slips_script(
-            keys=keys, args=[msgspec.msgpack.encode(plan)]))
+        replies = await self._place_slips_script(keys=keys, args=[msgspec.msgpack.encode(plan)])
+        return [_slip_answer(slip, reply) for (slip, _), reply in zip(batch, replies,
+                                                                        strict=True)]
 
     # --- engine steps ------------------------------------------------------------------
 

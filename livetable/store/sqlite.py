@@ -48,6 +48,7 @@ from livetable.store.base import (
     StoreUnavailable,
     UnknownPlayer,
     cursor_of,
+    take_in_batches,
 )
 from livetable.store.bets import (
     SQLITE_SETTLE_CHUNK,
@@ -413,22 +414,12 @@ class SQLiteStore:
 
     async def _drain_slips(self) -> None:
         try:
-            while self._pending:
-                batch = self._pending[:MAX_SLIPS_PER_TRANSACTION]
-                del self._pending[:MAX_SLIPS_PER_TRANSACTION]
-                try:
-                    answers = await self._run(self._take_slips,
-                                              [(slip, now) for slip, now, _ in batch])
-                except Exception as exc:
-                    for _, _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                for (_, _, future), answer in zip(batch, answers, strict=True):
-                    if not future.done():
-                        future.set_result(answer)
+            await take_in_batches(self._pending, self._take_batch, MAX_SLIPS_PER_TRANSACTION)
         finally:
             self._draining = None
+
+    async def _take_batch(self, batch: list[tuple[SlipRequest, int]]) -> list[SlipAnswer]:
+        return await self._run(self._take_slips, batch)
 
     def _take_slips(self, batch: list[tuple[SlipRequest, int]]) -> list[SlipAnswer]:
         with self._transaction():
