@@ -758,7 +758,7 @@ class Gateway:
         return p.VoidCards(count=command.count, dealer=dealer.name, dealer_id=dealer.id,
                            supervisor=supervisor.name, supervisor_id=supervisor.id)
 
-    def _may_bet(self, client: Client) -> str | None:
+    def _may_bet(self, client: Client) -> p.RejectionCode | None:
         """Why ``client`` may not bet now (a rejection code), or None."""
         identity = client.identity
         if identity is None or not identity.is_player:
