@@ -421,8 +421,9 @@ def cmd_deposit(args: argparse.Namespace) -> int:
     """Credit a player's account (an operator's cashier, in its simplest form)."""
     import asyncio
 
+    from livetable.accounts import AccountError
     from livetable.clock import now_ms
-    from livetable.store.base import Store
+    from livetable.store.base import AmountOverflow, Store
 
     if args.amount <= 0:
         raise UsageError("--amount must be a positive integer")
@@ -441,7 +442,7 @@ def cmd_deposit(args: argparse.Namespace) -> int:
         try:
             await store.ensure_player(args.player, args.name or "", 0, now_ms())
             return await store.deposit(args.id, args.player, args.amount, now_ms())
-        except ValueError as exc:  # a reserved account id
+        except (AccountError, AmountOverflow) as exc:  # a reserved account id; too much
             raise UsageError(str(exc)) from None
         finally:
             await store.close()

@@ -30,6 +30,28 @@ PROTOCOL_VERSION = 1
 Phase = Literal["idle", "betting", "dealing", "revealing", "settled", "paused", "cancelled"]
 BetState = Literal["accepted", "settled", "refunded"]
 
+#: ``error.code`` on ``/ws`` and ``/ws/dealer``: the connection's codes, then the dealer
+#: commands' (docs/protocol.md §14 lists exactly these; tests/unit/test_protocol_codes.py).
+ErrorCode = Literal[
+    "hello_required", "bad_version", "unknown_table", "bad_token", "not_a_dealer",
+    "not_your_table", "hello_timeout", "already_hello", "bad_frame", "frame_too_large",
+    "rate_limited", "token_expired", "not_a_player", "unavailable",
+    # dealer commands
+    "illegal_command", "bad_command", "no_shoe", "no_round", "all_dealt", "wrong_mode",
+    "bad_card", "approval_required", "bad_approval", "not_a_supervisor", "impossible_card",
+    "table_halted", "table_unavailable",
+]
+#: ``bet_rejected.code`` and ``slip_rejected.code`` (their messages:
+#: :data:`livetable.store.bets.REJECTIONS`; docs/protocol.md §6 and §14).
+RejectionCode = Literal[
+    "not_a_player", "rate_limited", "bad_bet_id", "bad_spot", "bad_amount",
+    "duplicate_bet_id", "unknown_round", "paused", "betting_closed", "below_min",
+    "above_max", "round_limit", "insufficient_funds", "wallet_refused", "wallet_unavailable",
+    "wallet_pending",
+    # slips only
+    "bad_slip_id", "bad_slip", "duplicate_slip_id",
+]
+
 
 # --- values ---------------------------------------------------------------------------
 
@@ -390,7 +412,7 @@ class BetAccepted(Struct, tag="bet_accepted", tag_field="type", kw_only=True):
 
 class BetRejected(Struct, tag="bet_rejected", tag_field="type", kw_only=True):
     bet_id: str
-    code: str
+    code: RejectionCode
     message: str
 
 
@@ -412,7 +434,7 @@ class SlipAccepted(Struct, tag="slip_accepted", tag_field="type", kw_only=True):
 class SlipRejected(Struct, tag="slip_rejected", tag_field="type", kw_only=True,
                    omit_defaults=True):
     slip_id: str
-    code: str
+    code: RejectionCode
     message: str
     bet_id: str | None = None  # the bet that failed, when one did
 
@@ -455,7 +477,7 @@ class Balance(Struct, tag="balance", tag_field="type", kw_only=True, omit_defaul
 
 
 class Error(Struct, tag="error", tag_field="type", kw_only=True, omit_defaults=True):
-    code: str
+    code: ErrorCode
     message: str
     bet_id: str | None = None  # set when the error is about one place_bet (unavailable)
     slip_id: str | None = None  # set when the error is about one place_bets (unavailable)

@@ -33,7 +33,8 @@ from redis.exceptions import RedisClusterException, RedisError
 from livetable.bus import BATCH_DECODER, BATCH_ENCODER, TableBatch
 from livetable.engine import TableEngine
 from livetable.protocol import encode
-from livetable.store.base import Store
+from livetable.store.base import Store, StoreUnavailable
+from livetable.store.redis import is_redis_outage
 
 log = logging.getLogger("livetable.bus")
 
@@ -63,11 +64,18 @@ class RedisBus:
         self._subscribers.append(deliver)
 
     async def publish(self, batch: TableBatch) -> None:
+        """Publish a stored step; an unreachable Redis raises
+        :class:`~livetable.store.base.StoreUnavailable` (the runner retries)."""
         data = BATCH_ENCODER.encode(batch)
-        if self.sharded:
-            await self.redis.spublish(channel(batch.table), data)
-        else:
-            await self.redis.publish(channel(batch.table), data)
+        try:
+            if self.sharded:
+                await self.redis.spublish(channel(batch.table), data)
+            else:
+                await self.redis.publish(channel(batch.table), data)
+        except Exception as exc:
+            if is_redis_outage(exc):
+                raise StoreUnavailable(f"Redis bus: {exc}") from exc
+            raise
 
     async def start(self) -> None:
         if self._subscribers and self._task is None:
@@ -114,7 +122,8 @@ class RedisBus:
                 await self._pump(pubsub)
             except asyncio.CancelledError:
                 raise
-            except (RedisError, RedisClusterException, OSError, TimeoutError) as exc:
+            except (RedisError, RedisClusterException, OSError, TimeoutError,
+                    StoreUnavailable) as exc:
                 log.warning("redis bus: subscription lost (%s); reconnecting", exc)
             except Exception:  # never let the subscription die quietly: log and go on
                 log.exception("redis bus: subscription failed; reconnecting")

@@ -122,7 +122,7 @@ class EngineError(Exception):
     card pauses the round): the shell stores and announces it, then reports the error.
     """
 
-    def __init__(self, code: str, message: str, step: Step | None = None) -> None:
+    def __init__(self, code: p.ErrorCode, message: str, step: Step | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message

@@ -43,7 +43,7 @@ from livetable.server.gcpolicy import Collector
 from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits
 from livetable.server.runner import DealerAction, TableRunner
-from livetable.store.base import Store
+from livetable.store.base import Store, StoreUnavailable, UnknownPlayer
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import SQLiteStore
 
@@ -354,6 +354,9 @@ class Services:
                 self.metrics.set_gauge("livetable_lease_held", held, table=table)
         elif "engine" in self.roles:
             checks["tables"] = {t: r.alive for t, r in self.runners.items()}
+        halted = {t: r.halted for t, r in self.runners.items() if r.halted is not None}
+        if halted:  # held by a failed audit, or by a bug in a step (see TableRunner)
+            checks["halted"] = halted
         try:
             current = await self.store.identity()
             checks["store"] = True if current == self.store_identity else (
@@ -368,7 +371,7 @@ class Services:
             with contextlib.suppress(Exception):  # the store's health is checked above
                 self.metrics.set_gauge("livetable_wallet_outbox",
                                        float(await self.wallet_log.backlog()))
-        ok = (checks["store"] is True and checks["ledger"] is True
+        ok = (checks["store"] is True and checks["ledger"] is True and not halted
               and checks.get("bus", True) is True
               and all(checks.get("tables", {}).values()))
         return ok, checks
@@ -422,6 +425,27 @@ def compression(settings: Settings) -> list[Middleware]:
         return []
     return [Middleware(BrotliMiddleware, quality=4, minimum_size=500, gzip_fallback=True,
                        excluded_handlers=_PRECOMPRESSED)]
+
+
+async def _store_unavailable(request: Request, exc: Exception) -> Response:
+    """An HTTP request the store could not serve now: 503, try again shortly."""
+    log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return _error(503, "unavailable", "the service is unavailable; try again shortly",
+                  retry_after=1)
+
+
+async def _unknown_player(request: Request, exc: Exception) -> Response:
+    return _error(404, "unknown_player", str(exc))
+
+
+async def _bad_player_id(request: Request, exc: Exception) -> Response:
+    return _error(400, "bad_player_id", str(exc))
+
+
+#: What the store raises on purpose, as HTTP answers; anything else is a bug (500, logged
+#: with its traceback by Starlette).
+STORE_ERRORS: dict[Any, Any] = {StoreUnavailable: _store_unavailable,
+                                UnknownPlayer: _unknown_player, AccountError: _bad_player_id}
 
 
 def _json(data: bytes, status: int = 200) -> Response:
@@ -634,7 +658,7 @@ def create_app(settings: Settings, services: Services | None = None,
         Route("/metrics", metrics),
     ]
     if "gateway" not in svc.roles:  # an engine process serves health and metrics only
-        app = Starlette(routes=health, lifespan=lifespan)
+        app = Starlette(routes=health, lifespan=lifespan, exception_handlers=STORE_ERRORS)
         app.state.services = svc
         return app
     routes: list[Any] = [
@@ -655,7 +679,7 @@ def create_app(settings: Settings, services: Services | None = None,
     if STATIC_DIR.is_dir():
         routes.append(Mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="static"))
     # Rate limits first: a refused request costs no compression.
-    app = Starlette(routes=routes, lifespan=lifespan,
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=STORE_ERRORS,
                     middleware=[Middleware(ApiRateLimit, limits=gateway.limits),
                                 *compression(settings)])
     app.state.services = svc

@@ -38,7 +38,7 @@ from livetable.config import Settings
 from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits, TokenBucket
 from livetable.server.wsproto import ABORT, ARRIVED_AT, EXTENSION, text_frame
-from livetable.store.base import Store
+from livetable.store.base import Store, StoreUnavailable
 from livetable.store.bets import (
     BetRequest,
     Rejection,
@@ -58,6 +58,7 @@ log = logging.getLogger("livetable.gateway")
 CLOSE_SERVICE_RESTART = 1012  # graceful stop: reconnect (elsewhere) and resume
 #: Bets and slips of one connection being taken at once (the read-ahead is 32 frames).
 MAX_BETS_IN_FLIGHT = 32
+CLOSE_INTERNAL_ERROR = 1011  # a bug, logged: not an outage to retry into
 CLOSE_TRY_AGAIN_LATER = 1013  # the store is unreachable: reconnect with backoff
 CLOSE_PROTOCOL = 4000  # hello asked for a protocol version this server does not speak
 CLOSE_UNAUTHORIZED = 4001  # a bad, forged or expired token; or the wrong kind of token
@@ -342,12 +343,18 @@ class Gateway:
         feed.clients.clear()
 
     async def _repair_private(self, table: str, rounds: list[str]) -> None:
-        """The private results of rounds whose step reached us by repair, not by the bus."""
+        """The private results of rounds whose step reached us by repair, not by the bus.
+        With the store unreachable they are left out: the Bet Record holds them."""
         for player_id, clients in list(self.players.items()):
             watching = [c for c in clients if c.table == table]
             if not watching:
                 continue
-            for message in await self.store.settlements_for_rounds(player_id, rounds):
+            try:
+                messages = await self.store.settlements_for_rounds(player_id, rounds)
+            except StoreUnavailable as exc:
+                log.warning("table %s: private results not repaired: %s", table, exc)
+                return
+            for message in messages:
                 for client in watching:
                     client.send_message(message)
 
@@ -448,14 +455,17 @@ class Gateway:
             return
         try:
             await self._welcome(client, hello)
-        except (WebSocketDisconnect, asyncio.CancelledError):
+        except WebSocketDisconnect:
             raise
-        except Exception:
-            log.exception("welcome failed")
+        except StoreUnavailable as exc:
+            log.warning("welcome failed: %s", exc)
             self.metrics.inc("livetable_unavailable_total")
             client.send_message(p.Error(code="unavailable",
                                         message="the service is unavailable; reconnect shortly"))
             client.close(CLOSE_TRY_AGAIN_LATER, "try again later")
+            return
+        except Exception:
+            self._internal_error(client, "welcome")
             return
         if client.closed:
             return
@@ -485,10 +495,10 @@ class Gateway:
     async def _answer(self, client: Client, command: object, arrived_at: int) -> None:
         try:
             await self._handle(client, command, arrived_at)
-        except (WebSocketDisconnect, asyncio.CancelledError):
+        except WebSocketDisconnect:
             raise
-        except Exception:  # the store is down or timed out: say so, keep the connection
-            log.exception("request failed: %s", type(command).__name__)
+        except StoreUnavailable as exc:  # the store is down or timed out: say so, keep going
+            log.warning("%s failed: %s", type(command).__name__, exc)
             self.metrics.inc("livetable_unavailable_total")
             bet_id = command.bet_id if isinstance(command, p.PlaceBet) else None
             slip_id = command.slip_id if isinstance(command, p.PlaceBets) else None
@@ -499,6 +509,16 @@ class Gateway:
                    if bet_id else "")
                 + (f" (slip {slip_id} is taken at most once: resend the same slip)"
                    if slip_id else "")))
+        except Exception:
+            self._internal_error(client, type(command).__name__)
+
+    def _internal_error(self, client: Client, what: str) -> None:
+        """A bug (not an outage): logged with its traceback, and the connection closed
+        1011. Answered ``unavailable``, the client would resend the same request into the
+        same bug for ever; a reconnect starts it from a clean welcome instead."""
+        log.exception("%s failed: a bug, not an outage; closing the connection 1011", what)
+        self.metrics.inc("livetable_internal_errors_total")
+        client.close(CLOSE_INTERNAL_ERROR, "internal error")
 
     @staticmethod
     def _undecodable(client: Client, text: str, exc: msgspec.DecodeError) -> p.Error:
@@ -762,7 +782,7 @@ class Gateway:
         return p.VoidCards(count=command.count, dealer=dealer.name, dealer_id=dealer.id,
                            supervisor=supervisor.name, supervisor_id=supervisor.id)
 
-    def _may_bet(self, client: Client) -> str | None:
+    def _may_bet(self, client: Client) -> p.RejectionCode | None:
         """Why ``client`` may not bet now (a rejection code), or None."""
         identity = client.identity
         if identity is None or not identity.is_player:

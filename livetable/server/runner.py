@@ -31,7 +31,7 @@ from livetable.clock import now_ms
 from livetable.engine import EngineError, Step, TableEngine, Timing
 from livetable.engine.table import CancelRound, Mode, SettleRound
 from livetable.rules.cards import CardError
-from livetable.store.base import Settled, Store
+from livetable.store.base import Settled, Store, StoreUnavailable
 
 DealerAction = p.TableCommand
 
@@ -162,16 +162,10 @@ class TableRunner:
                 started = self.clock()
                 try:
                     settled, more = await self.store.settle_pending(self.table, started)
-                except asyncio.CancelledError:
-                    raise
-                except self.fatal as exc:
-                    log.warning("table %s: %s; this runner stops", self.table, exc)
-                    self.alive = False
-                    return
-                except Exception:  # a store outage: the chunk is not lost, try again
-                    log.exception("table %s: settlement chunk failed; retrying", self.table)
-                    await asyncio.sleep(0.5)
-                    continue
+                except Exception as exc:
+                    if not await self._survive("a settlement chunk", exc):
+                        return
+                    continue  # the chunk is not lost: try again
                 if settled:
                     await self._publish_private(settled, started)
 
@@ -227,15 +221,32 @@ class TableRunner:
                     if self._stale:
                         await self._reload()
                     await self._commit(self.engine.tick(self.clock()))
-            except asyncio.CancelledError:
-                raise
-            except self.fatal as exc:
-                log.warning("table %s: %s; this runner stops", self.table, exc)
-                self.alive = False
-                return
-            except Exception:  # a store outage must not kill the table: retry shortly
-                log.exception("table %s: tick failed; retrying", self.table)
-                await asyncio.sleep(0.5)
+            except Exception as exc:
+                if not await self._survive("a tick", exc) and not self.alive:
+                    return  # fenced out; a bug holds the table (the loop waits above)
+
+    async def _survive(self, what: str, exc: Exception) -> bool:
+        """After ``what`` failed with ``exc``: whether to try it again (after a pause).
+
+        A store outage must not kill the table: it is retried. Being fenced out (``fatal``)
+        stops this runner: another engine drives the table now. Anything else is a bug,
+        not an outage — retried, it would fail the same way for ever, step after step: it
+        is logged with its traceback and the table is held still (:meth:`halt`; the tick
+        loop waits for :meth:`release`) with the bug as the reason.
+        """
+        if isinstance(exc, self.fatal):
+            log.warning("table %s: %s; this runner stops", self.table, exc)
+            self.alive = False
+            return False
+        if isinstance(exc, StoreUnavailable):
+            log.warning("table %s: %s failed, the store is unavailable (%s); retrying",
+                        self.table, what, exc)
+            await asyncio.sleep(0.5)
+            return True
+        log.error("table %s: %s failed: a bug, not an outage; the table is held",
+                  self.table, what, exc_info=exc)
+        await self.halt(f"{what} failed: {type(exc).__name__}: {exc}", pause=False)
+        return False
 
     async def _commit(self, step: Step, force: bool = False) -> None:
         """Store the step with the engine's new state, then publish it (if it shows)."""

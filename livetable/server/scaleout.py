@@ -35,6 +35,7 @@ from redis.exceptions import RedisError
 from livetable import protocol as p
 from livetable.clock import now_ms
 from livetable.server.runner import DealerAction, TableRunner
+from livetable.store.base import StoreUnavailable
 from livetable.store.redis import FencedOut, RedisStore, lease_token_key
 
 log = logging.getLogger("livetable.scaleout")
@@ -207,7 +208,7 @@ class LeasedTables:
             self.store.fence_tokens.pop(table, None)
             with contextlib.suppress(RedisError, OSError):
                 await self._release(keys=[lease_key(table)], args=[self.owner])
-            if not isinstance(exc, FencedOut | RedisError | OSError):
+            if not isinstance(exc, FencedOut | StoreUnavailable | RedisError | OSError):
                 raise
             return
         self.runners[table] = runner
@@ -243,8 +244,9 @@ class LeasedTables:
                 await self.redis.expire(envelope.reply_to, 30)
             except asyncio.CancelledError:
                 raise
-            except (RedisError, OSError) as exc:
-                log.warning("table %s: command queue unreachable (%s)", table, exc)
+            except (RedisError, OSError, StoreUnavailable) as exc:
+                # the command is answered table_unavailable by its gateway's deadline
+                log.warning("table %s: command queue or store unreachable (%s)", table, exc)
                 await asyncio.sleep(0.5)
 
     @property

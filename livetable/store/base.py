@@ -22,12 +22,25 @@ both:
   rest, one bounded chunk per call, each bet once (a crash between chunks loses nothing:
   the next call, by any process, goes on where the last committed chunk stopped).
   Settling and refunding are idempotent by round id and by bet.
+
+Errors say what happened (:class:`StoreError`): :class:`StoreUnavailable` when the store
+could not be reached or timed out (retry: every write is idempotent), a domain error when
+the request itself is refused (:class:`UnknownPlayer`, :class:`InsufficientBalance`,
+:class:`AmountOverflow`, :class:`StepRefused`, and :class:`~livetable.accounts.AccountError`
+for an id in the ledger's own namespace). A slip's refusals are answers, not errors
+(:class:`~livetable.store.bets.Rejection`). Any other exception out of a store is a bug:
+callers let it through (logged, the connection closed, the table halted), never retry it
+as an outage.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
@@ -54,6 +67,7 @@ __all__ = [
     "MAX_BET_ID",
     "REJECTIONS",
     "WALLET_REJECTIONS",
+    "AmountOverflow",
     "AuditReport",
     "BetRequest",
     "InsufficientBalance",
@@ -61,12 +75,17 @@ __all__ = [
     "RoundView",
     "Settled",
     "SlipRequest",
+    "StepRefused",
     "Store",
+    "StoreError",
+    "StoreUnavailable",
+    "UnknownPlayer",
     "bet_answer",
     "cursor_of",
     "precheck",
     "rejected",
     "spot_limits",
+    "take_in_batches",
 ]
 
 
@@ -90,8 +109,96 @@ class AuditReport:
     problems: list[str] = field(default_factory=list)
 
 
-class InsufficientBalance(ValueError):
+class StoreError(Exception):
+    """What a store raises on purpose. Anything else out of a store is a bug."""
+
+
+class StoreUnavailable(StoreError):
+    """The store could not be reached, or did not answer in time: an outage, not a verdict.
+
+    Raised for the driver's connection errors and timeouts (redis-py's ``ConnectionError``,
+    ``TimeoutError``, ``BusyLoadingError``, a read-only replica …; SQLite's "database is
+    locked", disk I/O …), the driver's exception chained as the cause. Whether the
+    operation took effect is unknown: every write is idempotent by its id, so the caller
+    retries it (the gateway answers ``unavailable``: resend the same bet; the runner tries
+    the step again). Every other exception out of a store is a bug, never retried as an
+    outage.
+    """
+
+
+class UnknownPlayer(StoreError):
+    """No player account has that id (a deposit or withdrawal to nobody)."""
+
+
+class InsufficientBalance(StoreError):
     """A withdrawal larger than the account's balance (nothing was moved)."""
+
+
+class AmountOverflow(StoreError):
+    """A deposit would take a balance past 2^53 - 1, beyond what the Redis store's scripts
+    keep exact (see :mod:`livetable.store.redis`)."""
+
+
+class StepRefused(StoreError):
+    """An engine step the ledger cannot apply — a settled round without a result for a
+    spot that was bet — so nothing of it was written. A bug upstream of the store."""
+
+
+C = TypeVar("C", bound=type)
+A = TypeVar("A")
+
+
+async def take_in_batches(
+        pending: list[tuple[SlipRequest, int, asyncio.Future[A]]],
+        take: Callable[[list[tuple[SlipRequest, int]]], Awaitable[list[A]]],
+        most: int) -> None:
+    """Take the slips waiting in ``pending`` (each with its ``now`` and the future its
+    caller awaits), ``most`` at a time, until none is left — slips that arrive meanwhile
+    join a later batch. ``take`` answers a batch in order; its answers resolve the
+    batch's futures, and its exception (an outage, a bug) fails each of them, never the
+    batches after. (Both stores' group commit: one transaction or script call a batch.)
+    """
+    while pending:
+        batch = pending[:most]
+        del pending[:most]
+        try:
+            answers = await take([(slip, now) for slip, now, _ in batch])
+        except Exception as exc:
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            continue
+        for (_, _, future), answer in zip(batch, answers, strict=True):
+            if not future.done():
+                future.set_result(answer)
+
+
+def surface_outages(is_outage: Callable[[BaseException], bool]) -> Callable[[C], C]:
+    """A class decorator: in every public coroutine method of a store, the driver's outage
+    errors (``is_outage``) surface as :class:`StoreUnavailable`.
+
+    One wrapping point per store, so that no method forgets it and no call site repeats
+    it. (The SQLite store's one point is its writer thread, ``SQLiteStore._run``.)
+    """
+    def wrap(cls: C) -> C:
+        for name, method in list(vars(cls).items()):
+            if not name.startswith("_") and inspect.iscoroutinefunction(method):
+                setattr(cls, name, _surfacing(method, is_outage))
+        return cls
+    return wrap
+
+
+def _surfacing(method: Callable[..., Awaitable[Any]],
+               is_outage: Callable[[BaseException], bool]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(method)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(*args, **kwargs)
+        except Exception as exc:
+            if is_outage(exc):
+                raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            raise
+    return call
 
 
 class Settled(msgspec.Struct, frozen=True):
@@ -108,14 +215,18 @@ class Store(Protocol):
 
     async def player(self, player_id: str) -> p.PlayerView | None: ...
 
-    async def deposit(self, transfer_id: str, player_id: str, amount: int, now: int) -> int: ...
+    async def deposit(self, transfer_id: str, player_id: str, amount: int, now: int) -> int:
+        """Move ``amount`` from ``external`` to the player, once by ``transfer_id``; the
+        player's balance after it. :class:`UnknownPlayer` if there is no such player."""
+        ...
 
     async def withdraw(self, transfer_id: str, player_id: str, amount: int, now: int, *,
                        against: str | None = None) -> int | None:
         """Move ``amount`` from the player to ``external``, once by ``transfer_id``; the
         player's balance after it. With ``against`` (a deposit's id) only if that deposit
         was applied — else nothing moves and the answer is None. A balance short of
-        ``amount`` raises :class:`InsufficientBalance`. (A seamless wallet's money leaves
+        ``amount`` raises :class:`InsufficientBalance`, an unknown player
+        :class:`UnknownPlayer`. (A seamless wallet's money leaves
         livetable's books this way: see docs/operator.md, "the ledger".)"""
         ...
 

@@ -34,7 +34,7 @@ MAX_SLIP_ID = 64
 MAX_SLIP_BETS = 20
 
 #: Stable rejection codes and their English messages (the browser translates by code).
-REJECTIONS: dict[str, str] = {
+REJECTIONS: dict[p.RejectionCode, str] = {
     "betting_closed": "Betting is closed for this round.",
     "unknown_round": "That round is not open at this table.",
     "insufficient_funds": "Your balance does not cover this bet.",
@@ -57,7 +57,8 @@ REJECTIONS: dict[str, str] = {
 }
 
 #: The refusals that come from a seamless wallet (livetable/server/wallet.py), not a store.
-WALLET_REJECTIONS = frozenset({"wallet_refused", "wallet_unavailable", "wallet_pending"})
+WALLET_REJECTIONS: frozenset[p.RejectionCode] = frozenset(
+    {"wallet_refused", "wallet_unavailable", "wallet_pending"})
 
 #: What follows the message, filled from :attr:`Rejection.values` (the Lua scripts return
 #: the same values after the code).
@@ -74,7 +75,7 @@ DETAILS: dict[str, str] = {
 class Rejection(msgspec.Struct, frozen=True):
     """Why a slip was refused: a code, the bet that failed (if one did), detail values."""
 
-    code: str
+    code: p.RejectionCode
     bet_id: str | None = None
     values: tuple[int | str, ...] = ()
 
@@ -135,7 +136,7 @@ def bet_answer(bet: BetRequest, answer: SlipAnswer) -> p.BetAccepted | p.BetReje
     return p.BetRejected(bet_id=bet_id, code=answer.code, message=answer.message)
 
 
-def rejected(bet_id: str, code: str, detail: str | None = None) -> p.BetRejected:
+def rejected(bet_id: str, code: p.RejectionCode, detail: str | None = None) -> p.BetRejected:
     """A ``bet_rejected`` the gateway answers itself (not signed in, rate limited)."""
     message = REJECTIONS[code] if detail is None else f"{REJECTIONS[code]} {detail}"
     return p.BetRejected(bet_id=bet_id, code=code, message=message)

@@ -40,7 +40,16 @@ from livetable.engine.table import (
     SettleRound,
 )
 from livetable.rules.fairness import ShoeRecord, ShoeRound
-from livetable.store.base import AuditReport, InsufficientBalance, Settled, cursor_of
+from livetable.store.base import (
+    AuditReport,
+    InsufficientBalance,
+    Settled,
+    StepRefused,
+    StoreUnavailable,
+    UnknownPlayer,
+    cursor_of,
+    take_in_batches,
+)
 from livetable.store.bets import (
     SQLITE_SETTLE_CHUNK,
     BetRequest,
@@ -69,6 +78,22 @@ from livetable.store.bets import (
 from livetable.store.sealing import StateSeal, open_state, seal_state
 
 T = TypeVar("T")
+
+#: SQLite's result codes for "the database cannot be used now" (the primary code is the
+#: low byte of an extended one): busy or locked past the busy timeout, disk I/O, a full
+#: disk, a file that cannot be opened or written. Anything else (a constraint, SQL that
+#: does not parse, a corrupt file) is a bug or damage, not an outage.
+_OUTAGE_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR,
+                           sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN,
+                           sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOMEM,
+                           sqlite3.SQLITE_PROTOCOL})
+
+
+def is_sqlite_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database file cannot be used now (see _OUTAGE_CODES)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (isinstance(exc, sqlite3.OperationalError) and code is not None
+            and code & 0xFF in _OUTAGE_CODES)
 
 MIGRATIONS: list[str] = [
     # 1: the first schema
@@ -237,8 +262,15 @@ class SQLiteStore:
         self._migrate()
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn`` on the writer thread."""
-        return await asyncio.get_running_loop().run_in_executor(self.writer, fn, *args)
+        """Run ``fn`` on the writer thread: every operation of the store does, so this is
+        where SQLite's outages (the file locked past the busy timeout, a disk I/O error)
+        become :class:`~livetable.store.base.StoreUnavailable`."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.writer, fn, *args)
+        except sqlite3.Error as exc:
+            if is_sqlite_outage(exc):
+                raise StoreUnavailable(f"SQLite: {exc}") from exc
+            raise
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -330,7 +362,7 @@ class SQLiteStore:
     def _deposit(self, transfer_id: str, player_id: str, amount: int, now: int) -> int:
         with self._transaction():
             if self._kind(player_id) != "player":
-                raise KeyError(f"no player {player_id!r}")
+                raise UnknownPlayer(f"no player {player_id!r}")
             self._transfer(f"deposit:{transfer_id}", "external", player_id, amount, "deposit",
                            player_id, now)
         balance = self._balance(player_id)
@@ -348,7 +380,7 @@ class SQLiteStore:
                   against: str | None) -> int | None:
         with self._transaction() as db:
             if self._kind(player_id) != "player":
-                raise KeyError(f"no player {player_id!r}")
+                raise UnknownPlayer(f"no player {player_id!r}")
             tid = f"withdraw:{transfer_id}"
             if db.execute("SELECT 1 FROM transfers WHERE id = ?", (tid,)).fetchone() is None:
                 if against is not None and db.execute(
@@ -382,22 +414,12 @@ class SQLiteStore:
 
     async def _drain_slips(self) -> None:
         try:
-            while self._pending:
-                batch = self._pending[:MAX_SLIPS_PER_TRANSACTION]
-                del self._pending[:MAX_SLIPS_PER_TRANSACTION]
-                try:
-                    answers = await self._run(self._take_slips,
-                                              [(slip, now) for slip, now, _ in batch])
-                except Exception as exc:
-                    for _, _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                for (_, _, future), answer in zip(batch, answers, strict=True):
-                    if not future.done():
-                        future.set_result(answer)
+            await take_in_batches(self._pending, self._take_batch, MAX_SLIPS_PER_TRANSACTION)
         finally:
             self._draining = None
+
+    async def _take_batch(self, batch: list[tuple[SlipRequest, int]]) -> list[SlipAnswer]:
+        return await self._run(self._take_slips, batch)
 
     def _take_slips(self, batch: list[tuple[SlipRequest, int]]) -> list[SlipAnswer]:
         with self._transaction():
@@ -565,7 +587,7 @@ class SQLiteStore:
             (round_id,))}
         missing = spots_bet - effect.spots.keys()
         if missing:  # raising rolls the whole step back: nothing is written
-            raise KeyError(f"no result for spot(s) {sorted(missing)} of round {round_id}")
+            raise StepRefused(f"no result for spot(s) {sorted(missing)} of round {round_id}")
         return self._close_chunk(round_id, now)[0]
 
     def _refund(self, effect: CancelRound, now: int) -> list[Settled]:

@@ -32,6 +32,9 @@ from typing import Literal, Protocol
 
 import msgspec
 
+from livetable.store.base import surface_outages
+from livetable.store.sqlite import is_sqlite_outage
+
 Method = Literal["balance", "debit", "credit", "rollback"]
 #: debit: pending ok refused unknown; credit and rollback: queued ok
 CallState = Literal["pending", "ok", "refused", "unknown", "queued"]
@@ -171,8 +174,12 @@ def _row(row: tuple[object, ...]) -> WalletCall:
     return msgspec.convert(values, WalletCall)
 
 
+@surface_outages(is_sqlite_outage)
 class SQLiteWalletLog:
     """The wallet log in the embedded database file, on a connection of its own.
+
+    The file locked past ``busy_timeout``, or a disk I/O error, surfaces as
+    :class:`~livetable.store.base.StoreUnavailable` (:func:`surface_outages`).
 
     Its own connection (and tables created if missing, apart from the ledger's numbered
     migrations): the log never shares a transaction with the ledger — every step that

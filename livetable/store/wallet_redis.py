@@ -24,6 +24,8 @@ from typing import Any
 import msgspec
 from redis.asyncio import Redis
 
+from livetable.store.base import surface_outages
+from livetable.store.redis import is_redis_outage
 from livetable.store.wallet import CallState, WalletCall
 
 _ENCODER = msgspec.msgpack.Encoder()
@@ -150,6 +152,7 @@ def _s(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+@surface_outages(is_redis_outage)
 class RedisWalletLog:
     """The :class:`~livetable.store.wallet.WalletLog` contract on Redis."""
 

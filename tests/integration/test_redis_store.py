@@ -48,6 +48,7 @@ from livetable.engine import (
 )
 from livetable.rules import BET_SPOTS
 from livetable.store import BetRequest, SQLiteStore, Store
+from livetable.store.base import StepRefused
 from livetable.store.redis import (
     MAX_EXACT,
     AmountOverflow,
@@ -373,7 +374,7 @@ async def test_a_step_that_cannot_settle_writes_nothing(store: RedisStore) -> No
     await store.commit_step(TABLE, b"s1", [frame(1)], [open_round()], T0)
     assert isinstance(await store.place_bet(bet("alice", "b1", "P3"), T0 + 1), p.BetAccepted)
     without_p3 = {k: v for k, v in SPOTS.items() if k != "P3"}
-    with pytest.raises(KeyError, match="P3"):
+    with pytest.raises(StepRefused, match="P3"):
         await store.commit_step(TABLE, b"s2", [frame(2), frame(3)],
                                 [close(), settle(spots=without_p3)], T0 + 2)
     assert await store.load_table(TABLE) == b"s1"

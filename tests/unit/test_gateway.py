@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 
 from livetable import protocol as p
+from livetable.auth import mint
 from livetable.bus import TableBatch
 from livetable.config import Settings
-from livetable.server.gateway import CLOSE_TOO_SLOW, Gateway
+from livetable.server.gateway import CLOSE_INTERNAL_ERROR, CLOSE_TOO_SLOW, Gateway
 from livetable.server.metrics import Metrics
 from livetable.server.wsproto import EXTENSION
+from livetable.store.base import StoreUnavailable
 from livetable.store.sqlite import SQLiteStore
 
 SEND_QUEUE = 8
@@ -279,3 +281,50 @@ async def test_a_players_results_of_a_step_go_out_in_one_write(gateway: Gateway)
     await settle(lambda: len(busy.sent) == 3)
     assert [m["bet_id"] for m in busy.sent] == ["a1", "a2", "a3"]
     assert gateway.metrics.frames_out - before == 7
+
+
+async def test_a_bug_while_taking_a_bet_closes_1011_not_unavailable(
+        gateway: Gateway, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """issue 16: a bug in the store (here a KeyError) is not an outage. Answered
+    ``unavailable``, the client would resend the same bet into the same bug forever; it is
+    logged with its traceback and the connection is closed 1011 (internal error)."""
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(gateway.store, "place_slip", broken)
+    token = mint(b"s" * 32, "player", "p1", "P1", 3600)
+    ws = FakeWebSocket({"type": "hello", "v": 1, "table": "t1", "token": token},
+                       {"type": "place_bet", "bet_id": "b1", "round_id": "r1", "spot": "P1",
+                        "amount": 100})
+    session = asyncio.create_task(gateway.serve(ws, "player"))
+    async with asyncio.timeout(2):
+        await session
+    assert ws.close_codes == [CLOSE_INTERNAL_ERROR]
+    assert [m["type"] for m in ws.sent] == ["welcome"]  # no "unavailable": nothing to retry
+    assert "livetable_unavailable_total" not in gateway.metrics.counters
+    assert gateway.metrics.counters["livetable_internal_errors_total"] == 1
+    (record,) = [r for r in caplog.records if r.exc_info]
+    assert isinstance(record.exc_info[1], KeyError)  # type: ignore[index]  # set just above
+
+
+async def test_an_unreachable_store_answers_unavailable_and_keeps_the_connection(
+        gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An outage is answered ``unavailable`` for that bet (resend it: it is taken once);
+    the connection stays open."""
+    async def down(*args: Any, **kwargs: Any) -> Any:
+        raise StoreUnavailable("the store is down")
+
+    monkeypatch.setattr(gateway.store, "place_slip", down)
+    token = mint(b"s" * 32, "player", "p1", "P1", 3600)
+    ws = FakeWebSocket({"type": "hello", "v": 1, "table": "t1", "token": token},
+                       {"type": "place_bet", "bet_id": "b1", "round_id": "r1", "spot": "P1",
+                        "amount": 100})
+    session = asyncio.create_task(gateway.serve(ws, "player"))
+    await settle(lambda: len(ws.sent) == 2)
+    assert ws.sent[1]["type"] == "error" and ws.sent[1]["code"] == "unavailable"
+    assert ws.sent[1]["bet_id"] == "b1" and ws.close_codes == []
+    assert gateway.metrics.counters["livetable_unavailable_total"] == 1
+    await ws.close(1000)
+    async with asyncio.timeout(2):
+        await session

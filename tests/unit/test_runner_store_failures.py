@@ -1,11 +1,15 @@
 """The runner when the store fails a step: the table goes on without losing the step.
 
 A commit can fail before the store wrote anything (the store is unreachable) or after (the
-reply was lost with the connection). Either way the engine has already taken the step in
-memory; the runner must rebuild it from the store before the next step, or the next commit
-would skip the failed step's events (a hole in the event log) and its effects (a close of
-betting, a settlement never applied to the ledger). Found by the scale-out test that kills
-Redis while cards are dealt (tests/integration/test_scaleout_redis_restart.py).
+reply was lost with the connection): the store raises StoreUnavailable either way. Either
+way the engine has already taken the step in memory; the runner must rebuild it from the
+store before the next step, or the next commit would skip the failed step's events (a hole
+in the event log) and its effects (a close of betting, a settlement never applied to the
+ledger). Found by the scale-out test that kills Redis while cards are dealt
+(tests/integration/test_scaleout_redis_restart.py).
+
+Any other exception out of the store is a bug, not an outage: retried, it would fail the
+same way for ever. The runner logs it and holds the table still (issue 16).
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+import pytest
 
 from livetable import protocol as p
 from livetable.bus import MemoryBus, TableBatch
 from livetable.engine import SetBetting, SettleRound, Timing
 from livetable.server.runner import TableRunner
 from livetable.store import BetRequest, SQLiteStore
-from livetable.store.base import Settled
+from livetable.store.base import Settled, StoreUnavailable
 
 TABLE = "t1"
 T = TypeVar("T")
@@ -45,11 +50,11 @@ class FlakyStore:
         settles = any(isinstance(e, SettleRound) for e in effects)
         if settles and "settle" not in self.failed:
             self.failed.append("settle")
-            raise ConnectionError("store unreachable")
+            raise StoreUnavailable("store unreachable")
         settled = await self.inner.commit_step(table, state, events, effects, now)
         if closes and "close" not in self.failed:
             self.failed.append("close")
-            raise ConnectionError("connection lost before the reply")
+            raise StoreUnavailable("connection lost before the reply")
         return settled
 
 
@@ -96,3 +101,52 @@ async def test_failed_commits_lose_no_step(tmp_path: Path) -> None:
     assert report.ok, report.problems
     await store.close()
 
+
+
+class BuggyStore:
+    """A store with a bug: the commit that settles a round, or a settlement chunk, raises
+    a KeyError every time."""
+
+    def __init__(self, inner: SQLiteStore, where: str) -> None:
+        self.inner = inner
+        self.where = where
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
+                          effects: list[Any], now: int) -> list[Settled]:
+        if self.where == "commit" and any(isinstance(e, SettleRound) for e in effects):
+            self.calls += 1
+            raise KeyError("a bug in settling")
+        return await self.inner.commit_step(table, state, events, effects, now)
+
+    async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
+        if self.where == "settle":
+            self.calls += 1
+            raise KeyError("a bug in a settlement chunk")
+        return await self.inner.settle_pending(table, now)
+
+
+@pytest.mark.parametrize("where", ["commit", "settle"])
+async def test_a_bug_holds_the_table_instead_of_retrying_forever(
+        tmp_path: Path, where: str, caplog: pytest.LogCaptureFixture) -> None:
+    store = BuggyStore(SQLiteStore(tmp_path / "db.sqlite3"), where)
+    runner = TableRunner(TABLE, store, MemoryBus(),  # type: ignore[arg-type]  # a Store by delegation
+                         timing=Timing(betting_ms=50, deal_interval_ms=1,
+                                       reveal_interval_ms=1, between_rounds_ms=10))
+    await runner.start()
+    try:
+        async with asyncio.timeout(10):
+            while runner.halted is None:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(1.5)  # an outage would have been retried twice by now
+        assert store.calls == 1
+        assert runner.alive  # held, not stopped: the table's state is all in the store
+        assert "KeyError" in runner.halted and "a bug" in runner.halted
+        (record,) = [r for r in caplog.records if r.exc_info]
+        assert isinstance(record.exc_info[1], KeyError)  # type: ignore[index]  # set above
+    finally:
+        await runner.stop()
+        await store.close()

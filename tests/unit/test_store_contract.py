@@ -36,6 +36,7 @@ from livetable.rules import (
 )
 from livetable.rules.fairness import ShoeRecord, ShoeRound
 from livetable.store import REJECTIONS, BetRequest, Rejection, SlipRequest, SQLiteStore, Store
+from livetable.store.base import UnknownPlayer
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import DEFAULT_EVENT_RETENTION
 
@@ -197,7 +198,7 @@ async def test_deposit_is_idempotent_by_id(store: Store) -> None:
     assert await store.deposit("d1", "alice", 500, T0) == 1_500
     assert await store.deposit("d1", "alice", 500, T0 + 1) == 1_500
     assert await store.deposit("d2", "alice", 250, T0 + 2) == 1_750
-    with pytest.raises(KeyError):
+    with pytest.raises(UnknownPlayer):
         await store.deposit("d3", "nobody", 10, T0)
     report = await store.audit()
     assert (report.ok, report.deposits) == (True, 1_750)
@@ -707,7 +708,7 @@ async def test_a_deposit_reaches_only_a_player(store: Store) -> None:
     await open_round(store)
     await accepted(store, bet("alice", "b1", "P1", 100))
     for account in ("house", "external", f"hold:{R1}"):
-        with pytest.raises((AccountError, KeyError)):
+        with pytest.raises((AccountError, UnknownPlayer)):
             await store.deposit(f"d-{account}", account, 5_000, T0)
     assert await store.deposit("d-alice", "alice", 5_000, T0) == 5_800
     assert (await store.audit()).ok

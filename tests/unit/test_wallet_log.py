@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from livetable.store.base import InsufficientBalance, Store
+from livetable.store.base import InsufficientBalance, Store, UnknownPlayer
 from livetable.store.sqlite import SQLiteStore
 from livetable.store.wallet import SQLiteWalletLog, WalletCall, WalletLog, rollback_tx_id
 
@@ -151,5 +151,5 @@ async def test_withdraw_never_takes_a_balance_below_0(ledger: Store) -> None:
         await ledger.withdraw("w", "alice", 101, T0)
     view = await ledger.player("alice")
     assert view is not None and view.balance == 100
-    with pytest.raises(KeyError):
+    with pytest.raises(UnknownPlayer):
         await ledger.withdraw("w", "nobody", 1, T0)
