@@ -12,7 +12,7 @@ writer, and encoded once for all their receivers.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar, get_args
 
 import msgspec
 from msgspec import Meta, Struct, field
@@ -247,6 +247,17 @@ DealerCommand = (
     Hello | StartShoe | OpenBetting | CloseBetting | CardIn | Reveal | Pause | ResumeTable
     | CancelRound | SetMode | CorrectCards | RoundCards | Ping
 )
+
+
+def type_names(union: Any) -> tuple[str, ...]:
+    """The ``type`` of each Struct of a tagged union, in its order: the names on the wire."""
+    return tuple(str(kind.__struct_config__.tag) for kind in get_args(union))
+
+
+#: What a dealer console sends after its ``hello``: the one list of dealer commands. The
+#: engine's commands, the terminal console, the browser console, its labels and
+#: docs/protocol.md are checked against it (tests/unit/test_dealer_commands.py).
+DEALER_COMMANDS: tuple[str, ...] = tuple(n for n in type_names(DealerCommand) if n != "hello")
 
 
 class VoidCards(Struct, tag="void_cards", tag_field="type", kw_only=True):
