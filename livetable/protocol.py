@@ -302,6 +302,10 @@ class ShoeStarted(TableEvent, tag="shoe_started"):
     burned: int
     #: SHA-256 over the shoe's order, cut card and salt (DESIGN §7); null for a manual shoe.
     commitment: str | None = None
+    #: Cards left in the shoe after its opening burn (as the snapshot's ``cards_left``).
+    cards_left: int | None = None
+    #: When the first round opens by itself (as the snapshot's ``opens_at``).
+    opens_at: int | None = None
 
 
 class ShoeRevealed(TableEvent, tag="shoe_revealed"):
@@ -328,6 +332,8 @@ class CardDealt(TableEvent, tag="card_dealt"):
     round_id: str
     to: str
     n: int
+    #: Cards left in the shoe after this card (the round's burn before it counted too).
+    cards_left: int | None = None
 
 
 class CardsVoided(TableEvent, tag="cards_voided"):
@@ -339,6 +345,7 @@ class CardsVoided(TableEvent, tag="cards_voided"):
     dealt: dict[str, int]
     dealer: str
     supervisor: str
+    cards_left: int | None = None  # back in the shoe's count: the voided cards
 
 
 class HandRevealed(TableEvent, tag="hand_revealed"):
@@ -356,11 +363,14 @@ class RoundSettled(TableEvent, tag="round_settled"):
     round_id: str
     results: list[PositionResult]
     last_round: bool
+    #: When the next round opens by itself; null: when the dealer opens it.
+    opens_at: int | None = None
 
 
 class RoundCancelled(TableEvent, tag="round_cancelled"):
     round_id: str
     reason: str
+    opens_at: int | None = None  # as in round_settled
 
 
 class TablePaused(TableEvent, tag="table_paused"):
@@ -371,9 +381,26 @@ class TableResumed(TableEvent, tag="table_resumed"):
     closes_at: int | None = None  # betting resumes with a fresh deadline
 
 
+class CutCardOut(TableEvent, tag="cut_card_out"):
+    """The cut card came out of the shoe. ``last_round``: the round in play is the shoe's
+    last; false between rounds, when the next round will be."""
+
+    shoe_id: str
+    last_round: bool
+
+
+class ModeChanged(TableEvent, tag="mode_changed"):
+    """The table switched between auto and manual (between rounds). The shoe went with the
+    mode that dealt it: the table has none until the next one starts."""
+
+    mode: Literal["auto", "manual"]
+    opens_at: int | None = None  # as in round_settled
+
+
 AnyTableEvent = (
     ShoeShuffling | ShoeStarted | RoundOpened | BettingClosed | CardDealt | CardsVoided
     | HandRevealed | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
+    | CutCardOut | ModeChanged
 )
 
 
@@ -482,6 +509,7 @@ ServerMessage = (
     | Heartbeat | Balance | Error | Ack | ShoeShuffling | ShoeStarted | RoundOpened | BettingClosed
     | CardDealt | CardsVoided
     | HandRevealed | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
+    | CutCardOut | ModeChanged
 )
 
 
