@@ -75,3 +75,29 @@ def test_docs_protocol_tables_every_command() -> None:
     documented = [re.match(r"\| `([a-z_]+)` \|", row) for row in rows]
     assert all(documented), rows
     assert sorted(m.group(1) for m in documented if m) == sorted(p.DEALER_COMMANDS)
+
+
+# --- the console follows the table by its events (no polling) -----------------------------
+
+
+def _struct_fields(*kinds: type) -> set[str]:
+    return {name for kind in kinds for name in kind.__struct_fields__} | {"type"}
+
+
+def test_the_browser_console_reads_the_table_from_events_only() -> None:
+    source = (ROOT / "static/js/dealer.js").read_text()
+    # one look at the list of tables to choose from; the table itself comes over the socket
+    assert re.findall(r"getJSON\(([^)]*)\)", source) == ['"/api/tables"']
+    assert "fetch(" not in source
+    assert re.findall(r"setInterval\(([^)]*)\)", source) == ["tick, 250"]  # the countdown
+
+
+def test_state_js_applies_every_table_event_and_reads_only_what_is_sent() -> None:
+    source = (ROOT / "static/js/state.js").read_text()
+    events = p.type_names(p.AnyTableEvent)
+    applied = set(re.findall(r'case "([a-z_]+)":', source))
+    assert applied == set(events) - {"shoe_revealed"}  # verify.js keeps the revealed shoes
+    sent = _struct_fields(*get_args(p.AnyTableEvent))
+    assert set(re.findall(r"\bev\.([a-z_]+)", source)) <= sent
+    snapshot = source.split("export function fromSnapshot", 1)[1].split("\n}\n", 1)[0]
+    assert set(re.findall(r"\bs\.([a-z_]+)", snapshot)) <= _struct_fields(p.TableSnapshot)
