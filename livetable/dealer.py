@@ -15,6 +15,7 @@ command::
     void N [APPROVAL]    void the last N cards (a mis-scan), before any reveal; APPROVAL is
                          a supervisor token (none needed when signed in as a supervisor)
     auto | manual        switch the table's mode (between rounds)
+    ping                 ask the server for a pong
 
 Every answer (``ack`` or ``error``) and every table event is printed, one line each.
 """
@@ -26,45 +27,46 @@ import json
 import sys
 from typing import Any
 
+from livetable import protocol as p
 from livetable.rules.cards import CardError, parse_card
 
 
-def command_of(line: str) -> dict[str, Any] | None:
-    """The dealer frame a console line stands for (None for a blank line)."""
+def command_of(line: str) -> p.DealerCommand | None:
+    """The dealer command a console line stands for (None for a blank line)."""
     words = line.strip().split(maxsplit=1)
     if not words:
         return None
     word, rest = words[0].lower(), (words[1] if len(words) > 1 else "")
     match word:
         case "shoe" | "start_shoe":
-            return {"type": "start_shoe"}
+            return p.StartShoe()
         case "open" | "open_betting":
-            return {"type": "open_betting"} | (
-                {"betting_ms": int(float(rest) * 1000)} if rest else {})
+            return p.OpenBetting(betting_ms=int(float(rest) * 1000) if rest else None)
         case "close" | "close_betting":
-            return {"type": "close_betting"}
+            return p.CloseBetting()
         case "reveal":
-            return {"type": "reveal"}
+            return p.Reveal()
         case "pause":
-            return {"type": "pause", "reason": rest}
+            return p.Pause(reason=rest)
         case "resume":
-            return {"type": "resume"}
+            return p.ResumeTable()
         case "cancel" | "cancel_round":
-            return {"type": "cancel_round", "reason": rest}
+            return p.CancelRound(reason=rest)
         case "cut":
-            return {"type": "card", "card": "CUT"}
+            return p.CardIn(card="CUT")
         case "cards" | "round_cards":
-            return {"type": "round_cards"}
+            return p.RoundCards()
         case "void" | "correct" | "correct_cards":
             count, _, approval = rest.partition(" ")
             if not count.isdigit():
                 raise ValueError("void N [SUPERVISOR-TOKEN]: N is how many of the last cards")
-            return {"type": "correct_cards", "count": int(count)} | (
-                {"approval": approval.strip()} if approval.strip() else {})
+            return p.CorrectCards(count=int(count), approval=approval.strip() or None)
         case "auto" | "manual":
-            return {"type": "set_mode", "auto": word == "auto"}
+            return p.SetMode(auto=word == "auto")
+        case "ping":
+            return p.Ping()
     try:
-        return {"type": "card", "card": str(parse_card(line.strip()))}
+        return p.CardIn(card=str(parse_card(line.strip())))
     except CardError as exc:
         raise ValueError(f"{exc}; or one of: shoe open close reveal pause resume cancel cut "
                          f"cards void auto manual") from None
@@ -107,7 +109,7 @@ async def run(url: str, token: str, table: str) -> int:
                 print(f"ERROR {exc}", flush=True)
                 continue
             if frame is not None:
-                await ws.send(json.dumps(frame))
+                await ws.send(p.encode(frame).decode())
         await asyncio.sleep(0.5)  # let the last answers arrive
         printer.cancel()
     return 0

@@ -12,7 +12,7 @@ writer, and encoded once for all their receivers.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar, get_args
 
 import msgspec
 from msgspec import Meta, Struct, field
@@ -271,6 +271,17 @@ DealerCommand = (
 )
 
 
+def type_names(union: Any) -> tuple[str, ...]:
+    """The ``type`` of each Struct of a tagged union, in its order: the names on the wire."""
+    return tuple(str(kind.__struct_config__.tag) for kind in get_args(union))
+
+
+#: What a dealer console sends after its ``hello``: the one list of dealer commands. The
+#: engine's commands, the terminal console, the browser console, its labels and
+#: docs/protocol.md are checked against it (tests/unit/test_dealer_commands.py).
+DEALER_COMMANDS: tuple[str, ...] = tuple(n for n in type_names(DealerCommand) if n != "hello")
+
+
 class VoidCards(Struct, tag="void_cards", tag_field="type", kw_only=True):
     """An approved correction, as the gateway hands it to the table (never decoded from a
     client: the names come from verified tokens)."""
@@ -313,6 +324,10 @@ class ShoeStarted(TableEvent, tag="shoe_started"):
     burned: int
     #: SHA-256 over the shoe's order, cut card and salt (DESIGN §7); null for a manual shoe.
     commitment: str | None = None
+    #: Cards left in the shoe after its opening burn (as the snapshot's ``cards_left``).
+    cards_left: int | None = None
+    #: When the first round opens by itself (as the snapshot's ``opens_at``).
+    opens_at: int | None = None
 
 
 class ShoeRevealed(TableEvent, tag="shoe_revealed"):
@@ -339,6 +354,8 @@ class CardDealt(TableEvent, tag="card_dealt"):
     round_id: str
     to: str
     n: int
+    #: Cards left in the shoe after this card (the round's burn before it counted too).
+    cards_left: int | None = None
 
 
 class CardsVoided(TableEvent, tag="cards_voided"):
@@ -350,6 +367,7 @@ class CardsVoided(TableEvent, tag="cards_voided"):
     dealt: dict[str, int]
     dealer: str
     supervisor: str
+    cards_left: int | None = None  # back in the shoe's count: the voided cards
 
 
 class HandRevealed(TableEvent, tag="hand_revealed"):
@@ -367,11 +385,14 @@ class RoundSettled(TableEvent, tag="round_settled"):
     round_id: str
     results: list[PositionResult]
     last_round: bool
+    #: When the next round opens by itself; null: when the dealer opens it.
+    opens_at: int | None = None
 
 
 class RoundCancelled(TableEvent, tag="round_cancelled"):
     round_id: str
     reason: str
+    opens_at: int | None = None  # as in round_settled
 
 
 class TablePaused(TableEvent, tag="table_paused"):
@@ -382,9 +403,26 @@ class TableResumed(TableEvent, tag="table_resumed"):
     closes_at: int | None = None  # betting resumes with a fresh deadline
 
 
+class CutCardOut(TableEvent, tag="cut_card_out"):
+    """The cut card came out of the shoe. ``last_round``: the round in play is the shoe's
+    last; false between rounds, when the next round will be."""
+
+    shoe_id: str
+    last_round: bool
+
+
+class ModeChanged(TableEvent, tag="mode_changed"):
+    """The table switched between auto and manual (between rounds). The shoe went with the
+    mode that dealt it: the table has none until the next one starts."""
+
+    mode: Literal["auto", "manual"]
+    opens_at: int | None = None  # as in round_settled
+
+
 AnyTableEvent = (
     ShoeShuffling | ShoeStarted | RoundOpened | BettingClosed | CardDealt | CardsVoided
     | HandRevealed | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
+    | CutCardOut | ModeChanged
 )
 
 
@@ -493,6 +531,7 @@ ServerMessage = (
     | Heartbeat | Balance | Error | Ack | ShoeShuffling | ShoeStarted | RoundOpened | BettingClosed
     | CardDealt | CardsVoided
     | HandRevealed | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
+    | CutCardOut | ModeChanged
 )
 
 

@@ -34,20 +34,19 @@ from livetable.bus import BATCH_DECODER, BATCH_ENCODER, TableBatch
 from livetable.engine import TableEngine
 from livetable.protocol import encode
 from livetable.store.base import Store, StoreUnavailable
+from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.store.redis import is_redis_outage
 
 log = logging.getLogger("livetable.bus")
 
 
-def channel(table: str) -> str:
-    return f"lt:table:{{{table}}}:steps"
-
-
 class RedisBus:
     def __init__(self, client: Redis | RedisCluster, tables: list[str], store: Store, *,
                  on_reconnect: Callable[[], None] | None = None,
-                 silence_timeout: float = 3.0, ping_interval: float = 1.0) -> None:
+                 silence_timeout: float = 3.0, ping_interval: float = 1.0,
+                 prefix: str = DEFAULT_PREFIX) -> None:
         self.redis = client
+        self.keys = RedisKeys(prefix)
         self.sharded = isinstance(client, RedisCluster)
         self.tables = list(tables)
         self.store = store
@@ -69,9 +68,9 @@ class RedisBus:
         data = BATCH_ENCODER.encode(batch)
         try:
             if self.sharded:
-                await self.redis.spublish(channel(batch.table), data)
+                await self.redis.spublish(self.keys.steps(batch.table), data)
             else:
-                await self.redis.publish(channel(batch.table), data)
+                await self.redis.publish(self.keys.steps(batch.table), data)
         except Exception as exc:
             if is_redis_outage(exc):
                 raise StoreUnavailable(f"Redis bus: {exc}") from exc
@@ -106,7 +105,7 @@ class RedisBus:
                     # have loaded yet (a gateway never publishes)
                     await self.redis.initialize()
                 pubsub = self.redis.pubsub()
-                channels = [channel(t) for t in self.tables]
+                channels = [self.keys.steps(t) for t in self.tables]
                 if self.sharded:
                     await pubsub.ssubscribe(*channels)
                 else:

@@ -381,7 +381,7 @@ class TableEngine:
             roadmap=list(s.roadmap),
             last_round=s.last_round,
             cut_card_out=bool(shoe and shoe.cut_out),
-            cards_left=(52 * 8 - shoe.drawn) if shoe else 0,
+            cards_left=self._cards_left(),
             paused_reason=s.paused_reason,
             resume_phase=s.paused_from,
             shuffling=bool(shoe and shoe.awaiting_open_card),
@@ -390,6 +390,15 @@ class TableEngine:
             seq=s.seq,
             stream=s.stream,
         )
+
+    def _cards_left(self) -> int:
+        shoe = self.state.shoe
+        return 52 * 8 - shoe.drawn if shoe else 0
+
+    def _opens_at(self) -> int | None:
+        """Between rounds: when the next round opens by itself (the snapshot's ``opens_at``)."""
+        s = self.state
+        return s.next_at if s.phase in BETWEEN_ROUNDS else None
 
     def _dealt(self) -> dict[str, int]:
         """How many cards each hand holds, face down or not (no card identity)."""
@@ -491,7 +500,8 @@ class TableEngine:
             s.shoe.commitment = commitment(salt, shoe.cut_at, s.shoe.order)
             self._live_shoe = (shoe_id, shoe)
             self._emit(step, p.ShoeStarted(shoe_id=shoe_id, burn_card=str(burn_card),
-                       burned=burned, commitment=s.shoe.commitment))
+                       burned=burned, commitment=s.shoe.commitment,
+                       cards_left=self._cards_left(), opens_at=self._opens_at()))
         else:
             shoe = Shoe.manual()
             s.shoe = _shoe_state(shoe, shoe_id, awaiting=True)
@@ -562,10 +572,14 @@ class TableEngine:
         if token.strip().upper() in CUT_CARD_TOKENS:
             # The live shoe too: the next card's _took copies its cut_out into the state.
             self._shoe().mark_cut_card()
+            already = s.shoe.cut_out
             s.shoe.cut_out = True
             if s.phase in ("betting", "dealing"):
                 s.last_round = True
-            return Step(detail={"slot": "cut", "last_round": s.last_round})
+            step = Step(detail={"slot": "cut", "last_round": s.last_round})
+            if not already:
+                self._emit(step, p.CutCardOut(shoe_id=s.shoe.shoe_id, last_round=s.last_round))
+            return step
         try:
             card = parse_card(token)
         except CardError as exc:
@@ -586,7 +600,8 @@ class TableEngine:
             s.next_at = self._between_rounds_at(now)
             step = Step(detail={"slot": "opening", "burned": card.burn_count})
             self._emit(step, p.ShoeStarted(shoe_id=s.shoe.shoe_id, burn_card=str(card),
-                       burned=card.burn_count))
+                       burned=card.burn_count, cards_left=self._cards_left(),
+                       opens_at=self._opens_at()))
             return step
         self._feed(shoe, card, now)
         self._took(shoe, card)
@@ -613,7 +628,7 @@ class TableEngine:
         step = Step(detail=_slot_detail(index))
         if slot.position is not None:
             self._emit(step, p.CardDealt(round_id=s.round_id, to=slot.position.value,
-                       n=slot.n))
+                       n=slot.n, cards_left=self._cards_left()))
         return step
 
     def _deal_from_shoe(self, due: int) -> Step:
@@ -622,11 +637,17 @@ class TableEngine:
         s = self.state
         assert s.shoe is not None
         shoe = self._shoe()
+        already = s.shoe.cut_out
         card = shoe.draw()
         self._took(shoe, card)
+        step = Step()
         if shoe.cut_out:
             s.last_round = True
-        step = self._place_card(str(card), due)
+            if not already:  # it came out before this card
+                self._emit(step, p.CutCardOut(shoe_id=s.shoe.shoe_id, last_round=True))
+        placed = self._place_card(str(card), due)
+        step.extend(placed)
+        step.detail = placed.detail
         s.phase = target
         complete = len(s.round_cards) == len(ROUND_SLOTS)
         s.next_at = None if complete else due + s.timing.deal_interval_ms
@@ -665,7 +686,8 @@ class TableEngine:
             s.next_at = None
         step = Step(detail={"voided": voided})
         self._emit(step, p.CardsVoided(round_id=s.round_id, count=count,
-                   dealt=self._dealt(), dealer=dealer, supervisor=supervisor))
+                   dealt=self._dealt(), dealer=dealer, supervisor=supervisor,
+                   cards_left=self._cards_left()))
         return step
 
     def reveal(self, now: int) -> Step:
@@ -708,11 +730,11 @@ class TableEngine:
             spots={k: (v.outcome, v.odds, v.returned_multiple) for k, v in spots.items()},
             cards={pos.value: self._cards_of(pos) for pos in DEAL_ORDER},
         ))
+        s.next_at = self._next_round_at(now)
         self._emit(step, p.RoundSettled(round_id=s.round_id, results=results,
-                   last_round=s.last_round))
+                   last_round=s.last_round, opens_at=s.next_at))
         if s.last_round:
             self._reveal_shoe(step)
-        s.next_at = self._next_round_at(now)
         return step
 
     def _next_round_at(self, now: int) -> int | None:
@@ -789,15 +811,16 @@ class TableEngine:
         step = Step()
         reason = reason or "cancelled by the dealer"
         step.effects.append(CancelRound(table=s.table, round_id=s.round_id, reason=reason))
-        self._emit(step, p.RoundCancelled(round_id=s.round_id, reason=reason))
-        if s.last_round:
-            self._reveal_shoe(step)
         s.phase = target
         s.closes_at = None
         s.paused_from = None
         s.paused_reason = None
         s.betting_left_ms = None
         s.next_at = self._next_round_at(now)
+        self._emit(step, p.RoundCancelled(round_id=s.round_id, reason=reason,
+                   opens_at=s.next_at))
+        if s.last_round:
+            self._reveal_shoe(step)
         return step
 
     def set_mode(self, mode: Mode, now: int) -> Step:
@@ -812,6 +835,7 @@ class TableEngine:
         s.shoe = None
         s.last_round = False
         s.next_at = now if mode == "auto" else None
+        self._emit(step, p.ModeChanged(mode=mode, opens_at=s.next_at))
         return step
 
     def tick(self, now: int) -> Step:

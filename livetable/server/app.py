@@ -44,6 +44,7 @@ from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits
 from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import Store, StoreUnavailable, UnknownPlayer
+from livetable.store.keys import DEFAULT_PREFIX
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import SQLiteStore
 
@@ -117,6 +118,7 @@ class Services:
         self.pubsub_redis: Any = None
         self.lease_redis: Any = None
         self.control: RedisControl | None = None
+        self.redis_prefix = DEFAULT_PREFIX
         #: The store's identity when this process started on it (see Store.identity).
         self.store_identity: str | None = None
         #: Why the ledger is not to be trusted now (a failed audit, a changed store), if so.
@@ -153,8 +155,10 @@ class Services:
             redis_store = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
                                      seal=self.seal)
             self.store: Store = redis_store
+            # one prefix for every name: the store's (livetable/store/keys.py)
+            self.redis_prefix = prefix = redis_store.keys.prefix
             self.bus: Bus = RedisBus(self.pubsub_redis or self.redis, settings.table_names,
-                                     redis_store,
+                                     redis_store, prefix=prefix,
                                      on_reconnect=lambda: self.metrics.inc(
                                          "livetable_redis_reconnects_total"))
             if "engine" in roles:
@@ -166,7 +170,7 @@ class Services:
                 self.leases = LeasedTables(self.lease_redis, redis_store,
                                            settings.table_names,
                                            lambda t: self._runner(t, (FencedOut,)))
-            self.control = RedisControl(self.redis)
+            self.control = RedisControl(self.redis, prefix=prefix)
             if "engine" not in roles:
                 execute = self.control.execute
         else:
@@ -195,7 +199,8 @@ class Services:
         if self.redis is not None:
             from livetable.store.wallet_redis import RedisWalletLog
 
-            self.wallet_log = RedisWalletLog(self.redis, settings.table_names)
+            self.wallet_log = RedisWalletLog(self.redis, settings.table_names,
+                                             prefix=self.redis_prefix)
         else:
             from livetable.store.wallet import SQLiteWalletLog
 

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable
+from typing import assert_never
 
 from livetable import protocol as p
 from livetable.bus import Bus, TableBatch
@@ -346,4 +347,7 @@ def _dispatch(engine: TableEngine, command: DealerAction, now: int) -> Step:
             return engine.set_mode("auto" if auto else "manual", now)
         case p.VoidCards(count=count, dealer=dealer, supervisor=supervisor):
             return engine.void_cards(count, dealer, supervisor, now)
-    raise EngineError("bad_command", f"unknown command {command!r}")
+        case p.RoundCards():  # a read, answered by execute without a step
+            raise EngineError("bad_command", "round_cards takes no step")
+        case _:  # mypy: every TableCommand has its case above
+            assert_never(command)

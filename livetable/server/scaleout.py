@@ -36,23 +36,12 @@ from livetable import protocol as p
 from livetable.clock import now_ms
 from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import StoreUnavailable
-from livetable.store.redis import FencedOut, RedisStore, lease_token_key
+from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
+from livetable.store.redis import FencedOut, RedisStore
 
 log = logging.getLogger("livetable.scaleout")
 
 COMMAND_TIMEOUT = 5.0
-
-
-def commands_key(table: str) -> str:
-    return f"lt:table:{{{table}}}:commands"
-
-
-def lease_key(table: str) -> str:
-    return f"lease:{{{table}}}:owner"
-
-
-def lease_counter_key(table: str) -> str:
-    return f"lease:{{{table}}}:counter"
 
 
 class CommandEnvelope(msgspec.Struct, kw_only=True):
@@ -96,16 +85,17 @@ _ANSWERS = msgspec.json.Decoder(p.Ack | p.Error)
 class RedisControl:
     """The gateway side of dealer commands."""
 
-    def __init__(self, client: Redis | RedisCluster) -> None:
+    def __init__(self, client: Redis | RedisCluster, *, prefix: str = DEFAULT_PREFIX) -> None:
         self.redis = client
+        self.keys = RedisKeys(prefix)
 
     async def execute(self, table: str, command: DealerAction) -> p.Ack | p.Error:
-        reply_to = f"lt:table:{{{table}}}:reply:{secrets.token_hex(8)}"
+        reply_to = self.keys.reply(table, secrets.token_hex(8))
         envelope = CommandEnvelope(reply_to=reply_to,
                                    expires_at=now_ms() + int(COMMAND_TIMEOUT * 1000),
                                    command=p.encode(command))
         try:
-            await self.redis.rpush(commands_key(table), p.encode(envelope))
+            await self.redis.rpush(self.keys.commands(table), p.encode(envelope))
             answer = await self.redis.blpop([reply_to], timeout=COMMAND_TIMEOUT)
         except RedisError as exc:
             return p.Error(code="table_unavailable", message=f"Redis: {exc}")
@@ -123,6 +113,8 @@ class LeasedTables:
                  poll: float = 0.5, owner: str | None = None) -> None:
         self.redis = client
         self.store = store
+        #: The store's names: the leases live under its prefix, next to the tables.
+        self.keys = store.keys
         self.tables = tables
         self.make_runner = make_runner
         self.ttl_ms = ttl_ms
@@ -151,7 +143,7 @@ class LeasedTables:
         for table in list(self.runners):
             await self._drop(table)
             with contextlib.suppress(RedisError, OSError):
-                await self._release(keys=[lease_key(table)], args=[self.owner])
+                await self._release(keys=[self.keys.lease_owner(table)], args=[self.owner])
 
     async def _loop(self) -> None:
         while True:
@@ -170,7 +162,7 @@ class LeasedTables:
             if runner is not None:
                 try:
                     renewed = bool(await self._renew(
-                        keys=[lease_key(table), lease_token_key(table)],
+                        keys=[self.keys.lease_owner(table), self.keys.lease_token(table)],
                         args=[self.owner, self.ttl_ms,
                               self.store.fence_tokens.get(table, -1)]))
                 except (RedisError, OSError) as exc:
@@ -191,7 +183,8 @@ class LeasedTables:
                     await self._drop(table)
                 continue
             token = int(await self._acquire(
-                keys=[lease_key(table), lease_counter_key(table), lease_token_key(table)],
+                keys=[self.keys.lease_owner(table), self.keys.lease_counter(table),
+                      self.keys.lease_token(table)],
                 args=[self.owner, self.ttl_ms]))
             if token:
                 self._valid_until[table] = sent + self.ttl_ms / 1000
@@ -207,7 +200,7 @@ class LeasedTables:
             log.warning("table %s: could not start (%s); releasing the lease", table, exc)
             self.store.fence_tokens.pop(table, None)
             with contextlib.suppress(RedisError, OSError):
-                await self._release(keys=[lease_key(table)], args=[self.owner])
+                await self._release(keys=[self.keys.lease_owner(table)], args=[self.owner])
             if not isinstance(exc, FencedOut | StoreUnavailable | RedisError | OSError):
                 raise
             return
@@ -228,7 +221,7 @@ class LeasedTables:
     async def _serve_commands(self, table: str, runner: TableRunner) -> None:
         while True:
             try:
-                item = await self.redis.blpop([commands_key(table)], timeout=1)
+                item = await self.redis.blpop([self.keys.commands(table)], timeout=1)
                 if item is None:
                     continue
                 envelope = _ENVELOPES.decode(item[1])

@@ -40,45 +40,8 @@ scripts compute is exact; the balances themselves are kept by Redis (``HINCRBY``
 read into Lua only to compare or report. Deposits that would take an account past 2^53 - 1
 are refused (:class:`AmountOverflow`), so what Lua reads stays exact.
 
-Key layout (``lt`` is the default prefix; ``<t>`` a table id, ``<r>`` a round id,
-``<p>`` a player id)::
-
-    lt:{ledger}:balances          hash   account -> balance (players, house, external,
-                                         hold:<r>)
-    lt:{ledger}:accounts          hash   account -> kind (player house external hold)
-    lt:{ledger}:debits / credits  hash   account -> running total of its debits / credits
-    lt:{ledger}:journal           stream every transfer: id debit credit amount kind ref at
-    lt:{ledger}:transfer-ids      set    every transfer id applied (each applied once)
-    lt:{ledger}:names / created   hash   player -> name / created_at
-    lt:{ledger}:deposit-ids       hash   deposit transfer id -> player (idempotency)
-    lt:{ledger}:withdraw-ids      hash   withdrawal transfer id -> player (a seamless
-                                         wallet's money leaving: docs/operator.md)
-    lt:{ledger}:bets              hash   bet seq -> the bet record (msgpack array, BetRow)
-    lt:{ledger}:bet-seq           string the last bet seq (global, increasing: the Bet
-                                         Record cursor)
-    lt:{ledger}:slip-seq          string the last slip seq (names the slip's transfer)
-    lt:{ledger}:rounds            hash   round id -> table (round_view, audit)
-    lt:{ledger}:player:<p>:bet-ids hash  bet_id -> seq (the (player, bet_id) key)
-    lt:{ledger}:player:<p>:slips  hash   slip_id -> its bet seqs (the (player, slip_id) key)
-    lt:{ledger}:player:<p>:bets   zset   seq (score and member): the Bet Record
-    lt:{ledger}:player:<p>:rounds hash   round id -> "seq,seq,…" (resume settlements)
-    lt:{ledger}:shoes             hash   shoe id -> table (ended auto shoes only)
-    lt:table:{<t>}:state          hash   state (the engine's bytes, sealed: store/sealing.py),
-                                         epoch, seq (the log head)
-    lt:table:{<t>}:events         stream epoch seq frame, XADD MAXLEN ~ event_retention
-    lt:table:{<t>}:settling       set    its rounds still settling or refunding
-    lt:table:{<t>}:round:<r>:info   hash the round: state closes_at limits cards spots
-                                         results cursor, bet:<spot> (spots bet) …
-    lt:table:{<t>}:round:<r>:bets   list its bet seqs in order
-    lt:table:{<t>}:round:<r>:players list its players in the order they first bet
-    lt:table:{<t>}:round:<r>:by-player hash player -> "seq,seq,…" (settlement by player)
-    lt:table:{<t>}:round:<r>:totals hash "<spot>:<p>" -> amount, "*:<p>" -> deducted
-    lt:table:{<t>}:shoe:<s>:info  hash   an ended auto shoe: commitment salt cut_at order …
-    lease:{<t>}:token             string the table lease's fencing token (the lease holder
-                                         writes it; see :func:`lease_token_key`)
-
-Every key name ends in a fixed suffix, so ids containing ``:`` cannot collide. Table ids
-may not contain ``{`` or ``}`` (they are the hash tag).
+Key names: every key is named by :class:`~livetable.store.keys.RedisKeys` (the layout is
+in livetable/store/keys.py), under the store's prefix.
 
 Redis Cluster, and the ledger decision. A script may only touch keys of one hash slot in a
 cluster. Everything of one table is tagged ``{<t>}``, so a table's state, event log,
@@ -98,7 +61,7 @@ by idempotent two-phase transfers with a recovery sweep) — a product change (a
 balance would be split by table), not a storage detail. We take the single primary.
 
 Fencing. A lease holder sets ``store.fence_tokens[table] = token`` once it holds the table's
-lease (token written at :func:`lease_token_key`). From then on every ``commit_step`` and
+lease (token written at :meth:`RedisKeys.lease_token`). From then on every ``commit_step`` and
 ``settle_pending`` for that table first compares the token inside its script and writes
 nothing, raising :class:`FencedOut`, if another engine has taken the table since.
 """
@@ -156,6 +119,7 @@ from livetable.store.bets import (
     record_entry,
     settled_message,
 )
+from livetable.store.keys import DEFAULT_PREFIX, RedisKeys, table_tag
 from livetable.store.sealing import StateSeal, open_state, seal_state
 
 #: How many events per table the log keeps for resume (``XADD MAXLEN ~``: at least this).
@@ -207,15 +171,6 @@ class FencedOut(StoreError):
         self.holder = holder
 
 
-def lease_token_key(table: str) -> str:
-    """Where the lease holder of ``table`` keeps its fencing token (in the table's slot)."""
-    return f"lease:{{{_tag(table)}}}:token"
-
-
-def _tag(table: str) -> str:
-    if not table or "{" in table or "}" in table:
-        raise ValueError(f"table id {table!r} must be non-empty and without braces")
-    return table
 
 
 # --- Lua ---------------------------------------------------------------------------------
@@ -246,86 +201,6 @@ def _int_or_none(value: bytes | None) -> int | None:
     return None if value is None or value == b"" else int(value)
 
 
-class _Keys:
-    """The key names (see the module docstring)."""
-
-    def __init__(self, prefix: str) -> None:
-        ledger = f"{prefix}:{{ledger}}"
-        self.prefix = prefix
-        self.ledger = ledger
-        self.balances = f"{ledger}:balances"
-        self.accounts = f"{ledger}:accounts"
-        self.debits = f"{ledger}:debits"
-        self.credits = f"{ledger}:credits"
-        self.journal = f"{ledger}:journal"
-        self.names = f"{ledger}:names"
-        self.created = f"{ledger}:created"
-        self.transfers = f"{ledger}:transfer-ids"
-        self.deposit_ids = f"{ledger}:deposit-ids"
-        self.withdraw_ids = f"{ledger}:withdraw-ids"
-        self.identity = f"{ledger}:identity"
-        self.bets = f"{ledger}:bets"
-        self.bet_seq = f"{ledger}:bet-seq"
-        self.slip_seq = f"{ledger}:slip-seq"
-        self.rounds = f"{ledger}:rounds"
-        self.shoes = f"{ledger}:shoes"
-
-    @property
-    def money(self) -> list[str]:
-        return [self.balances, self.accounts, self.debits, self.credits, self.journal,
-                self.transfers]
-
-    def player_bet_ids(self, player_id: str) -> str:
-        return f"{self.ledger}:player:{player_id}:bet-ids"
-
-    def player_bets(self, player_id: str) -> str:
-        return f"{self.ledger}:player:{player_id}:bets"
-
-    def player_rounds(self, player_id: str) -> str:
-        return f"{self.ledger}:player:{player_id}:rounds"
-
-    def player_slips(self, player_id: str) -> str:
-        return f"{self.ledger}:player:{player_id}:slips"
-
-    def slip_keys(self, table: str, round_id: str, player_id: str) -> list[str]:
-        """The keys of one slip in place_slips.lua, in its order."""
-        return [self.round_info(table, round_id), self.round_bets(table, round_id),
-                self.round_totals(table, round_id), self.player_bet_ids(player_id),
-                self.player_bets(player_id), self.player_rounds(player_id),
-                self.player_slips(player_id), self.round_players(table, round_id),
-                self.round_by_player(table, round_id)]
-
-    def table(self, table: str) -> str:
-        return f"{self.prefix}:table:{{{_tag(table)}}}"
-
-    def table_state(self, table: str) -> str:
-        return f"{self.table(table)}:state"
-
-    def table_events(self, table: str) -> str:
-        return f"{self.table(table)}:events"
-
-    def round_info(self, table: str, round_id: str) -> str:
-        return f"{self.table(table)}:round:{round_id}:info"
-
-    def round_bets(self, table: str, round_id: str) -> str:
-        return f"{self.table(table)}:round:{round_id}:bets"
-
-    def round_totals(self, table: str, round_id: str) -> str:
-        return f"{self.table(table)}:round:{round_id}:totals"
-
-    def round_players(self, table: str, round_id: str) -> str:
-        return f"{self.table(table)}:round:{round_id}:players"
-
-    def round_by_player(self, table: str, round_id: str) -> str:
-        return f"{self.table(table)}:round:{round_id}:by-player"
-
-    def shoe_info(self, table: str, shoe_id: str) -> str:
-        return f"{self.table(table)}:shoe:{shoe_id}:info"
-
-    def pending_rounds(self, table: str) -> str:
-        return f"{self.table(table)}:settling"
-
-
 @surface_outages(is_redis_outage)
 class RedisStore:
     """The :class:`~livetable.store.base.Store` contract on one Redis primary.
@@ -333,7 +208,7 @@ class RedisStore:
     Every public method surfaces Redis's outages as
     :class:`~livetable.store.base.StoreUnavailable` (:func:`surface_outages`)."""
 
-    def __init__(self, client: Redis, *, prefix: str = "lt",
+    def __init__(self, client: Redis, *, prefix: str = DEFAULT_PREFIX,
                  event_retention: int = DEFAULT_EVENT_RETENTION,
                  owns_client: bool = False, seal: StateSeal | None = None,
                  settle_chunk: int = SETTLE_CHUNK) -> None:
@@ -342,7 +217,7 @@ class RedisStore:
                             "touch the {ledger} slot and a table's slot together (see the "
                             "module docstring); point the store at a standalone primary")
         self.redis = client
-        self.keys = _Keys(prefix)
+        self.keys = RedisKeys(prefix)
         self.event_retention = event_retention
         #: Seals engine states at rest (store/sealing.py); None only in tests.
         self.seal = seal
@@ -363,7 +238,7 @@ class RedisStore:
         self._events_after_script = client.register_script(_lua("events_after"))
 
     @classmethod
-    def from_url(cls, url: str, *, prefix: str = "lt",
+    def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX,
                  event_retention: int = DEFAULT_EVENT_RETENTION,
                  max_connections: int = 64, pool_timeout: float = 10.0,
                  seal: StateSeal | None = None,
@@ -457,7 +332,7 @@ class RedisStore:
         if bad is not None:
             return bad
         try:
-            _tag(slip.table)
+            table_tag(slip.table)
         except ValueError:
             return Rejection("unknown_round")
         loop = asyncio.get_running_loop()
@@ -494,7 +369,7 @@ class RedisStore:
         k = self.keys
         token = self.fence_tokens.get(table)
         keys = [*k.money, k.bets, k.rounds, k.table_state(table), k.table_events(table),
-                lease_token_key(table), k.pending_rounds(table)]
+                k.lease_token(table), k.pending_rounds(table)]
 
         def key(name: str) -> int:  # the Lua index of a key the effects name
             keys.append(name)
@@ -559,7 +434,7 @@ class RedisStore:
         round_id = pending[0]
         token = self.fence_tokens.get(table)
         reply = await self._settle_chunk_script(
-            keys=[*k.money, k.bets, lease_token_key(table), k.pending_rounds(table),
+            keys=[*k.money, k.bets, k.lease_token(table), k.pending_rounds(table),
                   k.round_info(table, round_id), k.round_players(table, round_id),
                   k.round_by_player(table, round_id)],
             args=["" if token is None else str(token), round_id, now, self.settle_chunk])

@@ -25,6 +25,7 @@ import msgspec
 from redis.asyncio import Redis
 
 from livetable.store.base import surface_outages
+from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.store.redis import is_redis_outage
 from livetable.store.wallet import CallState, WalletCall
 
@@ -156,12 +157,12 @@ def _s(value: object) -> str:
 class RedisWalletLog:
     """The :class:`~livetable.store.wallet.WalletLog` contract on Redis."""
 
-    def __init__(self, client: Redis, tables: list[str], *, prefix: str = "lt",
+    def __init__(self, client: Redis, tables: list[str], *, prefix: str = DEFAULT_PREFIX,
                  owns_client: bool = False) -> None:
         self.redis = client
         self._owns_client = owns_client
         self.tables = list(tables)
-        self.prefix = prefix
+        self.keys = RedisKeys(prefix)
         self._begin = client.register_script(_BEGIN_LUA)
         self._answer = client.register_script(_ANSWER_LUA)
         self._expire = client.register_script(_EXPIRE_LUA)
@@ -169,9 +170,7 @@ class RedisWalletLog:
         self._delivered = client.register_script(_DELIVERED_LUA)
 
     def _key(self, table: str, name: str) -> str:
-        if not table or "{" in table or "}" in table:
-            raise ValueError(f"table id {table!r} must be non-empty and without braces")
-        return f"{self.prefix}:wallet:{{{table}}}:{name}"
+        return self.keys.wallet(table, name)
 
     @staticmethod
     def _meta(call: WalletCall) -> bytes:

@@ -31,7 +31,6 @@ let sent = [];                 // commands awaiting their ack/error, in order
 let entered = [];              // [{slot, n?, card}] the cards of this round, in dealing order
 let lastScanned = null;        // the last card sent this round: a repeat is worth a warning
 let lastPlaced = null;
-let refreshTimer = null;
 let cancelArmed = null;
 
 function token() { return sessionStorage.getItem(TOKEN_KEY); }
@@ -320,7 +319,6 @@ function onMessage(msg) {
       if (slot === "opening" && typeof d.burned === "number") where += ` · ${t("dealer.burned", { n: d.burned })}`;
       log("ack", `✓ ${card} → ${where}`);
       announce(`${card} → ${where}`);
-      scheduleRefresh();
     } else if (d.awaiting) {
       log("ack", `✓ ${cmdName(msg.cmd)} — ${t("dealer.awaiting_opening")}`);
       announce(t("dealer.awaiting_opening"));
@@ -329,8 +327,7 @@ function onMessage(msg) {
       const extra = d.mode ? `: ${t(`mode.${d.mode}`)}` : Object.keys(d).length ? ` ${JSON.stringify(d)}` : "";
       log("ack", `✓ ${cmdName(msg.cmd)}${extra}`);
     }
-    if (msg.cmd === "set_mode" && typeof d.auto === "boolean" && st) st.mode = d.auto ? "auto" : "manual";
-    if (msg.cmd === "set_mode" && st && cmd) st.mode = cmd.auto ? "auto" : "manual";
+    if (msg.cmd === "set_mode" && st && cmd) st.mode = cmd.auto ? "auto" : "manual";  // mode_changed says so too
     render();
     return;
   }
@@ -359,7 +356,6 @@ function onEvent(ev) {
     default: break;
   }
   log("event", describe(ev));
-  if (["round_settled", "shoe_started", "round_cancelled", "round_opened", "shoe_shuffling"].includes(ev.type)) scheduleRefresh();
   render();
 }
 
@@ -376,25 +372,10 @@ function describe(ev) {
     case "shoe_shuffling": return t("banner.new_shoe");
     case "table_paused": return t("banner.paused", { reason: ev.reason || "—" });
     case "table_resumed": return t("announce.resumed");
+    case "cut_card_out": return t("dealer.cut_out");
+    case "mode_changed": return `${cmdName("set_mode")}: ${t(`mode.${ev.mode}`)}`;
     default: return ev.type;
   }
-}
-
-function scheduleRefresh() {
-  clearTimeout(refreshTimer);
-  refreshTimer = setTimeout(async () => {
-    if (!st) return;
-    try {
-      const snap = await getJSON(`/api/tables/${encodeURIComponent(st.id)}`);
-      if (!st || snap.id !== st.id) return;
-      st.cards_left = snap.cards_left;
-      st.cut_card_out = snap.cut_card_out;
-      st.last_round = snap.last_round;
-      st.mode = snap.mode;
-      st.opens_at = snap.opens_at ?? null;
-      render();
-    } catch { /* shown from events only */ }
-  }, 400);
 }
 
 function log(kind, text) {

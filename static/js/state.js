@@ -52,6 +52,9 @@ export function applyEvent(st, ev) {
       st.shuffling = true;
       st.shoe_id = ev.shoe_id;
       st.roadmap = [];
+      st.cut_card_out = false;
+      st.last_round = false;
+      st.opens_at = null;  // the dealer reads the opening card first
       break;
     case "shoe_started":
       st.shuffling = false;
@@ -60,7 +63,8 @@ export function applyEvent(st, ev) {
       st.cut_card_out = false;
       st.last_round = false;
       st.round_no = 0;
-      if (typeof ev.cards_left === "number") st.cards_left = ev.cards_left;
+      st.cards_left = ev.cards_left;
+      st.opens_at = ev.opens_at ?? null;
       break;
     case "round_opened":
       if (ev.shoe_id && ev.shoe_id !== st.shoe_id) { st.roadmap = []; st.shoe_id = ev.shoe_id; }
@@ -71,7 +75,7 @@ export function applyEvent(st, ev) {
       st.hands = {};
       st.dealt = {};
       st.results = [];
-      st.last_round = false;
+      st.last_round = st.cut_card_out;  // the cut card came out between rounds: the last
       st.paused_reason = null;
       st.cancel_reason = null;
       st.opens_at = null;
@@ -82,17 +86,14 @@ export function applyEvent(st, ev) {
       if (ev.round_id === st.round_id || !st.round_id) st.phase = allDealt(st) ? "revealing" : "dealing";
       break;
     case "card_dealt":
-      if (ev.to && ev.to !== "burn" && ev.to !== "BURN") {
-        st.dealt[ev.to] = Math.max(st.dealt[ev.to] || 0, ev.n || 1);
-      }
-      if (typeof ev.cards_left === "number") st.cards_left = ev.cards_left;
-      else if (typeof st.cards_left === "number") st.cards_left -= 1;
+      st.dealt[ev.to] = Math.max(st.dealt[ev.to] || 0, ev.n);
+      st.cards_left = ev.cards_left;
       // The Banker's second card is the round's last: after the close, the reveals begin.
       if (ev.to === "BANKER" && ev.n >= 2 && st.phase === "dealing") st.phase = "revealing";
       break;
     case "cards_voided":  // a mis-scan voided before any reveal: fewer cards face down
-      st.dealt = { ...(ev.dealt || {}) };
-      if (typeof st.cards_left === "number") st.cards_left += ev.count || 0;
+      st.dealt = { ...ev.dealt };
+      st.cards_left = ev.cards_left;
       if (st.phase === "revealing") st.phase = "dealing";
       break;
     case "hand_revealed":
@@ -107,6 +108,7 @@ export function applyEvent(st, ev) {
       st.phase = "settled";
       st.last_round = !!ev.last_round;
       if (ev.last_round) st.cut_card_out = true;
+      st.opens_at = ev.opens_at ?? null;
       if (!st.roadmap.some((r) => r.round_id === ev.round_id)) {
         st.roadmap.push({ round_id: ev.round_id, round_no: st.round_no, results: st.results });
         sortRoadmap(st.roadmap);
@@ -116,6 +118,8 @@ export function applyEvent(st, ev) {
       st.phase = "cancelled";
       st.cancel_reason = ev.reason || "";
       st.paused_reason = null;
+      st.closes_at = null;
+      st.opens_at = ev.opens_at ?? null;
       break;
     case "table_paused":
       if (st.phase !== "paused") st.resume_phase = st.phase;
@@ -123,10 +127,23 @@ export function applyEvent(st, ev) {
       st.paused_reason = ev.reason || "";
       break;
     case "table_resumed":
-      st.phase = ev.phase || st.resume_phase || "idle";
+      st.phase = st.resume_phase || "idle";
       if (typeof ev.closes_at === "number") st.closes_at = ev.closes_at;
       st.paused_reason = null;
       st.resume_phase = null;
+      break;
+    case "cut_card_out":  // the shoe's last round is this one (or the next)
+      st.cut_card_out = true;
+      st.last_round = !!ev.last_round;
+      break;
+    case "mode_changed":  // between rounds; the shoe went with the old mode
+      st.mode = ev.mode;
+      st.shoe_id = null;
+      st.cut_card_out = false;
+      st.last_round = false;
+      st.cards_left = 0;
+      st.shuffling = false;
+      st.opens_at = ev.opens_at ?? null;
       break;
     default:
       break;

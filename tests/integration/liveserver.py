@@ -408,7 +408,8 @@ def check_no_early_cards(client: WireClient, truth: dict[str, dict[str, list[str
             ended_shoes.add(frame["shoe_id"])
             continue
         if kind == "card_dealt":  # face down: exactly these fields, no identity
-            assert set(frame) == {"type", "table", "epoch", "seq", "round_id", "to", "n"}, frame
+            assert set(frame) == {"type", "table", "epoch", "seq", "round_id", "to", "n",
+                                  "cards_left"}, frame  # a count, no card
         if kind == "hand_revealed":
             revealed.add((frame["round_id"], frame["hand"]))
             if frame["round_id"] in truth:

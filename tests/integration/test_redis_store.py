@@ -55,7 +55,6 @@ from livetable.store.redis import (
     FencedOut,
     RedisStore,
     _lua,
-    lease_token_key,
 )
 
 pytestmark = [
@@ -335,12 +334,12 @@ async def test_a_settlement_committed_twice_at_once_pays_once(
 
 async def test_a_fenced_out_engine_writes_nothing(store: RedisStore) -> None:
     await store.ensure_player("alice", "Alice", 1_000, T0)
-    await store.redis.set(lease_token_key(TABLE), 5)
+    await store.redis.set(store.keys.lease_token(TABLE), 5)
     store.fence_tokens[TABLE] = 5
     await store.commit_step(TABLE, b"s1", [frame(1)], [open_round()], T0)
     assert isinstance(await store.place_bet(bet("alice", "b1"), T0 + 1), p.BetAccepted)
 
-    await store.redis.set(lease_token_key(TABLE), 6)  # another engine took the table
+    await store.redis.set(store.keys.lease_token(TABLE), 6)  # another engine took the table
     with pytest.raises(FencedOut) as caught:
         await store.commit_step(TABLE, b"s2", [frame(2), frame(3)], [close(), settle()], T0 + 2)
     assert (caught.value.table, caught.value.token, caught.value.holder) == (TABLE, 5, "6")
@@ -350,17 +349,17 @@ async def test_a_fenced_out_engine_writes_nothing(store: RedisStore) -> None:
     assert view is not None and view.state == "betting"
     assert (await balance(store, "alice"), await held(store)) == (800, 200)
 
-    await store.redis.delete(lease_token_key(TABLE))  # the lease lapsed: still not ours
+    await store.redis.delete(store.keys.lease_token(TABLE))  # the lease lapsed: still not ours
     with pytest.raises(FencedOut):
         await store.commit_step(TABLE, b"s2", [frame(2)], [close()], T0 + 2)
 
     store.fence_tokens[TABLE] = 6  # the new holder's store
-    await store.redis.set(lease_token_key(TABLE), 6)
+    await store.redis.set(store.keys.lease_token(TABLE), 6)
     settled = await store.commit_step(TABLE, b"s2", [frame(2), frame(3)], [close(), settle()],
                                       T0 + 2)
     assert [s.message.returned for s in settled] == [300]
     del store.fence_tokens[TABLE]  # unfenced stores do not look at the lease
-    await store.redis.set(lease_token_key(TABLE), 99)
+    await store.redis.set(store.keys.lease_token(TABLE), 99)
     await store.commit_step(TABLE, b"s3", [frame(4)], [], T0 + 3)
     assert await store.load_table(TABLE) == b"s3"
     assert (await store.audit()).ok
@@ -405,7 +404,7 @@ async def test_every_key_is_tagged_by_table_or_ledger(store: RedisStore) -> None
     keys = [k.decode() async for k in store.redis.scan_iter("*")]
     tags = Counter(k[k.index("{") + 1:k.index("}")] for k in keys)
     assert set(tags) == {"ledger", TABLE}
-    table_keys = [k for k in keys if "{t1}" in k] + [lease_token_key(TABLE)]
+    table_keys = [k for k in keys if "{t1}" in k] + [store.keys.lease_token(TABLE)]
     assert len({key_slot(k.encode()) for k in table_keys}) == 1
 
 

@@ -41,14 +41,15 @@ from redis.crc import key_slot
 from redis_util import RedisServer, start_redis
 
 from livetable.bus import TableBatch
-from livetable.bus.redis import channel
-from livetable.server.scaleout import commands_key, lease_counter_key, lease_key
-from livetable.store.redis import RedisStore, lease_token_key
+from livetable.store.keys import RedisKeys
+from livetable.store.redis import RedisStore
 
 pytestmark = [
     pytest.mark.redis,
 ]
 
+#: The names a deployment with the default prefix uses.
+KEYS = RedisKeys()
 #: Longer than the bus watchdog's 3 s of silence: an idle subscription must not look dead.
 BETTING_SECONDS = 4
 
@@ -92,7 +93,7 @@ async def test_sharded_pubsub_and_one_slot_per_table(
     listener = RedisCluster.from_url(f"redis://127.0.0.1:{seed.port}")
     await listener.initialize()
     pubsub = listener.pubsub()
-    await pubsub.ssubscribe(channel(TABLE))  # the test listens on the cluster too
+    await pubsub.ssubscribe(KEYS.steps(TABLE))  # the test listens on the cluster too
     await asyncio.to_thread(server.start)
     clients: list[WireClient] = []
     try:
@@ -136,12 +137,12 @@ async def test_sharded_pubsub_and_one_slot_per_table(
         store = RedisStore.from_url(primary.url)
         names = [store.keys.table_state(TABLE), store.keys.table_events(TABLE),
                  store.keys.round_info(TABLE, round_id), store.keys.round_bets(TABLE, round_id),
-                 store.keys.round_totals(TABLE, round_id), lease_key(TABLE),
-                 lease_token_key(TABLE), lease_counter_key(TABLE), commands_key(TABLE),
-                 channel(TABLE)]
+                 store.keys.round_totals(TABLE, round_id), KEYS.lease_owner(TABLE),
+                 KEYS.lease_token(TABLE), KEYS.lease_counter(TABLE), KEYS.commands(TABLE),
+                 KEYS.steps(TABLE)]
         slots = {name: int(redis_cli(seed.port, "cluster", "keyslot", name)) for name in names}
         assert len(set(slots.values())) == 1, slots
-        slot = slots[channel(TABLE)]
+        slot = slots[KEYS.steps(TABLE)]
         assert slot == key_slot(TABLE.encode())  # the hash tag is the table id
         # ... and every key of the table that was actually written (the rest is the ledger)
         written = [k.decode() for k in await store.redis.keys("*")]
@@ -155,12 +156,12 @@ async def test_sharded_pubsub_and_one_slot_per_table(
         # the gateway's subscription is a shard subscription on the slot's owner, not a
         # classic one on the primary
         owner = next(n for n in cluster if _serves(n, slot))
-        assert redis_cli(owner.port, "pubsub", "shardnumsub", channel(TABLE)).split() == [
-            channel(TABLE), "2"]  # the gateway's and the test's
-        assert redis_cli(primary.port, "pubsub", "numsub", channel(TABLE)).split() == [
-            channel(TABLE), "0"]
-        assert redis_cli(primary.port, "pubsub", "shardnumsub", channel(TABLE)).split() == [
-            channel(TABLE), "0"]
+        assert redis_cli(owner.port, "pubsub", "shardnumsub", KEYS.steps(TABLE)).split() == [
+            KEYS.steps(TABLE), "2"]  # the gateway's and the test's
+        assert redis_cli(primary.port, "pubsub", "numsub", KEYS.steps(TABLE)).split() == [
+            KEYS.steps(TABLE), "0"]
+        assert redis_cli(primary.port, "pubsub", "shardnumsub", KEYS.steps(TABLE)).split() == [
+            KEYS.steps(TABLE), "0"]
         # the watchdog did not tear the subscription down in a 4 s betting phase
         metrics = server.get("/metrics").text
         assert "livetable_redis_reconnects_total" not in metrics or \

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from livetable.cli import build_parser, main
@@ -158,16 +159,20 @@ def test_dealer_and_supervisor_are_exclusive(capsys: pytest.CaptureFixture[str],
 
 @pytest.mark.parametrize(("line", "frame"), [
     ("kh", {"type": "card", "card": "KH"}),
+    ("cut", {"type": "card", "card": "CUT"}),
     ("open 20", {"type": "open_betting", "betting_ms": 20_000}),
+    ("open", {"type": "open_betting", "betting_ms": None}),
     ("cards", {"type": "round_cards"}),
-    ("void 1", {"type": "correct_cards", "count": 1}),
+    ("void 1", {"type": "correct_cards", "count": 1, "approval": None}),
     ("void 2 abc.def", {"type": "correct_cards", "count": 2, "approval": "abc.def"}),
+    ("manual", {"type": "set_mode", "auto": False}),
     ("   ", None),
 ])
 def test_terminal_console_lines(line: str, frame: dict[str, object] | None) -> None:
     from livetable.dealer import command_of
 
-    assert command_of(line) == frame
+    command = command_of(line)
+    assert (None if command is None else msgspec.to_builtins(command)) == frame
 
 
 @pytest.mark.parametrize("line", ["void", "void two", "ZZ"])

@@ -273,7 +273,8 @@ def test_auto_round_step_by_step() -> None:
                     "next_at": T0 + DEAL_MS}
     assert [strip(f) for f in frames(step)] == [
         {"type": "shoe_started", "shoe_id": "t1.1", "burn_card": str(burn_card),
-         "burned": burned, "commitment": shoe["commitment"]},
+         "burned": burned, "commitment": shoe["commitment"], "cards_left": 416 - burned - 1,
+         "opens_at": None},
         {"type": "round_opened", "round_id": "t1.1.1", "shoe_id": "t1.1", "round_no": 1,
          "closes_at": closes},
     ]
@@ -301,7 +302,7 @@ def test_auto_round_step_by_step() -> None:
             expected["seq"] = seq
             assert [strip(f) for f in frames(step)] == [
                 {"type": "card_dealt", "round_id": "t1.1.1", "to": slot.position.value,
-                 "n": slot.n}]
+                 "n": slot.n, "cards_left": 416 - ref.drawn}]
         assert diff == expected
         assert step.effects == []
         assert e.phase == "betting"
@@ -341,7 +342,7 @@ def test_auto_round_step_by_step() -> None:
                         "roadmap": [{"round_id": "t1.1.1", "round_no": 1, "results": results}],
                         "next_at": due + BETWEEN_MS}
         assert got[1:] == [{"type": "round_settled", "round_id": "t1.1.1", "results": results,
-                            "last_round": False}]
+                            "last_round": False, "opens_at": due + BETWEEN_MS}]
         assert effects(step) == [{
             "type": "settle_round", "table": "t1", "round_id": "t1.1.1", "spots": spots,
             "cards": {pos.value: cs for pos, cs in hands.items()}}]
@@ -411,7 +412,7 @@ def test_manual_round_step_by_step() -> None:
     assert diff == {"seq": 2, "shoe": shoe_of(ref, "t1.1")}
     assert [strip(f) for f in frames(step)] == [
         {"type": "shoe_started", "shoe_id": "t1.1", "burn_card": "5C", "burned": 5,
-         "commitment": None}]
+         "commitment": None, "cards_left": 416 - 6, "opens_at": None}]
     assert step.detail == {"slot": "opening", "burned": 5}
     assert not e.snapshot().shuffling
 
@@ -437,7 +438,7 @@ def test_manual_round_step_by_step() -> None:
             assert step.detail == {"slot": slot.position.value, "n": slot.n}
             assert [strip(f) for f in frames(step)] == [
                 {"type": "card_dealt", "round_id": "t1.1.1", "to": slot.position.value,
-                 "n": slot.n}]
+                 "n": slot.n, "cards_left": 416 - ref.drawn}]
         assert diff == expected
         assert step.effects == []
         assert e.phase == "betting"  # bets are still taken
@@ -488,7 +489,8 @@ def test_manual_dealer_slower_than_the_countdown_deals_after_the_close() -> None
     # The thirteenth card: the reveals begin.
     step, diff = act(e, "card", MANUAL_CARDS[-1], T0 + 7_000)
     assert [strip(f) for f in frames(step)] == [
-        {"type": "card_dealt", "round_id": "t1.1.1", "to": "BANKER", "n": 2}]
+        {"type": "card_dealt", "round_id": "t1.1.1", "to": "BANKER", "n": 2,
+         "cards_left": 416 - 6 - 13}]
     assert diff["phase"] == "revealing"
     step, _ = act(e, "reveal", T0 + 8_000)
     assert frames(step)[0]["hand"] == "P1"
@@ -826,7 +828,8 @@ def test_cancel_from_every_cancellable_phase(mode: Mode, phase: str, paused_from
         expected["next_at"] = T0 + 900 + BETWEEN_MS
     assert diff == expected
     assert [strip(f) for f in frames(step)] == [
-        {"type": "round_cancelled", "round_id": "t1.1.1", "reason": reason}]
+        {"type": "round_cancelled", "round_id": "t1.1.1", "reason": reason,
+         "opens_at": expected.get("next_at")}]
     assert effects(step) == [{"type": "cancel_round", "table": "t1", "round_id": "t1.1.1",
                               "reason": reason}]
     # The next round opens with the next number, with nothing left of the cancelled one.
@@ -853,15 +856,20 @@ def test_set_mode_between_rounds() -> None:
     assert shoe is not None and shoe.salt is not None
     seq = e.state.seq
     step, diff = act(e, "set_mode", "manual", T0 + 1)
-    assert diff == {"seq": seq + 1, "mode": "manual", "shoe": None, "next_at": None}
+    assert diff == {"seq": seq + 2, "mode": "manual", "shoe": None, "next_at": None}
     # The auto shoe set aside has ended: it is revealed (DESIGN §7).
     assert [strip(f) for f in frames(step)] == [
         {"type": "shoe_revealed", "shoe_id": "t1.1", "salt": shoe.salt, "cut_at": shoe.cut_at,
-         "order": shoe.order}]
+         "order": shoe.order},
+        {"type": "mode_changed", "mode": "manual", "opens_at": None}]
     assert [ef["type"] for ef in effects(step)] == ["reveal_shoe"]
     assert refused(e, "open_betting", T0 + 2).code == "no_shoe"
     step, diff = act(e, "set_mode", "auto", T0 + 3)
-    assert diff == {"mode": "auto", "next_at": T0 + 3}
+    assert diff == {"seq": seq + 3, "mode": "auto", "next_at": T0 + 3}
+    # Announced: a console shows the mode, and that the next round opens now, from events.
+    assert [strip(f) for f in frames(step)] == [
+        {"type": "mode_changed", "mode": "auto", "opens_at": T0 + 3}]
+    assert e.snapshot().mode == "auto" and e.snapshot().opens_at == T0 + 3
     step = tick_due(e)
     types = [f["type"] for f in frames(step)]
     assert types == ["shoe_started", "round_opened"]
@@ -890,10 +898,17 @@ def test_auto_cut_card_makes_the_round_the_last_of_the_shoe() -> None:
         was_out = e.state.shoe is not None and e.state.shoe.cut_out
         step = e.tick(now)
         assert e.state.shoe is not None
+        cut_events = [strip(f) for f in frames(step) if f["type"] == "cut_card_out"]
         if e.state.shoe.cut_out and not was_out:
             assert cut_round is None
             cut_round = e.state.round_id
             assert e.phase == "betting"  # the cards come out while bets are open
+            # announced once, before the card that came out after it
+            assert [f["type"] for f in frames(step)] == ["cut_card_out", "card_dealt"]
+            assert cut_events == [{"type": "cut_card_out", "shoe_id": "t1.1",
+                                   "last_round": True}]
+        else:
+            assert cut_events == []
         for f in frames(step):
             if f["type"] == "round_settled":
                 settled.append((f["round_id"], f["last_round"]))
@@ -915,9 +930,15 @@ def test_manual_cut_card_during_dealing_marks_the_last_round() -> None:
     e = engine_in("dealing", "manual")
     before = state(e)
     step, diff = act(e, "card", "CUT", T0 + 200)
-    assert step.events == [] and step.effects == []
+    assert step.effects == []
+    assert [strip(f) for f in frames(step)] == [
+        {"type": "cut_card_out", "shoe_id": "t1.1", "last_round": True}]
     assert step.detail == {"slot": "cut", "last_round": True}
-    assert diff == {"last_round": True, "shoe": {**before["shoe"], "cut_out": True}}
+    assert diff == {"seq": before["seq"] + 1, "last_round": True,
+                    "shoe": {**before["shoe"], "cut_out": True}}
+    # Read twice (a scanner's repeat): it is out already, nothing more to announce.
+    step, diff = act(e, "card", "CUT", T0 + 201)
+    assert step.events == [] and diff == {}
     # The cut card is not a card of the round; the next card goes where it would have.
     rest = MANUAL_CARDS[len(e.state.round_cards):]
     settled = [f for s in finish_round(e, T0 + 300, rest) for f in frames(s)
@@ -936,6 +957,9 @@ def test_manual_cut_card_between_rounds_makes_the_next_round_the_last() -> None:
     e = engine_in("settled", "manual")
     step, diff = act(e, "card", "cut_card", T0 + 100)
     assert step.detail == {"slot": "cut", "last_round": False}
+    assert [strip(f) for f in frames(step)] == [
+        {"type": "cut_card_out", "shoe_id": "t1.1", "last_round": False}]
+    assert e.snapshot().cut_card_out and not e.snapshot().last_round
     step, diff = act(e, "open_betting", T0 + 200)
     assert diff["last_round"] is True
     list(finish_round(e, T0 + 300, MANUAL_CARDS))
@@ -1195,7 +1219,8 @@ def test_void_the_last_cards_during_betting() -> None:
                                       {"slot": "P4", "n": 1, "card": "5D"}]}
     assert [strip(f) for f in frames(step)] == [{
         "type": "cards_voided", "round_id": "t1.1.1", "count": 2,
-        "dealt": {"P1": 1, "P2": 1}, "dealer": "Dee", "supervisor": "Sue"}]
+        "dealt": {"P1": 1, "P2": 1}, "dealer": "Dee", "supervisor": "Sue",
+        "cards_left": 416 - e.state.shoe.drawn}]
     assert step.effects == []
     assert diff["round_cards"] == ["2C", "9H", "KS"]
     assert diff["shoe"]["drawn"] == 6 + 5 - 2  # the opening card, five burned, three dealt
