@@ -25,12 +25,13 @@ connection of its own to the embedded database file, tables ``wallet_calls``) an
 from __future__ import annotations
 
 import hashlib
-import os
 import sqlite3
 from pathlib import Path
 from typing import Literal, Protocol
 
 import msgspec
+
+from livetable.store.sqlite import check_synchronous
 
 Method = Literal["balance", "debit", "credit", "rollback"]
 #: debit: pending ok refused unknown; credit and rollback: queued ok
@@ -181,16 +182,13 @@ class SQLiteWalletLog:
     beyond SQLite's own write lock (``busy_timeout``).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
         self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA busy_timeout=5000")
         # the ledger's durability (store/sqlite.py): NORMAL survives a process crash, which
         # is what the outbox must; WAL's default (FULL) would fsync every debit twice
-        sync = os.environ.get("LIVETABLE_SQLITE_SYNC", "NORMAL").upper()
-        if sync not in ("NORMAL", "FULL", "EXTRA"):
-            raise ValueError(f"LIVETABLE_SQLITE_SYNC must be NORMAL, FULL or EXTRA, not {sync!r}")
-        self.db.execute(f"PRAGMA synchronous={sync}")
+        self.db.execute(f"PRAGMA synchronous={check_synchronous(synchronous)}")
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 self.db.execute(statement)
