@@ -38,8 +38,9 @@ Method = Literal["balance", "debit", "credit", "rollback"]
 CallState = Literal["pending", "ok", "refused", "unknown", "queued"]
 
 
-class WalletCall(msgspec.Struct, kw_only=True):
-    """One wallet call as the log keeps it."""
+class CallSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What every record of a wallet call holds: which call, for whom, how much, and how it
+    stands. Fields at their default are left out of an encoded call."""
 
     tx_id: str
     method: Method
@@ -48,14 +49,18 @@ class WalletCall(msgspec.Struct, kw_only=True):
     table_id: str
     round_id: str
     amount: int
-    #: The exact JSON body sent (and re-sent: a retry is byte for byte the same call).
-    body: bytes
     state: CallState
     #: The operator's last answer (or why there was none: "timeout", "http 500" …).
     answer: str | None = None
     attempts: int = 0
     created_at: int = 0
     updated_at: int = 0
+
+
+class CallRecord(CallSummary, kw_only=True, omit_defaults=True):
+    """A wallet call without its body (which never changes): the Redis log's msgpack map.
+    Its fields keep their order, so that a call encodes to the same bytes as ever."""
+
     #: Debit: the slip's idempotency key, and until when its answer may accept the slip.
     slip_key: str | None = None
     deadline: int = 0
@@ -65,6 +70,13 @@ class WalletCall(msgspec.Struct, kw_only=True):
     next_at: int = 0
     #: Rollback: the debit it undoes; credit: the debits it closes (comma-separated).
     debits: str = ""
+
+
+class WalletCall(CallRecord, kw_only=True):
+    """One wallet call as the log keeps it."""
+
+    #: The exact JSON body sent (and re-sent: a retry is byte for byte the same call).
+    body: bytes
 
 
 def _digest(*parts: str) -> str:
