@@ -170,14 +170,16 @@ def livetable_ws() -> Any:
 
 
 async def run_livetable(bench: Bench, args: argparse.Namespace) -> None:
+    import msgspec
     import uvicorn
 
     from livetable.bus import TableBatch
-    from livetable.config import Settings
+    from livetable.config import load_settings
     from livetable.server.app import Services, create_app
 
-    settings = Settings(host="127.0.0.1", port=args.port, data_dir=Path(args.data_dir),
-                        mode="manual", tables=1, redis_url=None, db=None)
+    settings = msgspec.structs.replace(load_settings(), host="127.0.0.1", port=args.port,
+                                       data_dir=Path(args.data_dir), mode="manual",
+                                       tables=1, redis_url=None, db=None)
     services = Services(settings)
     app = create_app(settings, services)
     config = uvicorn.Config(app, host="127.0.0.1", port=args.port, ws=livetable_ws(),

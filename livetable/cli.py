@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NoReturn, TextIO, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TextIO, TypeAlias
 
 from livetable.rules.cards import CardError, parse_cards
 
@@ -214,24 +214,48 @@ def _add_simulate(commands: Commands) -> None:
 # --- serve, token ---------------------------------------------------------------------------
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    from livetable.config import Settings, StreamError, parse_streams
+def _setting(p: argparse.ArgumentParser, flag: str, name: str, help: str,
+             **kwargs: Any) -> None:
+    """A flag of the setting ``name``: no default of its own (not given = the variable or
+    the Struct's default, which the help shows) and no type (the Struct converts it)."""
+    from livetable.config import choices, variable
 
+    # the command's settings flags, {setting: flag}: what _settings reads
+    p.set_defaults(setting_flags={**(p.get_default("setting_flags") or {}), name: flag})
+    if choices(name):
+        kwargs.setdefault("metavar", "{" + ",".join(choices(name)) + "}")
+    p.add_argument(flag, dest=name, default=None,
+                   help=f"{help} (default {_default_text(name)}; env {variable(name)})",
+                   **kwargs)
+
+
+def _default_text(name: str) -> str:
+    from livetable.config import Settings
+
+    value = getattr(Settings(), name)
+    if name == "db":
+        return "DATA_DIR/livetable.sqlite3"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "unset" if value is None else "none" if value in ([], {}) else str(value)
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The settings of the environment and the flags given; a bad value is a usage error
+    naming its variable or flag."""
+    from livetable.config import SettingsError, load_settings, unknown_variables
+
+    for warning in unknown_variables():
+        print(f"livetable: warning: {warning}", file=sys.stderr)
+    given: dict[str, str] = getattr(args, "setting_flags", {})
+    flags = {name: (flag, getattr(args, name)) for name, flag in given.items()
+             if getattr(args, name) is not None}
     try:
-        settings = Settings()
-        if getattr(args, "streams", None):  # --stream replaces LIVETABLE_STREAMS
-            settings.streams = parse_streams(args.streams)
-    except StreamError as exc:
+        return load_settings(flags=flags)
+    except SettingsError as exc:
         raise UsageError(str(exc)) from None
-    for name in ("host", "port", "db", "data_dir", "tables", "betting_seconds",
-                 "reveal_interval", "next_round_after", "demo", "mode", "redis_url",
-                 "redis_pubsub_cluster", "wallet", "wallet_url"):
-        value = getattr(args, name, None)
-        if value is not None:
-            setattr(settings, name, value)
-    if getattr(args, "allowed_origins", None):
-        settings.allowed_origins = args.allowed_origins.split(",")
-    return settings
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -262,22 +286,6 @@ def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
     if settings.redis_url and not settings.secret:
         raise UsageError("with --redis every process must share LIVETABLE_SECRET (tokens "
                          "minted by one must verify on all)")
-    if getattr(args, "table_list", None):
-        settings.table_ids = [t for t in args.table_list.split(",") if t]
-    if settings.tables < 1:
-        raise UsageError("--tables must be at least 1")
-    unknown = sorted(set(settings.streams) - set(settings.table_names))
-    if unknown:
-        raise UsageError(f"--stream for {', '.join(unknown)}: no such table (tables: "
-                         f"{','.join(settings.table_names)})")
-    try:
-        settings.check_wallet()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if (settings.betting_seconds < 1 or settings.reveal_interval < 0
-            or settings.next_round_after < 0):
-        raise UsageError("--betting-seconds must be >= 1, --reveal-interval and "
-                         "--next-round-after >= 0")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     services = Services(settings, roles=roles)
@@ -299,14 +307,9 @@ def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
     from livetable.server.guard import ConnectionGuard
     from livetable.server.wsproto import FramedWebSocketProtocol
 
-    try:
-        guard = ConnectionGuard(head_timeout=settings.request_head_timeout,
-                                per_address=settings.connections_per_address,
-                                trusted=settings.trusted_proxies)
-    except ValueError as exc:  # "*" or not an address: trusting everyone is never meant
-        raise UsageError(f"LIVETABLE_TRUSTED_PROXIES must list proxy addresses or networks "
-                         f"(e.g. 10.0.0.5,10.1.0.0/16), not {settings.trusted_proxies}: "
-                         f"{exc}") from None
+    guard = ConnectionGuard(head_timeout=settings.request_head_timeout,
+                            per_address=settings.connections_per_address,
+                            trusted=settings.trusted_proxies)
     # X-Forwarded-For only from the proxies named: uvicorn would trust 127.0.0.1 (or
     # FORWARDED_ALLOW_IPS) by default, and any local process could claim any address.
     uvicorn.run(app, host=settings.host, port=settings.port, ws=FramedWebSocketProtocol,
@@ -318,48 +321,48 @@ def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
 
 
 def _add_server_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port (default 8000; env LIVETABLE_PORT)")
-    p.add_argument("--db", type=Path, help="SQLite file (default DATA_DIR/livetable.sqlite3)")
-    p.add_argument("--data-dir", dest="data_dir", type=Path,
-                   help="data directory: database and signing secret (default ./data)")
-    p.add_argument("--redis", dest="redis_url", help="Redis URL: scale-out mode")
-    p.add_argument("--redis-pubsub-cluster", dest="redis_pubsub_cluster",
-                   help="a Redis Cluster node URL for pub/sub only (sharded); the ledger "
-                        "stays on --redis")
-    p.add_argument("--table-ids", dest="table_list",
-                   help="comma-separated table ids (instead of --tables N: t1..tN)")
-    p.add_argument("--stream", dest="streams", action="append", metavar="TABLE=URL",
-                   help="the table's live video: URL of its HLS playlist, absolute or a path "
-                        "on this origin (repeatable; env LIVETABLE_STREAMS=t1=URL,t2=URL)")
+    _setting(p, "--host", "host", "interface to listen on")
+    _setting(p, "--port", "port", "port")
+    _add_store_flags(p)
+    _setting(p, "--redis-pubsub-cluster", "redis_pubsub_cluster",
+             "a Redis Cluster node URL for pub/sub only (sharded); the ledger stays on --redis")
+    _add_table_flags(p)
+    _setting(p, "--stream", "streams", "the table's live video: URL of its HLS playlist, "
+             "absolute or a path on this origin (repeatable; replaces the variable's "
+             "t1=URL,t2=URL)", action="append", metavar="TABLE=URL")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
-    p.add_argument("--wallet", choices=["internal", "seamless"],
-                   help="who holds players' money: this ledger (internal, the default) or "
-                        "the operator (seamless: needs --wallet-url and "
-                        "LIVETABLE_WALLET_SECRET)")
-    p.add_argument("--wallet-url", dest="wallet_url",
-                   help="the operator's wallet, e.g. https://operator.example/wallet "
-                        "(calls POST {url}/debit …)")
+    _setting(p, "--wallet", "wallet", "who holds players' money: this ledger (internal) or "
+             "the operator (seamless: needs --wallet-url and LIVETABLE_WALLET_SECRET)")
+    _setting(p, "--wallet-url", "wallet_url", "the operator's wallet, e.g. "
+             "https://operator.example/wallet (calls POST {url}/debit …)")
+    _setting(p, "--betting-seconds", "betting_seconds", "betting countdown")
+    _setting(p, "--reveal-interval", "reveal_interval", "seconds between reveals in auto mode")
+    _setting(p, "--next-round-after", "next_round_after",
+             "manual mode: open the next round by itself this many seconds after a round "
+             "ends (0: the dealer opens every round)")
+    _setting(p, "--demo", "demo", "guest players with a demo balance",
+             action=argparse.BooleanOptionalAction)
+    _setting(p, "--mode", "mode", "tables start in auto (server deals) or manual (dealer "
+             "console) mode")
+    _setting(p, "--allowed-origins", "allowed_origins",
+             "comma-separated websocket origins (none: same origin)")
+
+
+def _add_store_flags(p: argparse.ArgumentParser) -> None:
+    _setting(p, "--db", "db", "SQLite file")
+    _setting(p, "--data-dir", "data_dir", "data directory: database and signing secret")
+    _setting(p, "--redis", "redis_url", "Redis URL: scale-out mode")
+
+
+def _add_table_flags(p: argparse.ArgumentParser) -> None:
+    _setting(p, "--tables", "tables", "number of tables t1..tN")
+    _setting(p, "--table-ids", "table_ids", "comma-separated table ids (instead of --tables)")
 
 
 def _add_serve(commands: Commands) -> None:
     p = commands.add_parser("serve", help="run the service (embedded default: no flags)")
     _add_server_flags(p)
-    p.add_argument("--tables", type=int, help="number of tables (default 1)")
-    p.add_argument("--betting-seconds", dest="betting_seconds", type=float,
-                   help="betting countdown (default 15)")
-    p.add_argument("--reveal-interval", dest="reveal_interval", type=float,
-                   help="seconds between reveals in auto mode (default 1.5)")
-    p.add_argument("--next-round-after", dest="next_round_after", type=float,
-                   help="manual mode: open the next round by itself this many seconds after "
-                        "a round ends (default 0: the dealer opens every round)")
-    p.add_argument("--demo", dest="demo", action=argparse.BooleanOptionalAction, default=None,
-                   help="guest players with a demo balance (default on)")
-    p.add_argument("--mode", choices=["auto", "manual"],
-                   help="tables start in auto (server deals) or manual (dealer console) mode")
-    p.add_argument("--allowed-origins", dest="allowed_origins",
-                   help="comma-separated websocket origins (default: same origin)")
     p.set_defaults(handler=cmd_serve)
 
 
@@ -370,14 +373,6 @@ def _add_roles(commands: Commands) -> None:
     ):
         p = commands.add_parser(name, help=text)
         _add_server_flags(p)
-        p.add_argument("--tables", type=int, help="number of tables t1..tN (default 1)")
-        p.add_argument("--betting-seconds", dest="betting_seconds", type=float)
-        p.add_argument("--reveal-interval", dest="reveal_interval", type=float)
-        p.add_argument("--next-round-after", dest="next_round_after", type=float)
-        p.add_argument("--mode", choices=["auto", "manual"])
-        p.add_argument("--demo", dest="demo", action=argparse.BooleanOptionalAction,
-                       default=None)
-        p.add_argument("--allowed-origins", dest="allowed_origins")
         p.set_defaults(handler=handler)
 
 
@@ -438,7 +433,7 @@ def cmd_deposit(args: argparse.Namespace) -> int:
         else:
             from livetable.store.sqlite import SQLiteStore
 
-            store = SQLiteStore(settings.db_path)
+            store = SQLiteStore(settings.db_path, synchronous=settings.sqlite_sync)
         try:
             await store.ensure_player(args.player, args.name or "", 0, now_ms())
             return await store.deposit(args.id, args.player, args.amount, now_ms())
@@ -459,9 +454,7 @@ def _add_deposit(commands: Commands) -> None:
     p.add_argument("--id", required=True,
                    help="the deposit's unique id: the same id twice credits once")
     p.add_argument("--name", help="display name, for a new player")
-    p.add_argument("--db", type=Path, help="SQLite file (default DATA_DIR/livetable.sqlite3)")
-    p.add_argument("--data-dir", dest="data_dir", type=Path, help="data directory")
-    p.add_argument("--redis", dest="redis_url", help="Redis URL (scale-out mode)")
+    _add_store_flags(p)
     p.set_defaults(handler=cmd_deposit)
 
 
@@ -480,9 +473,8 @@ def _add_token(commands: Commands) -> None:
                    help="a dealer/supervisor token for every table")
     p.add_argument("--ttl", type=int, default=None,
                    help="seconds (default LIVETABLE_TOKEN_TTL or 30 days)")
-    p.add_argument("--data-dir", dest="data_dir", type=Path,
-                   help="data directory holding the secret (default ./data; or env "
-                        "LIVETABLE_SECRET)")
+    _setting(p, "--data-dir", "data_dir", "data directory holding the secret (unless "
+             "LIVETABLE_SECRET is set)")
     p.set_defaults(handler=cmd_token)
 
 
@@ -726,8 +718,7 @@ def cmd_wallet_report(args: argparse.Namespace) -> int:
         if settings.redis_url:
             from livetable.store.wallet_redis import RedisWalletLog
 
-            tables = args.table_list.split(",") if args.table_list else settings.table_names
-            redis_log = RedisWalletLog.from_url(settings.redis_url, tables)
+            redis_log = RedisWalletLog.from_url(settings.redis_url, settings.table_names)
             try:
                 return await redis_log.calls(args.round, args.player)
             finally:
@@ -736,7 +727,7 @@ def cmd_wallet_report(args: argparse.Namespace) -> int:
 
         if not settings.db_path.exists():
             raise UsageError(f"no database at {settings.db_path} (pass --data-dir or --db)")
-        wallet_log = SQLiteWalletLog(settings.db_path)
+        wallet_log = SQLiteWalletLog(settings.db_path, settings.sqlite_sync)
         try:
             return await wallet_log.calls(args.round, args.player)
         finally:
@@ -768,11 +759,8 @@ def _add_wallet(commands: Commands) -> None:
     r.add_argument("--round", help="only this round")
     r.add_argument("--player", help="only this player")
     r.add_argument("--json", action="store_true", help="print JSON")
-    r.add_argument("--db", type=Path, help="SQLite file (default DATA_DIR/livetable.sqlite3)")
-    r.add_argument("--data-dir", dest="data_dir", type=Path, help="data directory")
-    r.add_argument("--redis", dest="redis_url", help="Redis URL (scale-out mode)")
-    r.add_argument("--table-ids", dest="table_list", help="the tables (Redis; default t1..tN)")
-    r.add_argument("--tables", type=int, help="number of tables t1..tN (Redis)")
+    _add_store_flags(r)
+    _add_table_flags(r)
     r.set_defaults(handler=cmd_wallet_report)
 
 

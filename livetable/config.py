@@ -1,22 +1,57 @@
 """Settings of a livetable process, from flags and ``LIVETABLE_*`` environment variables.
 
-Every setting has a default that makes ``livetable serve`` (no flags) a working embedded
-table; docs/operations.md lists them all. Flags win over the environment.
+:class:`Settings` is one frozen msgspec Struct: each field carries its type, its range and
+its one default, and every default that the engine also knows (the timing) is the engine's
+own :class:`~livetable.engine.Timing` default, never restated. :func:`load_settings`
+builds it from the environment and the flags (flags win) with ``msgspec.convert(...,
+strict=False)``, which turns the environment's strings into integers, numbers and booleans.
+A bad value is a :class:`SettingsError` naming the variable or the flag it came from
+(``LIVETABLE_PORT=abc: expected an integer from 1 to 65535``); the CLI prints it as a usage
+error. docs/operations.md §3 lists every field (a test checks the table against the Struct).
+
+Why msgspec and not a dataclass or pydantic: the house rule is one schema library for every
+schema — protocol frames, stored states, wallet calls and the settings too — so that types,
+ranges and error messages work one way everywhere.
 """
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
 import os
+import re
 import secrets
-from dataclasses import dataclass, field
+import types
+import typing
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from livetable.engine import Timing
+from livetable.engine.table import Mode
+
+PREFIX = "LIVETABLE_"
+
+#: The engine's timing defaults: Settings' timing defaults are these, in seconds.
+_TIMING = Timing()
+
+Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
+#: At least 1 (a count, a size, a lifetime in seconds).
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+#: 0 or more; 0 usually means "none" or "no limit" (documented per field).
+Count = Annotated[int, msgspec.Meta(ge=0)]
+Seconds = Annotated[float, msgspec.Meta(ge=0)]
+PositiveSeconds = Annotated[float, msgspec.Meta(gt=0)]
+Rate = Annotated[float, msgspec.Meta(gt=0)]
 
 
-def _env(name: str, default: str) -> str:
-    return os.environ.get(f"LIVETABLE_{name}", default)
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message names the variable or flag."""
 
 
-class StreamError(ValueError):
+class StreamError(SettingsError):
     """A ``--stream``/``LIVETABLE_STREAMS`` entry that cannot be used, and why."""
 
 
@@ -50,125 +85,130 @@ def parse_streams(entries: list[str]) -> dict[str, str]:
     return streams
 
 
-@dataclass
-class Settings:
-    host: str = field(default_factory=lambda: _env("HOST", "127.0.0.1"))
-    port: int = field(default_factory=lambda: int(_env("PORT", "8000")))
-    data_dir: Path = field(default_factory=lambda: Path(_env("DATA_DIR", "data")))
-    db: Path | None = field(default_factory=lambda: Path(v) if (v := _env("DB", "")) else None)
-    redis_url: str | None = field(default_factory=lambda: _env("REDIS_URL", "") or None)
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """Every setting, with its one default: ``Settings()`` is ``livetable serve`` with no
+    flags and no environment, a working embedded table. Build it from a process's flags
+    and environment with :func:`load_settings`."""
+
+    host: str = "127.0.0.1"
+    port: Port = 8000
+    data_dir: Path = Path("data")
+    db: Path | None = None
+    redis_url: str | None = None
     #: Optional: a Redis Cluster node for pub/sub only (sharded SPUBLISH/SSUBSCRIBE); the
     #: ledger, leases and commands stay on the primary at redis_url (see store/redis.py).
-    redis_pubsub_cluster: str | None = field(
-        default_factory=lambda: _env("REDIS_PUBSUB_CLUSTER", "") or None)
-    tables: int = field(default_factory=lambda: int(_env("TABLES", "1")))
+    redis_pubsub_cluster: str | None = None
+    tables: Positive = 1
+    #: The table ids, instead of t1..t{tables}.
     table_ids: list[str] | None = None
-    betting_seconds: float = field(default_factory=lambda: float(_env("BETTING_SECONDS", "15")))
-    reveal_interval: float = field(default_factory=lambda: float(_env("REVEAL_INTERVAL", "1.5")))
-    deal_interval: float = field(default_factory=lambda: float(_env("DEAL_INTERVAL", "0.15")))
-    between_rounds: float = field(default_factory=lambda: float(_env("BETWEEN_ROUNDS", "4")))
+    betting_seconds: Annotated[float, msgspec.Meta(ge=1)] = _TIMING.betting_ms / 1000
+    reveal_interval: Seconds = _TIMING.reveal_interval_ms / 1000
+    deal_interval: Seconds = _TIMING.deal_interval_ms / 1000
+    between_rounds: Seconds = _TIMING.between_rounds_ms / 1000
     #: Manual mode: seconds after a round ends before the next opens by itself; 0 = never
     #: (the dealer opens every round).
-    next_round_after: float = field(
-        default_factory=lambda: float(_env("NEXT_ROUND_AFTER", "0")))
+    next_round_after: Seconds = _TIMING.manual_open_ms / 1000
     #: Seconds after closes_at before betting closes for bets that arrived in time.
-    close_grace: float = field(default_factory=lambda: float(_env("CLOSE_GRACE", "1")))
-    mode: str = field(default_factory=lambda: _env("MODE", "auto"))
+    close_grace: Seconds = _TIMING.close_grace_ms / 1000
+    mode: Mode = "auto"
     #: ``serve``/``gateway``/``engine``: seconds between full garbage collections, run when
     #: no table is busy (server/gcpolicy.py); 0 leaves CPython's own schedule.
-    gc_interval: float = field(default_factory=lambda: float(_env("GC_INTERVAL", "60")))
-    demo: bool = field(
-        default_factory=lambda: _env("DEMO", "1").lower() not in ("0", "false", "no", "off"))
-    guest_balance: int = field(default_factory=lambda: int(_env("GUEST_BALANCE", "10000")))
-    player_balance: int = field(default_factory=lambda: int(_env("PLAYER_BALANCE", "0")))
+    gc_interval: Seconds = 60
+    #: Demo guests (POST /api/guest); always off with the seamless wallet (see guests).
+    demo: bool = True
+    guest_balance: Count = 10000
+    player_balance: Count = 0
     #: New demo guests per client address per minute (POST /api/guest); 0 = no limit.
-    guests_per_minute: float = field(
-        default_factory=lambda: float(_env("GUESTS_PER_MINUTE", "30")))
-    secret: bytes | None = field(
-        default_factory=lambda: v.encode() if (v := _env("SECRET", "")) else None)
-    allowed_origins: list[str] = field(
-        default_factory=lambda: [o for o in _env("ALLOWED_ORIGINS", "").split(",") if o])
-    event_log_size: int = field(default_factory=lambda: int(_env("EVENT_LOG_SIZE", "5000")))
-    send_queue: int = field(default_factory=lambda: int(_env("SEND_QUEUE", "256")))
+    guests_per_minute: Annotated[float, msgspec.Meta(ge=0)] = 30
+    secret: bytes | None = None
+    allowed_origins: list[str] = []
+    event_log_size: Positive = 5000
+    send_queue: Positive = 256
     #: Compress HTTP responses (brotli or gzip; never websocket frames).
-    compress: bool = field(
-        default_factory=lambda: _env("COMPRESS", "1").lower() not in ("0", "false", "no", "off"))
+    compress: bool = True
     #: Seconds of quiet on a table after which its connections get a heartbeat frame (0: none).
-    heartbeat: float = field(default_factory=lambda: float(_env("HEARTBEAT", "1.5")))
-    hello_timeout: float = field(default_factory=lambda: float(_env("HELLO_TIMEOUT", "5")))
-    max_frame: int = field(default_factory=lambda: int(_env("MAX_FRAME", "4096")))
-    frames_per_second: float = field(default_factory=lambda: float(_env("FRAMES_PER_SECOND", "20")))
-    player_frames_per_second: float = field(
-        default_factory=lambda: float(_env("PLAYER_FRAMES_PER_SECOND", "40")))
-    limit_min: int = field(default_factory=lambda: int(_env("LIMIT_MIN", "10")))
-    limit_max: int = field(default_factory=lambda: int(_env("LIMIT_MAX", "5000")))
-    pair_min: int = field(default_factory=lambda: int(_env("PAIR_MIN", "10")))
-    pair_max: int = field(default_factory=lambda: int(_env("PAIR_MAX", "1000")))
-    round_max: int = field(default_factory=lambda: int(_env("ROUND_MAX", "20000")))
-    token_ttl: int = field(default_factory=lambda: int(_env("TOKEN_TTL", str(30 * 24 * 3600))))
+    heartbeat: Seconds = 1.5
+    hello_timeout: PositiveSeconds = 5
+    max_frame: Positive = 4096
+    frames_per_second: Rate = 20
+    player_frames_per_second: Rate = 40
+    limit_min: Positive = 10
+    limit_max: Positive = 5000
+    pair_min: Positive = 10
+    pair_max: Positive = 1000
+    round_max: Positive = 20000
+    token_ttl: Positive = 30 * 24 * 3600
     #: Addresses (or networks) of the reverse proxies whose X-Forwarded-For is believed;
     #: none by default, so no client can claim another address.
-    trusted_proxies: list[str] = field(
-        default_factory=lambda: [a.strip() for a in _env("TRUSTED_PROXIES", "").split(",")
-                                 if a.strip()])
+    trusted_proxies: list[str] = []
     #: Seconds a connection has to complete a request's head (request line and headers).
-    request_head_timeout: float = field(
-        default_factory=lambda: float(_env("REQUEST_HEAD_TIMEOUT", "10")))
+    request_head_timeout: Seconds = 10
     #: Open connections allowed from one client address (trusted proxies exempt); 0 = no cap.
-    connections_per_address: int = field(
-        default_factory=lambda: int(_env("CONNECTIONS_PER_ADDRESS", "256")))
+    connections_per_address: Count = 256
     #: HTTP API requests per client address (``limits`` notation), and Bet Record reads.
-    api_rate: str = field(default_factory=lambda: _env("API_RATE", "50/second"))
-    bet_record_rate: str = field(default_factory=lambda: _env("BET_RECORD_RATE", "10/second"))
+    api_rate: str = "50/second"
+    bet_record_rate: str = "10/second"
     #: Frames refused for rate in a row before a connection is closed (4029).
-    rate_strikes: int = field(default_factory=lambda: int(_env("RATE_STRIKES", "50")))
+    rate_strikes: Positive = 50
     #: Seconds between two ledger audits by an engine (0 = never); a failed audit holds the
     #: tables and turns /readyz red.
-    audit_interval: float = field(default_factory=lambda: float(_env("AUDIT_INTERVAL", "60")))
+    audit_interval: Seconds = 60
     #: The identity the store must carry (``livetable`` prints it at start); empty = take
     #: the store's own. Pinning it keeps a process off a wiped or different store.
-    store_id: str = field(default_factory=lambda: _env("STORE_ID", ""))
+    store_id: str = ""
     #: Seconds a closing websocket has to finish its close before its socket is aborted.
-    close_timeout: float = field(default_factory=lambda: float(_env("CLOSE_TIMEOUT", "3")))
+    close_timeout: PositiveSeconds = 3
     #: The key that seals engine states at rest (store/sealing.py): LIVETABLE_SHOE_KEY, or
     #: the file LIVETABLE_SHOE_KEY_FILE; else the signing secret. Never in the data directory.
-    shoe_key: bytes | None = field(
-        default_factory=lambda: v.encode() if (v := _env("SHOE_KEY", "")) else None)
-    shoe_key_file: Path | None = field(
-        default_factory=lambda: Path(v) if (v := _env("SHOE_KEY_FILE", "")) else None)
-    #: Where load_secret found (or made) the secret, when it came from a file.
-    secret_path: Path | None = field(default=None, init=False)
+    shoe_key: bytes | None = None
+    shoe_key_file: Path | None = None
     #: Table id → the URL of its live video's HLS playlist (``t1=URL,t2=URL``); a table
     #: without one has ``stream: null`` in its snapshot and shows the drawn table only.
-    streams: dict[str, str] = field(
-        default_factory=lambda: parse_streams(_env("STREAMS", "").split(",")))
+    streams: dict[str, str] = {}
     #: Who holds the players' money (DESIGN §5): ``internal`` (this ledger: demo guests,
     #: deposits) or ``seamless`` (the operator's wallet at ``wallet_url``, called per bet
     #: slip and per settled round; livetable holds no balance of its own for a player).
-    wallet: str = field(default_factory=lambda: _env("WALLET", "internal"))
-    wallet_url: str | None = field(default_factory=lambda: _env("WALLET_URL", "") or None)
+    wallet: Literal["internal", "seamless"] = "internal"
+    wallet_url: str | None = None
     #: Signs every wallet call (X-Livetable-Signature); required in seamless mode.
-    wallet_secret: bytes | None = field(
-        default_factory=lambda: v.encode() if (v := _env("WALLET_SECRET", "")) else None)
+    wallet_secret: bytes | None = None
     #: Seconds one wallet call may take (a debit gets less if the betting window closes
     #: sooner); past it the outcome is unknown and the debit is rolled back.
-    wallet_timeout: float = field(default_factory=lambda: float(_env("WALLET_TIMEOUT", "3")))
+    wallet_timeout: PositiveSeconds = 3
     #: Keep-alive HTTP connections to the wallet, at most (per process): three quarters
     #: for debits and balances, a quarter for the outbox.
-    wallet_connections: int = field(
-        default_factory=lambda: int(_env("WALLET_CONNECTIONS", "64")))
+    wallet_connections: Positive = 64
     #: The longest wait between two deliveries of a credit or rollback (back-off cap, s).
-    wallet_retry_max: float = field(
-        default_factory=lambda: float(_env("WALLET_RETRY_MAX", "30")))
+    wallet_retry_max: PositiveSeconds = 30
     #: Checks the operator's signature on POST /api/operator/sessions and the wallet
     #: report; unset = those endpoints answer 404 (no operator integration).
-    operator_secret: bytes | None = field(
-        default_factory=lambda: v.encode() if (v := _env("OPERATOR_SECRET", "")) else None)
+    operator_secret: bytes | None = None
     #: Seconds a launch session's token lives.
-    session_ttl: int = field(default_factory=lambda: int(_env("SESSION_TTL", str(8 * 3600))))
+    session_ttl: Positive = 8 * 3600
     #: The address players reach this service at (launch URLs start with it); empty = the
     #: address the operator's request came to.
-    public_url: str = field(default_factory=lambda: _env("PUBLIC_URL", ""))
+    public_url: str = ""
+    #: SQLite ``PRAGMA synchronous`` of the ledger and the wallet log (store/sqlite.py).
+    sqlite_sync: Literal["NORMAL", "FULL", "EXTRA"] = "NORMAL"
+    #: The directory of the pages (``pip install .`` does not ship ``static/``).
+    static: Path = Path(__file__).resolve().parents[1] / "static"
+
+    def __post_init__(self) -> None:
+        # The checks that involve more than one field (one field's range is its type's).
+        if self.wallet == "seamless" and not (self.wallet_url and self.wallet_secret):
+            raise SettingsError("--wallet seamless needs --wallet-url URL and "
+                                "LIVETABLE_WALLET_SECRET")
+        for proxy in self.trusted_proxies:  # "*": trusting everyone is never meant
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError as exc:
+                raise SettingsError(
+                    f"LIVETABLE_TRUSTED_PROXIES must list proxy addresses or networks (e.g. "
+                    f"10.0.0.5,10.1.0.0/16), not {self.trusted_proxies}: {exc}") from None
+        unknown = sorted(set(self.streams) - set(self.table_names))
+        if unknown:
+            raise StreamError(f"--stream for {', '.join(unknown)}: no such table (tables: "
+                              f"{','.join(self.table_names)})")
 
     @property
     def db_path(self) -> Path:
@@ -182,13 +222,16 @@ class Settings:
     def seamless(self) -> bool:
         return self.wallet == "seamless"
 
-    def check_wallet(self) -> None:
-        """ValueError unless the wallet settings make sense together."""
-        if self.wallet not in ("internal", "seamless"):
-            raise ValueError(f"--wallet must be internal or seamless, not {self.wallet!r}")
-        if self.seamless and not (self.wallet_url and self.wallet_secret):
-            raise ValueError("--wallet seamless needs --wallet-url URL and "
-                             "LIVETABLE_WALLET_SECRET")
+    @property
+    def guests(self) -> bool:
+        """Demo guests are on: ``demo``, and never with the seamless wallet (a guest has no
+        wallet at the operator)."""
+        return self.demo and not self.seamless
+
+    @property
+    def secret_path(self) -> Path | None:
+        """The file the signing secret is kept in, when it is not LIVETABLE_SECRET."""
+        return None if self.secret else self.data_dir / "secret"
 
     def load_secret(self, create: bool = True) -> bytes:
         """The signing secret: from the settings, else kept in the data directory so that
@@ -197,9 +240,7 @@ class Settings:
             return self.secret
         path = self.data_dir / "secret"
         if path.exists():
-            self.secret = path.read_bytes().strip()
-            self.secret_path = path
-            return self.secret
+            return path.read_bytes().strip()
         if not create:
             raise FileNotFoundError(
                 f"no signing secret: set LIVETABLE_SECRET or run where {path} exists")
@@ -208,10 +249,7 @@ class Settings:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(value)
-        self.secret = value
-        self.secret_path = path
         return value
-
     def state_key(self) -> tuple[bytes, str, list[str]]:
         """The master key that seals engine states at rest, where it came from, and what is
         wrong with where it lives (warnings for the log).
@@ -258,3 +296,132 @@ def _inside(path: Path, directory: Path) -> bool:
         return path.resolve().is_relative_to(directory.resolve())
     except OSError:
         return False
+
+
+# --- from the environment and the flags -----------------------------------------------------
+
+_FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
+_BOOLEANS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
+#: Variables of the same prefix that are not settings of a livetable process (deploy/ and
+#: the operator-demo read them): never warned about.
+NOT_SETTINGS = frozenset({"REDIS_PASSWORD", "REDIS_PASSWORD_PREVIOUS",
+                          "REDIS_ADMIN_PASSWORD"})
+
+
+def variable(name: str) -> str:
+    """The environment variable of the setting ``name``: ``port`` → ``LIVETABLE_PORT``."""
+    return PREFIX + name.upper()
+
+
+def _base(tp: Any) -> Any:
+    """``T`` of ``T | None`` and of ``Annotated[T, ...]``."""
+    if typing.get_origin(tp) is Annotated:
+        tp = typing.get_args(tp)[0]
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1:
+        return _base(args[0])
+    return tp
+
+
+def _from_text(name: str, value: Any) -> Any:
+    """A setting's value as text (a variable, a flag) → what its type converts from:
+    ``a,b`` lists, ``t1=URL,t2=URL`` streams, bytes of a secret, yes/no booleans."""
+    if name == "streams":  # --stream is repeated, the variable is one list
+        return parse_streams(value.split(",") if isinstance(value, str) else value)
+    if not isinstance(value, str):
+        return value
+    tp = _base(_FIELDS[name].type)
+    origin = typing.get_origin(tp)
+    if origin is list:
+        return [item.strip() for item in value.split(",") if item.strip()]
+    if tp is bytes:
+        return value.encode()
+    if tp is bool:
+        return _BOOLEANS.get(value.strip().lower(), value)
+    return value
+
+
+def choices(name: str) -> tuple[str, ...]:
+    """The values a setting of a ``Literal`` type takes (else none)."""
+    base = _base(_FIELDS[name].type)
+    return typing.get_args(base) if typing.get_origin(base) is Literal else ()
+
+
+def _describe(name: str) -> str:
+    """What a setting takes: ``an integer from 1 to 65535``, ``one of auto, manual``."""
+    tp = _FIELDS[name].type
+    meta = [m for m in typing.get_args(tp)[1:] if isinstance(m, msgspec.Meta)] \
+        if typing.get_origin(tp) is Annotated else []
+    base = _base(tp)
+    if choices(name):
+        return "one of " + ", ".join(choices(name))
+    what = {int: "an integer", float: "a number", bool: "true or false (1/0, yes/no, on/off)",
+            str: "text", Path: "a path", bytes: "text"}.get(base, "a list")
+    for m in meta:
+        low = m.ge if m.ge is not None else m.gt
+        if low is not None and m.le is not None:
+            what += f" from {low:g} to {m.le:g}"
+        elif m.ge is not None:
+            what += f" >= {m.ge:g}"
+        elif m.gt is not None:
+            what += f" > {m.gt:g}"
+    return what
+
+
+def _path_hook(tp: type, value: Any) -> Any:
+    if tp is Path and isinstance(value, str):
+        return Path(value)
+    raise NotImplementedError
+
+
+_AT = re.compile(r"^(?P<message>.*) - at `\$\.(?P<name>\w+)(?P<rest>.*)`$")
+
+
+def load_settings(environ: Mapping[str, str] | None = None,
+                  flags: Mapping[str, tuple[str, Any]] | None = None) -> Settings:
+    """Settings from ``LIVETABLE_*`` variables of ``environ`` (default: the process's) and
+    ``flags``, ``{field: (flag as typed, value)}``; a flag wins over its variable. An empty
+    variable is an unset one. :class:`SettingsError` names the variable or flag of a bad
+    value."""
+    environ = os.environ if environ is None else environ
+    raw: dict[str, Any] = {}
+    given: dict[str, str] = {}  # field → "LIVETABLE_X=value" / "--x=value"
+    sources = [(name, variable(name), environ.get(variable(name), "")) for name in _FIELDS]
+    sources += [(name, flag, value) for name, (flag, value) in (flags or {}).items()]
+    for name, source, value in sources:
+        if value is None or value == "":
+            continue
+        shown = ",".join(value) if isinstance(value, list) else value
+        given[name] = f"{source}={shown}"
+        try:
+            raw[name] = _from_text(name, value)
+        except StreamError as exc:
+            raise StreamError(f"{source}: {exc}") from None
+    try:
+        return msgspec.convert(raw, Settings, strict=False, dec_hook=_path_hook)
+    except msgspec.ValidationError as exc:
+        where = _AT.match(str(exc))
+        if where is None or where["name"] not in given:  # a check of __post_init__
+            cause = exc.__cause__ or exc.__context__
+            raise (cause if isinstance(cause, SettingsError) else SettingsError(str(exc))) \
+                from None
+        name = where["name"]
+        message = (f"expected {_describe(name)}" if not where["rest"]
+                   else where["message"][0].lower() + where["message"][1:])
+        raise SettingsError(f"{given[name]}: {message}") from None
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Warnings for ``LIVETABLE_*`` variables that look like a misspelt setting (other
+    tools may set variables of the prefix: those that resemble none are left alone)."""
+    environ = os.environ if environ is None else environ
+    names = [n.upper() for n in _FIELDS]
+    warnings = []
+    for key in sorted(environ):
+        rest = key[len(PREFIX):]
+        if not key.startswith(PREFIX) or rest in names or rest in NOT_SETTINGS:
+            continue
+        close = difflib.get_close_matches(rest, names, n=1, cutoff=0.75)
+        if close:
+            warnings.append(f"{key} is not a setting: did you mean {PREFIX}{close[0]}?")
+    return warnings

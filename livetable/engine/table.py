@@ -219,13 +219,16 @@ class ShoeState(msgspec.Struct, kw_only=True):
 
 
 class Timing(msgspec.Struct, kw_only=True):
+    """How a table paces its rounds. These defaults are the only ones: the process's
+    settings (livetable/config.py) take theirs from here, in seconds."""
+
     betting_ms: int = 15_000
     deal_interval_ms: int = 150
     reveal_interval_ms: int = 1_500
     between_rounds_ms: int = 4_000
     #: Betting closes this long after ``closes_at``: bets that *arrived* before the deadline
     #: (the store judges by arrival) but wait in a busy server's queues still land.
-    close_grace_ms: int = 0
+    close_grace_ms: int = 1_000
     #: Manual mode: open the next round by itself this long after a round ended (or the
     #: shoe's opening card was read); 0 = the dealer opens every round.
     manual_open_ms: int = 0

@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlencode
 
@@ -54,9 +52,6 @@ if TYPE_CHECKING:
     from livetable.store.wallet import WalletLog
 
 log = logging.getLogger("livetable.app")
-
-STATIC_DIR = Path(os.environ.get("LIVETABLE_STATIC", Path(__file__).resolve().parents[2] /
-                                 "static"))
 
 
 def limits_of(settings: Settings) -> p.Limits:
@@ -175,7 +170,7 @@ class Services:
                 execute = self.control.execute
         else:
             self.store = store or SQLiteStore(settings.db_path, settings.event_log_size * 4,
-                                              seal=self.seal)
+                                              seal=self.seal, synchronous=settings.sqlite_sync)
             self.bus = bus or MemoryBus()
         self.wallet: SeamlessWallet | None = None
         self.wallet_log: WalletLog | None = None
@@ -191,11 +186,9 @@ class Services:
         from livetable.server.wallet import SeamlessWallet, WalletClient
 
         settings = self.settings
-        settings.check_wallet()
         assert settings.wallet_url is not None and settings.wallet_secret is not None
         if settings.demo:
             log.warning("seamless wallet: demo guests are off (they have no wallet)")
-            settings.demo = False
         if self.redis is not None:
             from livetable.store.wallet_redis import RedisWalletLog
 
@@ -204,7 +197,7 @@ class Services:
         else:
             from livetable.store.wallet import SQLiteWalletLog
 
-            self.wallet_log = SQLiteWalletLog(settings.db_path)
+            self.wallet_log = SQLiteWalletLog(settings.db_path, settings.sqlite_sync)
 
         def client(connections: int) -> WalletClient:
             assert settings.wallet_url is not None and settings.wallet_secret is not None
@@ -576,7 +569,7 @@ def create_app(settings: Settings, services: Services | None = None,
     limits = gateway.limits
 
     async def guest(request: Request) -> Response:
-        if not settings.demo:
+        if not settings.guests:
             return _error(403, "demo_off", "guest play is off on this server")
         address = request.client.host if request.client else "?"
         if not limits.allow(limits.guests, "guest", address):
@@ -681,8 +674,9 @@ def create_app(settings: Settings, services: Services | None = None,
         Route("/api/operator/wallet", wallet_report, methods=["POST"]),
         Route("/dealer", dealer_page),
     ]
-    if STATIC_DIR.is_dir():
-        routes.append(Mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="static"))
+    if settings.static.is_dir():
+        routes.append(Mount("/", StaticFiles(directory=settings.static, html=True),
+                            name="static"))
     # Rate limits first: a refused request costs no compression.
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=STORE_ERRORS,
                     middleware=[Middleware(ApiRateLimit, limits=gateway.limits),

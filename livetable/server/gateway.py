@@ -586,7 +586,7 @@ class Gateway:
                                             message="a dealer token is for /ws/dealer only"))
                 client.close(CLOSE_UNAUTHORIZED)
                 return None
-            if identity is not None and identity.kind == "guest" and not self.settings.demo:
+            if identity is not None and identity.kind == "guest" and not self.settings.guests:
                 client.send_message(p.Error(code="bad_token",
                                             message="guest play is off on this server"))
                 client.close(CLOSE_UNAUTHORIZED)

@@ -59,6 +59,7 @@ from livetable.signature import HEADER, sign
 from livetable.store.base import InsufficientBalance, Store
 from livetable.store.bets import Rejection, SlipRequest
 from livetable.store.wallet import (
+    CallSummary,
     WalletCall,
     WalletLog,
     credit_tx_id,
@@ -537,19 +538,9 @@ class RoundTotals(msgspec.Struct, kw_only=True):
     undelivered: int = 0
 
 
-class ReportCall(msgspec.Struct, kw_only=True, omit_defaults=True):
-    tx_id: str
-    method: str
-    player_id: str
-    currency: str
-    table_id: str
-    round_id: str
-    amount: int
-    state: str
-    answer: str | None = None
-    attempts: int = 0
-    created_at: int = 0
-    updated_at: int = 0
+class ReportCall(CallSummary, kw_only=True, omit_defaults=True):
+    """A call in the wallet report: its summary, what closed it, and the request sent."""
+
     closed_by: str | None = None
     request: Any = None
 
@@ -566,12 +557,9 @@ def report(calls: list[WalletCall]) -> Report:
     total = RoundTotals(round_id="*", table_id="*")
     out: list[ReportCall] = []
     for call in calls:
-        out.append(ReportCall(
-            tx_id=call.tx_id, method=call.method, player_id=call.player_id,
-            currency=call.currency, table_id=call.table_id, round_id=call.round_id,
-            amount=call.amount, state=call.state, answer=call.answer, attempts=call.attempts,
-            created_at=call.created_at, updated_at=call.updated_at, closed_by=call.closed_by,
-            request=msgspec.json.decode(call.body)))
+        summary = {name: getattr(call, name) for name in CallSummary.__struct_fields__}
+        out.append(ReportCall(**summary, closed_by=call.closed_by,
+                              request=msgspec.json.decode(call.body)))
         row = rounds.get(call.round_id)
         if row is None:
             row = rounds[call.round_id] = RoundTotals(round_id=call.round_id,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
@@ -233,12 +232,20 @@ _BET_COLUMNS = ("player_id, bet_id, table_id, round_id, spot, amount, deducted, 
 _TAKEN_COLUMNS = "bet_id, round_id, spot, amount, deducted, balance_at_accept"
 
 
+def check_synchronous(value: str) -> str:
+    """``PRAGMA synchronous`` of the ledger and the wallet log (``LIVETABLE_SQLITE_SYNC``,
+    which the settings check first)."""
+    if value not in ("NORMAL", "FULL", "EXTRA"):
+        raise ValueError(f"LIVETABLE_SQLITE_SYNC must be NORMAL, FULL or EXTRA, not {value!r}")
+    return value
+
+
 class SQLiteStore:
     """The :class:`~livetable.store.base.Store` contract on SQLite."""
 
     def __init__(self, path: str | Path, event_retention: int = DEFAULT_EVENT_RETENTION,
                  seal: StateSeal | None = None,
-                 settle_chunk: int = SQLITE_SETTLE_CHUNK) -> None:
+                 settle_chunk: int = SQLITE_SETTLE_CHUNK, synchronous: str = "NORMAL") -> None:
         self.path = str(path)
         #: Seals engine states at rest (store/sealing.py); None only in tests.
         self.seal = seal
@@ -247,10 +254,7 @@ class SQLiteStore:
         # used by the writer thread only (tests may use it between two operations)
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
-        sync = os.environ.get("LIVETABLE_SQLITE_SYNC", "NORMAL").upper()
-        if sync not in ("NORMAL", "FULL", "EXTRA"):
-            raise ValueError(f"LIVETABLE_SQLITE_SYNC must be NORMAL, FULL or EXTRA, not {sync!r}")
-        self.db.execute(f"PRAGMA synchronous={sync}")
+        self.db.execute(f"PRAGMA synchronous={check_synchronous(synchronous)}")
         self.db.execute("PRAGMA foreign_keys=ON")
         self.event_retention = event_retention
         #: Bets settled per call of :meth:`settle_pending` (and in the settling step).

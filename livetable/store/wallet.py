@@ -25,7 +25,6 @@ connection of its own to the embedded database file, tables ``wallet_calls``) an
 from __future__ import annotations
 
 import hashlib
-import os
 import sqlite3
 from pathlib import Path
 from typing import Literal, Protocol
@@ -33,15 +32,16 @@ from typing import Literal, Protocol
 import msgspec
 
 from livetable.store.base import surface_outages
-from livetable.store.sqlite import is_sqlite_outage
+from livetable.store.sqlite import check_synchronous, is_sqlite_outage
 
 Method = Literal["balance", "debit", "credit", "rollback"]
 #: debit: pending ok refused unknown; credit and rollback: queued ok
 CallState = Literal["pending", "ok", "refused", "unknown", "queued"]
 
 
-class WalletCall(msgspec.Struct, kw_only=True):
-    """One wallet call as the log keeps it."""
+class CallSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What every record of a wallet call holds: which call, for whom, how much, and how it
+    stands. Fields at their default are left out of an encoded call."""
 
     tx_id: str
     method: Method
@@ -50,14 +50,18 @@ class WalletCall(msgspec.Struct, kw_only=True):
     table_id: str
     round_id: str
     amount: int
-    #: The exact JSON body sent (and re-sent: a retry is byte for byte the same call).
-    body: bytes
     state: CallState
     #: The operator's last answer (or why there was none: "timeout", "http 500" …).
     answer: str | None = None
     attempts: int = 0
     created_at: int = 0
     updated_at: int = 0
+
+
+class CallRecord(CallSummary, kw_only=True, omit_defaults=True):
+    """A wallet call without its body (which never changes): the Redis log's msgpack map.
+    Its fields keep their order, so that a call encodes to the same bytes as ever."""
+
     #: Debit: the slip's idempotency key, and until when its answer may accept the slip.
     slip_key: str | None = None
     deadline: int = 0
@@ -67,6 +71,13 @@ class WalletCall(msgspec.Struct, kw_only=True):
     next_at: int = 0
     #: Rollback: the debit it undoes; credit: the debits it closes (comma-separated).
     debits: str = ""
+
+
+class WalletCall(CallRecord, kw_only=True):
+    """One wallet call as the log keeps it."""
+
+    #: The exact JSON body sent (and re-sent: a retry is byte for byte the same call).
+    body: bytes
 
 
 def _digest(*parts: str) -> str:
@@ -188,16 +199,13 @@ class SQLiteWalletLog:
     beyond SQLite's own write lock (``busy_timeout``).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
         self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA busy_timeout=5000")
         # the ledger's durability (store/sqlite.py): NORMAL survives a process crash, which
         # is what the outbox must; WAL's default (FULL) would fsync every debit twice
-        sync = os.environ.get("LIVETABLE_SQLITE_SYNC", "NORMAL").upper()
-        if sync not in ("NORMAL", "FULL", "EXTRA"):
-            raise ValueError(f"LIVETABLE_SQLITE_SYNC must be NORMAL, FULL or EXTRA, not {sync!r}")
-        self.db.execute(f"PRAGMA synchronous={sync}")
+        self.db.execute(f"PRAGMA synchronous={check_synchronous(synchronous)}")
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 self.db.execute(statement)

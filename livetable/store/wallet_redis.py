@@ -27,34 +27,12 @@ from redis.asyncio import Redis
 from livetable.store.base import surface_outages
 from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.store.redis import is_redis_outage
-from livetable.store.wallet import CallState, WalletCall
+from livetable.store.wallet import CallRecord, CallState, WalletCall
 
 _ENCODER = msgspec.msgpack.Encoder()
 
 
-class _Meta(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """A :class:`WalletCall` without its body (the body never changes; it lives apart)."""
-
-    tx_id: str
-    method: str
-    player_id: str
-    currency: str
-    table_id: str
-    round_id: str
-    amount: int
-    state: str
-    answer: str | None = None
-    attempts: int = 0
-    created_at: int = 0
-    updated_at: int = 0
-    slip_key: str | None = None
-    deadline: int = 0
-    closed_by: str | None = None
-    next_at: int = 0
-    debits: str = ""
-
-
-_META = msgspec.msgpack.Decoder(_Meta)
+_RECORD = msgspec.msgpack.Decoder(CallRecord)
 
 # KEYS: calls, bodies, slips, open, round index, player index.
 # ARGV: tx_id, slip field, meta, body, created_at.  Returns the prior debit's tx_id or ''.
@@ -174,8 +152,8 @@ class RedisWalletLog:
 
     @staticmethod
     def _meta(call: WalletCall) -> bytes:
-        fields = {name: getattr(call, name) for name in _Meta.__struct_fields__}
-        return _ENCODER.encode(_Meta(**fields))
+        fields = {name: getattr(call, name) for name in CallRecord.__struct_fields__}
+        return _ENCODER.encode(CallRecord(**fields))
 
     async def _fetch(self, table: str, tx_ids: list[str]) -> list[WalletCall]:
         if not tx_ids:
@@ -188,10 +166,8 @@ class RedisWalletLog:
         for meta, body in zip(metas, bodies, strict=True):
             if meta is None:
                 continue
-            m = _META.decode(meta)
-            values: dict[str, Any] = {name: getattr(m, name) for name in m.__struct_fields__}
-            values["body"] = bytes(body or b"")
-            out.append(msgspec.convert(values, WalletCall))
+            record = msgspec.structs.asdict(_RECORD.decode(meta))
+            out.append(WalletCall(**record, body=bytes(body or b"")))
         return out
 
     async def begin_debit(self, call: WalletCall) -> WalletCall | None:

@@ -61,6 +61,7 @@ from livetable.engine import (
     SettleRound,
     Step,
     TableEngine,
+    Timing,
     allowed_in,
 )
 from livetable.engine.table import Mode
@@ -329,7 +330,10 @@ class Simulation:
         self.stats = Stats()
         self.model = Ledger()
         self.now = T0
-        self.engine = TableEngine.new(config.table, rng=self._engine_rng())
+        # no close grace: the simulation's figures were set with betting closing at
+        # closes_at (the engine's default grace is the server's, 1 s)
+        self.engine = TableEngine.new(config.table, rng=self._engine_rng(),
+                                      timing=Timing(close_grace_ms=0))
         self.players = [f"p{n:03d}" for n in range(config.players)]
         self.seq = 0
         self.epoch = self.engine.state.epoch

@@ -41,7 +41,9 @@ from livetable.rules.fairness import commitment
 
 T0 = 1_700_000_000_000
 SEED = 7
-TIMING = Timing()
+#: The engine on its own: betting closes at closes_at (the grace is for a busy server's
+#: queues; tests of it set it).
+TIMING = Timing(close_grace_ms=0)
 BET_MS = TIMING.betting_ms
 DEAL_MS = TIMING.deal_interval_ms
 REVEAL_MS = TIMING.reveal_interval_ms
@@ -148,12 +150,13 @@ def strip(frame: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in frame.items() if k not in ("table", "epoch", "seq")}
 
 
-def auto_engine(timing: Timing | None = None, seed: int = SEED) -> TableEngine:
+def auto_engine(timing: Timing = TIMING, seed: int = SEED) -> TableEngine:
     return TableEngine.new("t1", "Table 1", timing=timing, rng=random.Random(seed))
 
 
 def manual_engine() -> TableEngine:
-    return TableEngine.new("t1", "Table 1", mode="manual", rng=random.Random(SEED))
+    return TableEngine.new("t1", "Table 1", mode="manual", timing=TIMING,
+                           rng=random.Random(SEED))
 
 
 def tick_due(e: TableEngine) -> Step:
@@ -497,7 +500,7 @@ def test_manual_dealer_slower_than_the_countdown_deals_after_the_close() -> None
 
 
 def test_manual_next_round_opens_by_itself_when_set() -> None:
-    e = TableEngine.new("t1", mode="manual", timing=Timing(manual_open_ms=8_000),
+    e = TableEngine.new("t1", mode="manual", timing=Timing(manual_open_ms=8_000, close_grace_ms=0),
                         rng=random.Random(SEED))
     e.start_shoe(T0)
     assert e.next_deadline() is None  # not before the opening card

@@ -7,7 +7,6 @@ is configuration, not history: a restart with another setting (or none) shows th
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import msgspec
@@ -15,8 +14,8 @@ import pytest
 
 from livetable import protocol as p
 from livetable.bus import MemoryBus, TableBatch
-from livetable.cli import UsageError, _settings, main
-from livetable.config import Settings, StreamError, parse_streams
+from livetable.cli import UsageError, _settings, build_parser, main
+from livetable.config import Settings, StreamError, load_settings, parse_streams
 from livetable.server.runner import TableRunner
 from livetable.store import SQLiteStore
 
@@ -25,8 +24,10 @@ URL = "https://live.example.com/live/t1/index.m3u8"
 
 def test_streams_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LIVETABLE_STREAMS", f"t1={URL}, t2=/live/t2/index.m3u8,")
-    assert Settings().streams == {"t1": URL, "t2": "/live/t2/index.m3u8"}
+    monkeypatch.setenv("LIVETABLE_TABLES", "2")
+    assert load_settings().streams == {"t1": URL, "t2": "/live/t2/index.m3u8"}
     monkeypatch.delenv("LIVETABLE_STREAMS")
+    assert load_settings().streams == {}
     assert Settings().streams == {}
 
 
@@ -51,14 +52,17 @@ def test_two_urls_for_one_table_are_refused() -> None:
 
 
 def test_flags_replace_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    def settings(*flags: str) -> Settings:
+        return _settings(build_parser().parse_args(["serve", "--tables", "2", *flags]))
+
     monkeypatch.setenv("LIVETABLE_STREAMS", "t1=/env.m3u8")
-    args = argparse.Namespace(streams=["t1=/flag.m3u8", "t2=/t2.m3u8"])
-    assert _settings(args).streams == {"t1": "/flag.m3u8", "t2": "/t2.m3u8"}
-    with pytest.raises(UsageError, match="TABLE=URL"):
-        _settings(argparse.Namespace(streams=["nope"]))
+    assert settings("--stream", "t1=/flag.m3u8", "--stream", "t2=/t2.m3u8").streams == {
+        "t1": "/flag.m3u8", "t2": "/t2.m3u8"}
+    with pytest.raises(UsageError, match=r"^--stream: a stream is TABLE=URL"):
+        settings("--stream", "nope")
     monkeypatch.setenv("LIVETABLE_STREAMS", "t1")
-    with pytest.raises(UsageError, match="TABLE=URL"):  # a bad environment: a usage error too
-        _settings(argparse.Namespace())
+    with pytest.raises(UsageError, match=r"^LIVETABLE_STREAMS: a stream is TABLE=URL"):
+        settings()  # a bad environment: a usage error too
 
 
 def test_serve_refuses_a_stream_for_an_unknown_table(
