@@ -148,6 +148,36 @@ C = TypeVar("C", bound=type)
 A = TypeVar("A")
 
 
+#: How long a settling step waits for the slips a store was handed before it (see
+#: :class:`Unanswered`): far longer than a batch takes, short enough that a store that
+#: stopped answering does not hold the round.
+SETTLE_WAITS_FOR_SLIPS = 2.0
+
+
+class Unanswered:
+    """The slips a store has been handed and not answered yet.
+
+    A slip that reached the gateway before ``closes_at`` is taken until the round starts
+    settling (:func:`livetable.store.bets.judge_slip`). A busy store may still have such
+    slips in its queue when the engine's settling step comes: the step would be stored
+    first and they would be refused. So the settling step waits (at most
+    :data:`SETTLE_WAITS_FOR_SLIPS`) for the slips handed to the store before it — the
+    slips of this process; another gateway's are covered by the close grace.
+    """
+
+    def __init__(self) -> None:
+        self.futures: set[asyncio.Future[Any]] = set()
+
+    def add(self, future: asyncio.Future[Any]) -> None:
+        self.futures.add(future)
+        future.add_done_callback(self.futures.discard)
+
+    async def answered(self, most: float = SETTLE_WAITS_FOR_SLIPS) -> None:
+        """Return once every slip handed over so far is answered, or after ``most`` s."""
+        if self.futures:
+            await asyncio.wait(set(self.futures), timeout=most)
+
+
 async def take_in_batches(
         pending: list[tuple[SlipRequest, int, asyncio.Future[A]]],
         take: Callable[[list[tuple[SlipRequest, int]]], Awaitable[list[A]]],

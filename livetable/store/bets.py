@@ -291,9 +291,11 @@ def accepted(slip: SlipRequest, deducted: list[int], balance: int) -> p.SlipAcce
 
 # --- settling in chunks ---------------------------------------------------------------------
 
-#: Bets settled per chunk on Redis (one script call each): the script costs about 15 µs
-#: of Redis CPU per bet (bench/store_bench.py), so a chunk holds Redis for about 7 ms.
-SETTLE_CHUNK = 500
+#: Bets settled per chunk on Redis (one script call each): the script costs about 7 µs
+#: of Redis CPU per bet (bench/store_bench.py: 3.4 ms per 500), so a chunk holds Redis
+#: for about 2 ms — and stays far under 20 ms in SLOWLOG when the machine is busy and
+#: redis-server loses its core in the middle of a script (500 a chunk reached 21 ms).
+SETTLE_CHUNK = 250
 #: On SQLite (one transaction each, on the writer thread, not the event loop): larger
 #: chunks, fewer transactions; a slip waits behind one chunk at most.
 SQLITE_SETTLE_CHUNK = 2_000

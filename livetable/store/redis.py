@@ -101,6 +101,7 @@ from livetable.store.base import (
     Settled,
     StepRefused,
     StoreError,
+    Unanswered,
     UnknownPlayer,
     cursor_of,
     surface_outages,
@@ -128,10 +129,10 @@ DEFAULT_EVENT_RETENTION = 20_000
 #: The largest integer a Lua number (a double) holds exactly.
 MAX_EXACT = 2**53 - 1
 
-#: Slips in one call of place_slips.lua at most (about 55 µs of Redis CPU per slip of one
-#: bet, bench/store_bench.py: a burst is cut into calls of about 5 ms, between which other
-#: clients are served).
-MAX_SLIPS_PER_CALL = 100
+#: Slips in one call of place_slips.lua at most (about 35 µs of Redis CPU per slip of one
+#: bet, bench/store_bench.py: a burst is cut into calls of about 2 ms, between which other
+#: clients are served; 100 a call reached 15 ms in SLOWLOG in a 20,000-bet burst).
+MAX_SLIPS_PER_CALL = 50
 #: place_slips.lua calls on their way at once (each on its own pooled connection).
 MAX_CALLS_IN_FLIGHT = 4
 
@@ -226,6 +227,7 @@ class RedisStore:
         #: Bets settled per script call (each call well under 20 ms of Redis time).
         self.settle_chunk = settle_chunk
         self._pending: list[tuple[SlipRequest, int, asyncio.Future[SlipAnswer]]] = []
+        self._unanswered = Unanswered()
         self._drainers: set[asyncio.Task[None]] = set()
         self._owns_client = owns_client
         self._ensure_player_script = client.register_script(_lua("ledger", "ensure_player"))
@@ -338,6 +340,7 @@ class RedisStore:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[SlipAnswer] = loop.create_future()
         self._pending.append((slip, now, future))
+        self._unanswered.add(future)
         if len(self._drainers) < MAX_CALLS_IN_FLIGHT:
             task = loop.create_task(self._drain_slips())
             self._drainers.add(task)
@@ -366,6 +369,8 @@ class RedisStore:
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
                           effects: list[Effect], now: int) -> list[Settled]:
+        if any(isinstance(effect, SettleRound) for effect in effects):
+            await self._unanswered.answered()  # slips that came before it go first
         k = self.keys
         token = self.fence_tokens.get(table)
         keys = [*k.money, k.bets, k.rounds, k.table_state(table), k.table_events(table),

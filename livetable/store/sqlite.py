@@ -45,6 +45,7 @@ from livetable.store.base import (
     Settled,
     StepRefused,
     StoreUnavailable,
+    Unanswered,
     UnknownPlayer,
     cursor_of,
     take_in_batches,
@@ -263,6 +264,7 @@ class SQLiteStore:
         self._limits: dict[str, p.Limits] = {}  # a round's limits never change
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="livetable-sqlite")
         self._pending: list[tuple[SlipRequest, int, asyncio.Future[SlipAnswer]]] = []
+        self._unanswered = Unanswered()
         self._draining: asyncio.Task[None] | None = None
         self._migrate()
 
@@ -413,6 +415,7 @@ class SQLiteStore:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[SlipAnswer] = loop.create_future()
         self._pending.append((slip, now, future))
+        self._unanswered.add(future)
         if self._draining is None:
             self._draining = loop.create_task(self._drain_slips())
         return await future
@@ -451,6 +454,8 @@ class SQLiteStore:
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
                           effects: list[Effect], now: int) -> list[Settled]:
+        if any(isinstance(effect, SettleRound) for effect in effects):
+            await self._unanswered.answered()  # slips that came before it go first
         return await self._run(self._commit_step, table, state, events, effects, now)
 
     def _commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],

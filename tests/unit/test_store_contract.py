@@ -15,6 +15,7 @@ money expected back is written out from DESIGN §1 (and cross-checked with
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -1048,3 +1049,18 @@ async def test_a_chunk_that_fails_half_way_writes_nothing_sqlite(
     assert sorted(m.message.bet_id for m in first + rest) == sorted(f"m{n}" for n in range(10))
     assert (await store.audit()).ok
     await store.close()
+
+
+async def test_an_on_time_bet_still_queued_when_settlement_starts_is_taken(
+        table: Store) -> None:
+    """issue 11: a bet that reached the gateway before closes_at but waits in a busy
+    store's queue when the engine's settling step comes is taken (then settled), not
+    refused ``betting_closed`` for the store's delay."""
+    await commit(table, betting("closed"), now=CLOSES + 1_000)
+    queued = asyncio.ensure_future(table.place_bet(bet("alice", "late", "P1", 100),
+                                                   CLOSES - 1))
+    await asyncio.sleep(0)  # handed to the store, not yet taken
+    settled = await commit(table, settle_effect(R1, ROUND_A), now=CLOSES + 5_000)
+    answer = await queued
+    assert isinstance(answer, p.BetAccepted), answer
+    assert [s.message.bet_id for s in settled] == ["late"]
