@@ -140,7 +140,12 @@ async def test_pages_and_json_are_compressed_the_websocket_is_not(
                 assert r.headers.get("content-encoding") == encoding, (path, r.headers)
                 assert "accept-encoding" in r.headers.get("vary", "").lower()
                 assert int(r.headers["content-length"]) < len(plain.content) / 2, path
-                assert r.content == plain.content  # httpx decodes: the same bytes
+                if path.startswith("/api/"):  # a live table: it may move on in between
+                    ours, theirs = r.json()["tables"], plain.json()["tables"]
+                    assert [(t["id"], sorted(t)) for t in ours] == [
+                        (t["id"], sorted(t)) for t in theirs]
+                else:
+                    assert r.content == plain.content  # httpx decodes: the same bytes
         # a response too small to be worth it is sent as it is
         small = http.get(base + "/healthz", headers={"Accept-Encoding": "br, gzip"})
         assert "content-encoding" not in small.headers
