@@ -137,6 +137,9 @@ async def test_pages_and_json_are_compressed_the_websocket_is_not(
             assert plain.status_code == 200 and "content-encoding" not in plain.headers
             for encoding in ("br", "gzip"):
                 r = http.get(base + path, headers={"Accept-Encoding": encoding})
+                if len(r.content) < 500:  # the table list before any round: too small
+                    assert path == "/api/tables" and "content-encoding" not in r.headers
+                    continue
                 assert r.headers.get("content-encoding") == encoding, (path, r.headers)
                 assert "accept-encoding" in r.headers.get("vary", "").lower()
                 assert int(r.headers["content-length"]) < len(plain.content) / 2, path
