@@ -13,7 +13,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from urllib.parse import urlencode
 
 import msgspec
@@ -31,7 +31,7 @@ from starlette.websockets import WebSocket
 from livetable import protocol as p
 from livetable import signature
 from livetable.accounts import AccountError, check_player_id
-from livetable.auth import TokenError, mint, new_guest_id, verify
+from livetable.auth import Identity, TokenError, mint, new_guest_id, verify
 from livetable.bus import Bus, MemoryBus
 from livetable.clock import now_ms
 from livetable.config import Settings
@@ -561,7 +561,8 @@ async def shoe(request: Request) -> Response:
 # --- players: the Bet Record, demo guests ---------------------------------------------
 
 
-def identity_of(request: Request) -> Any:
+def identity_of(request: Request) -> Identity | Response:
+    """The player or guest a request's bearer token names; else the error to answer."""
     header = request.headers.get("authorization", "")
     if not header.lower().startswith("bearer "):
         return _error(401, "no_token", "send Authorization: Bearer <token>")
@@ -610,7 +611,11 @@ async def guest(request: Request) -> Response:
 # --- the operator: signed requests (DESIGN §5) ----------------------------------------
 
 
-async def operator_body(request: Request, kind: type[Any]) -> Any:
+OperatorRequest = TypeVar("OperatorRequest", bound=msgspec.Struct)
+
+
+async def operator_body(request: Request, kind: type[OperatorRequest]
+                        ) -> OperatorRequest | Response:
     """The operator's request decoded, once its signature over the raw body checks;
     else the error response (404 when no operator secret is set: no integration)."""
     secret = services_of(request).settings.operator_secret

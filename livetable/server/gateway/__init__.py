@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from livetable import protocol as p
 from livetable.config import Settings
 from livetable.server.gateway import commands, delivery, hello, intake, session
-from livetable.server.gateway.client import Client
+from livetable.server.gateway.client import Client, Endpoint
 from livetable.server.gateway.codes import (
     ANSWERED_STRIKES,
     CLOSE_FORBIDDEN,
@@ -55,7 +55,7 @@ __all__ = [
     "ANSWERED_STRIKES", "CLOSE_FORBIDDEN", "CLOSE_HELLO_TIMEOUT", "CLOSE_INTERNAL_ERROR",
     "CLOSE_PROTOCOL", "CLOSE_RATE_LIMITED", "CLOSE_RESYNC", "CLOSE_SERVICE_RESTART",
     "CLOSE_TOO_SLOW", "CLOSE_TRY_AGAIN_LATER", "CLOSE_UNAUTHORIZED", "CLOSE_UNKNOWN_TABLE",
-    "MAX_BETS_IN_FLIGHT", "Client", "Execute", "Gateway", "TableFeed",
+    "MAX_BETS_IN_FLIGHT", "Client", "Endpoint", "Execute", "Gateway", "TableFeed",
 ]
 
 Execute = Callable[[str, p.TableCommand], Awaitable[p.Ack | p.Error]]

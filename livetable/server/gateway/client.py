@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -24,6 +24,10 @@ from livetable.server.wsproto import ABORT, EXTENSION, text_frame
 if TYPE_CHECKING:
     from livetable.server.gateway import Gateway
 
+#: The websocket a connection came in on: ``/ws`` (players, guests and viewers) or
+#: ``/ws/dealer`` (dealer and supervisor consoles).
+Endpoint = Literal["player", "dealer"]
+
 
 class Client:
     """One websocket: a bounded send queue and the writer task that drains it.
@@ -33,7 +37,7 @@ class Client:
     viewer costs no task, event loop wake-ups or their memory.
     """
 
-    def __init__(self, ws: WebSocket, gateway: Gateway, kind: str) -> None:
+    def __init__(self, ws: WebSocket, gateway: Gateway, kind: Endpoint) -> None:
         self.ws = ws
         self.gateway = gateway
         self.kind = kind

@@ -21,7 +21,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from livetable import protocol as p
 from livetable.clock import now_ms
-from livetable.server.gateway.client import Client
+from livetable.server.gateway.client import Client, Endpoint
 from livetable.server.gateway.codes import (
     ANSWERED_STRIKES,
     CLOSE_HELLO_TIMEOUT,
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("livetable.gateway")
 
 
-async def serve(self: Gateway, ws: WebSocket, kind: str) -> None:
+async def serve(self: Gateway, ws: WebSocket, kind: Endpoint) -> None:
     if not self._origin_allowed(ws) or not self.accepting:
         self.metrics.inc("livetable_rejected_upgrades_total")
         await ws.close(code=1008 if self.accepting else CLOSE_SERVICE_RESTART)
