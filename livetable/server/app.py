@@ -13,7 +13,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from urllib.parse import urlencode
 
 import msgspec
@@ -21,7 +21,7 @@ from brotli_asgi import BrotliMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
@@ -31,7 +31,7 @@ from starlette.websockets import WebSocket
 from livetable import protocol as p
 from livetable import signature
 from livetable.accounts import AccountError, check_player_id
-from livetable.auth import TokenError, mint, new_guest_id, verify
+from livetable.auth import Identity, TokenError, mint, new_guest_id, verify
 from livetable.bus import Bus, MemoryBus
 from livetable.clock import now_ms
 from livetable.config import Settings
@@ -485,201 +485,262 @@ class ApiRateLimit:
         await self.app(scope, receive, send)
 
 
+# --- endpoints: each takes the process's Services from the app (``app.state.services``) ---
+
+
+def services_of(conn: HTTPConnection) -> Services:
+    """The :class:`Services` of the app serving ``conn`` (set by :func:`create_app`)."""
+    services: Services = conn.app.state.services
+    return services
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    svc: Services = app.state.services
+    await svc.start()
+    try:
+        yield
+    finally:
+        await svc.stop()
+
+
+# --- the websockets: the gateway's ----------------------------------------------------
+
+
+async def ws_player(websocket: WebSocket) -> None:
+    await services_of(websocket).gateway.serve(websocket, "player")
+
+
+async def ws_dealer(websocket: WebSocket) -> None:
+    await services_of(websocket).gateway.serve(websocket, "dealer")
+
+
+# --- tables, rounds and shoes: public, read from the gateway's feeds or the store -----
+
+
+async def tables(request: Request) -> Response:
+    return _json(services_of(request).gateway.tables_json())
+
+
+async def table(request: Request) -> Response:
+    feed = services_of(request).gateway.feeds.get(request.path_params["table"])
+    if feed is None:
+        return _error(404, "unknown_table", "no such table")
+    return _json(feed.snapshot)
+
+
+async def roadmap(request: Request) -> Response:
+    feed = services_of(request).gateway.feeds.get(request.path_params["table"])
+    if feed is None:
+        return _error(404, "unknown_table", "no such table")
+    snap = feed.view()
+    return _json(p.ENCODER.encode({"table": snap.id, "shoe_id": snap.shoe_id,
+                                   "roadmap": snap.roadmap}))
+
+
+async def round_(request: Request) -> Response:
+    view = await services_of(request).store.round_view(request.path_params["round_id"])
+    if view is None or view.state not in ("settled", "cancelled"):
+        return _error(404, "unknown_round", "no settled or cancelled round with that id")
+    body = msgspec.to_builtins(view)
+    if view.spots is not None:  # name the fields, so that v1 can add more
+        body["spots"] = {spot: {"outcome": r[0], "odds": r[1], "returned_per_unit": r[2]}
+                         for spot, r in view.spots.items()}
+    return JSONResponse(body)
+
+
+async def shoe(request: Request) -> Response:
+    # Only an ended auto shoe has a record: nothing of a shoe in play is ever served.
+    record = await services_of(request).store.shoe_view(request.path_params["shoe_id"])
+    if record is None:
+        return _error(404, "unknown_shoe", "no ended shoe with that id: a shoe is revealed "
+                      "when it ends, and a manual (physical) shoe never is")
+    return _json(p.ENCODER.encode(record))
+
+
+# --- players: the Bet Record, demo guests ---------------------------------------------
+
+
+def identity_of(request: Request) -> Identity | Response:
+    """The player or guest a request's bearer token names; else the error to answer."""
+    header = request.headers.get("authorization", "")
+    if not header.lower().startswith("bearer "):
+        return _error(401, "no_token", "send Authorization: Bearer <token>")
+    try:
+        identity = verify(services_of(request).secret, header[7:].strip())
+    except TokenError as exc:
+        return _error(401, "bad_token", str(exc))
+    if not identity.is_player:
+        return _error(403, "not_a_player", "a player or guest token is needed")
+    return identity
+
+
+async def bets(request: Request) -> Response:
+    identity = identity_of(request)
+    if isinstance(identity, Response):
+        return identity
+    svc = services_of(request)
+    limits = svc.gateway.limits
+    address = request.client.host if request.client else "?"
+    if not limits.allow(limits.bet_record, "bets", address):
+        return _error(429, "rate_limited", "too many Bet Record reads, slow down",
+                      retry_after=limits.retry_after(limits.bet_record, "bets", address))
+    try:
+        query = msgspec.convert(dict(request.query_params), BetsQuery, strict=False)
+    except msgspec.ValidationError as exc:
+        return _error(400, "bad_request", str(exc))
+    entries, cursor = await svc.store.bet_record(identity.id, query.limit, query.before)
+    return _json(p.ENCODER.encode({"bets": entries, "next": cursor}))
+
+
+async def guest(request: Request) -> Response:
+    svc = services_of(request)
+    settings, limits = svc.settings, svc.gateway.limits
+    if not settings.guests:
+        return _error(403, "demo_off", "guest play is off on this server")
+    address = request.client.host if request.client else "?"
+    if not limits.allow(limits.guests, "guest", address):
+        return _error(429, "rate_limited", "too many new guests from this address")
+    guest_id = new_guest_id()
+    name = f"Guest {guest_id[-4:].upper()}"
+    token = mint(svc.secret, "guest", guest_id, name, settings.token_ttl)
+    player = await svc.store.ensure_player(guest_id, name, settings.guest_balance, now_ms())
+    return _json(p.ENCODER.encode({"token": token, "player": player}))
+
+
+# --- the operator: signed requests (DESIGN §5) ----------------------------------------
+
+
+OperatorRequest = TypeVar("OperatorRequest", bound=msgspec.Struct)
+
+
+async def operator_body(request: Request, kind: type[OperatorRequest]
+                        ) -> OperatorRequest | Response:
+    """The operator's request decoded, once its signature over the raw body checks;
+    else the error response (404 when no operator secret is set: no integration)."""
+    secret = services_of(request).settings.operator_secret
+    if secret is None:
+        return _error(404, "not_found", "operator integration is not configured")
+    body = b""
+    async for chunk in request.stream():  # bounded: never buffer a huge body
+        body += chunk
+        if len(body) > MAX_OPERATOR_BODY:
+            return _error(413, "too_large", "the body is at most 16 KiB")
+    if not signature.valid(secret, body, request.headers.get(signature.HEADER)):
+        return _error(401, "invalid_signature",
+                      f"{signature.HEADER} must be sha256=<hex HMAC-SHA256 of the body "
+                      f"with the operator secret>")
+    try:
+        return msgspec.json.decode(body, type=kind)
+    except msgspec.DecodeError as exc:
+        return _error(400, "bad_request", str(exc))
+
+
+async def launch(request: Request) -> Response:
+    launch = await operator_body(request, LaunchRequest)
+    if isinstance(launch, Response):
+        return launch
+    try:
+        check_player_id(launch.player_id)
+    except AccountError as exc:
+        return _error(400, "bad_player_id", str(exc))
+    if launch.player_id.startswith("g_"):
+        return _error(400, "bad_player_id", "player ids starting g_ are demo guests'")
+    svc = services_of(request)
+    settings = svc.settings
+    table_id = launch.table or settings.table_names[0]
+    if table_id not in settings.table_names:
+        return _error(404, "unknown_table", f"no table {table_id!r}")
+    ttl = settings.session_ttl
+    token = mint(svc.secret, "player", launch.player_id, launch.name, ttl,
+                 currency=launch.currency, language=launch.language)
+    base = settings.public_url.rstrip("/") or str(request.base_url).rstrip("/")
+    # the token rides in the fragment: browsers never send it to a server, so it stays
+    # out of access logs, proxies and Referer headers
+    fragment = urlencode({"token": token, **({"lang": launch.language}
+                                             if launch.language else {})})
+    url = f"{base}/table.html?{urlencode({'table': table_id})}#{fragment}"
+    expires_at = verify(svc.secret, token).expires * 1000
+    return JSONResponse({"token": token, "url": url, "expires_at": expires_at})
+
+
+async def wallet_report(request: Request) -> Response:
+    query = await operator_body(request, ReportRequest)
+    if isinstance(query, Response):
+        return query
+    wallet_log = services_of(request).wallet_log
+    if wallet_log is None:
+        return _error(404, "not_seamless", "this server runs the internal wallet")
+    from livetable.server.wallet import report
+
+    calls = await wallet_log.calls(query.round_id, query.player_id, query.limit)
+    return _json(msgspec.json.encode(report(calls)))
+
+
+# --- health and metrics: every process serves them ------------------------------------
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
+async def readyz(request: Request) -> Response:
+    ok, checks = await services_of(request).ready()
+    return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503)
+
+
+async def metrics(request: Request) -> Response:
+    svc = services_of(request)
+    await svc.ready()  # refreshes the lease gauges
+    return Response(svc.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+# --- pages ----------------------------------------------------------------------------
+
+
+async def dealer_page(request: Request) -> Response:
+    return RedirectResponse("/dealer.html")
+
+
+#: Every process serves these.
+HEALTH = (
+    Route("/healthz", healthz),
+    Route("/readyz", readyz),
+    Route("/metrics", metrics),
+)
+#: A gateway serves these too (and the static files).
+API = (
+    WebSocketRoute("/ws", ws_player),
+    WebSocketRoute("/ws/dealer", ws_dealer),
+    Route("/api/tables", tables),
+    Route("/api/tables/{table}", table),
+    Route("/api/tables/{table}/roadmap", roadmap),
+    Route("/api/rounds/{round_id}", round_),
+    Route("/api/shoes/{shoe_id}", shoe),
+    Route("/api/bets", bets),
+    Route("/api/guest", guest, methods=["POST"]),
+    Route("/api/operator/sessions", launch, methods=["POST"]),
+    Route("/api/operator/wallet", wallet_report, methods=["POST"]),
+    Route("/dealer", dealer_page),
+)
+
+
 def create_app(settings: Settings, services: Services | None = None,
                roles: tuple[Role, ...] = ("gateway", "engine")) -> Starlette:
+    """The app: health and metrics for every process; with the gateway role, the
+    websockets, the HTTP API, the pages and the static files too."""
     svc = services or Services(settings, roles=roles)
-    gateway = svc.gateway
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await svc.start()
-        try:
-            yield
-        finally:
-            await svc.stop()
-
-    async def ws_player(websocket: WebSocket) -> None:
-        await gateway.serve(websocket, "player")
-
-    async def ws_dealer(websocket: WebSocket) -> None:
-        await gateway.serve(websocket, "dealer")
-
-    async def tables(request: Request) -> Response:
-        return _json(gateway.tables_json())
-
-    async def table(request: Request) -> Response:
-        feed = gateway.feeds.get(request.path_params["table"])
-        if feed is None:
-            return _error(404, "unknown_table", "no such table")
-        return _json(feed.snapshot)
-
-    async def roadmap(request: Request) -> Response:
-        feed = gateway.feeds.get(request.path_params["table"])
-        if feed is None:
-            return _error(404, "unknown_table", "no such table")
-        snap = feed.view()
-        return _json(p.ENCODER.encode({"table": snap.id, "shoe_id": snap.shoe_id,
-                                       "roadmap": snap.roadmap}))
-
-    async def round_(request: Request) -> Response:
-        view = await svc.store.round_view(request.path_params["round_id"])
-        if view is None or view.state not in ("settled", "cancelled"):
-            return _error(404, "unknown_round", "no settled or cancelled round with that id")
-        body = msgspec.to_builtins(view)
-        if view.spots is not None:  # name the fields, so that v1 can add more
-            body["spots"] = {spot: {"outcome": r[0], "odds": r[1], "returned_per_unit": r[2]}
-                             for spot, r in view.spots.items()}
-        return JSONResponse(body)
-
-    async def shoe(request: Request) -> Response:
-        # Only an ended auto shoe has a record: nothing of a shoe in play is ever served.
-        record = await svc.store.shoe_view(request.path_params["shoe_id"])
-        if record is None:
-            return _error(404, "unknown_shoe", "no ended shoe with that id: a shoe is revealed "
-                          "when it ends, and a manual (physical) shoe never is")
-        return _json(p.ENCODER.encode(record))
-
-    def identity_of(request: Request) -> Any:
-        header = request.headers.get("authorization", "")
-        if not header.lower().startswith("bearer "):
-            return _error(401, "no_token", "send Authorization: Bearer <token>")
-        try:
-            identity = verify(svc.secret, header[7:].strip())
-        except TokenError as exc:
-            return _error(401, "bad_token", str(exc))
-        if not identity.is_player:
-            return _error(403, "not_a_player", "a player or guest token is needed")
-        return identity
-
-    async def bets(request: Request) -> Response:
-        identity = identity_of(request)
-        if isinstance(identity, Response):
-            return identity
-        address = request.client.host if request.client else "?"
-        if not limits.allow(limits.bet_record, "bets", address):
-            return _error(429, "rate_limited", "too many Bet Record reads, slow down",
-                          retry_after=limits.retry_after(limits.bet_record, "bets", address))
-        try:
-            query = msgspec.convert(dict(request.query_params), BetsQuery, strict=False)
-        except msgspec.ValidationError as exc:
-            return _error(400, "bad_request", str(exc))
-        entries, cursor = await svc.store.bet_record(identity.id, query.limit, query.before)
-        return _json(p.ENCODER.encode({"bets": entries, "next": cursor}))
-
-    limits = gateway.limits
-
-    async def guest(request: Request) -> Response:
-        if not settings.guests:
-            return _error(403, "demo_off", "guest play is off on this server")
-        address = request.client.host if request.client else "?"
-        if not limits.allow(limits.guests, "guest", address):
-            return _error(429, "rate_limited", "too many new guests from this address")
-        guest_id = new_guest_id()
-        name = f"Guest {guest_id[-4:].upper()}"
-        token = mint(svc.secret, "guest", guest_id, name, settings.token_ttl)
-        player = await svc.store.ensure_player(guest_id, name, settings.guest_balance, now_ms())
-        return _json(p.ENCODER.encode({"token": token, "player": player}))
-
-    async def operator_body(request: Request, kind: type[Any]) -> Any:
-        """The operator's request decoded, once its signature over the raw body checks;
-        else the error response (404 when no operator secret is set: no integration)."""
-        if settings.operator_secret is None:
-            return _error(404, "not_found", "operator integration is not configured")
-        body = b""
-        async for chunk in request.stream():  # bounded: never buffer a huge body
-            body += chunk
-            if len(body) > MAX_OPERATOR_BODY:
-                return _error(413, "too_large", "the body is at most 16 KiB")
-        if not signature.valid(settings.operator_secret, body,
-                               request.headers.get(signature.HEADER)):
-            return _error(401, "invalid_signature",
-                          f"{signature.HEADER} must be sha256=<hex HMAC-SHA256 of the body "
-                          f"with the operator secret>")
-        try:
-            return msgspec.json.decode(body, type=kind)
-        except msgspec.DecodeError as exc:
-            return _error(400, "bad_request", str(exc))
-
-    async def launch(request: Request) -> Response:
-        launch = await operator_body(request, LaunchRequest)
-        if isinstance(launch, Response):
-            return launch
-        try:
-            check_player_id(launch.player_id)
-        except AccountError as exc:
-            return _error(400, "bad_player_id", str(exc))
-        if launch.player_id.startswith("g_"):
-            return _error(400, "bad_player_id", "player ids starting g_ are demo guests'")
-        table_id = launch.table or settings.table_names[0]
-        if table_id not in settings.table_names:
-            return _error(404, "unknown_table", f"no table {table_id!r}")
-        ttl = settings.session_ttl
-        token = mint(svc.secret, "player", launch.player_id, launch.name, ttl,
-                     currency=launch.currency, language=launch.language)
-        base = settings.public_url.rstrip("/") or str(request.base_url).rstrip("/")
-        # the token rides in the fragment: browsers never send it to a server, so it stays
-        # out of access logs, proxies and Referer headers
-        fragment = urlencode({"token": token, **({"lang": launch.language}
-                                                 if launch.language else {})})
-        url = f"{base}/table.html?{urlencode({'table': table_id})}#{fragment}"
-        expires_at = verify(svc.secret, token).expires * 1000
-        return JSONResponse({"token": token, "url": url, "expires_at": expires_at})
-
-    async def wallet_report(request: Request) -> Response:
-        query = await operator_body(request, ReportRequest)
-        if isinstance(query, Response):
-            return query
-        if svc.wallet_log is None:
-            return _error(404, "not_seamless", "this server runs the internal wallet")
-        from livetable.server.wallet import report
-
-        calls = await svc.wallet_log.calls(query.round_id, query.player_id, query.limit)
-        return _json(msgspec.json.encode(report(calls)))
-
-    async def healthz(request: Request) -> Response:
-        return JSONResponse({"ok": True})
-
-    async def readyz(request: Request) -> Response:
-        ok, checks = await svc.ready()
-        return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503)
-
-    async def metrics(request: Request) -> Response:
-        await svc.ready()  # refreshes the lease gauges
-        return Response(svc.metrics.render(), media_type=CONTENT_TYPE_LATEST)
-
-    async def dealer_page(request: Request) -> Response:
-        return RedirectResponse("/dealer.html")
-
-    health: list[Any] = [
-        Route("/healthz", healthz),
-        Route("/readyz", readyz),
-        Route("/metrics", metrics),
-    ]
     if "gateway" not in svc.roles:  # an engine process serves health and metrics only
-        app = Starlette(routes=health, lifespan=lifespan, exception_handlers=STORE_ERRORS)
+        app = Starlette(routes=list(HEALTH), lifespan=lifespan, exception_handlers=STORE_ERRORS)
         app.state.services = svc
         return app
-    routes: list[Any] = [
-        *health,
-        WebSocketRoute("/ws", ws_player),
-        WebSocketRoute("/ws/dealer", ws_dealer),
-        Route("/api/tables", tables),
-        Route("/api/tables/{table}", table),
-        Route("/api/tables/{table}/roadmap", roadmap),
-        Route("/api/rounds/{round_id}", round_),
-        Route("/api/shoes/{shoe_id}", shoe),
-        Route("/api/bets", bets),
-        Route("/api/guest", guest, methods=["POST"]),
-        Route("/api/operator/sessions", launch, methods=["POST"]),
-        Route("/api/operator/wallet", wallet_report, methods=["POST"]),
-        Route("/dealer", dealer_page),
-    ]
+    routes: list[Any] = [*HEALTH, *API]
     if settings.static.is_dir():
         routes.append(Mount("/", StaticFiles(directory=settings.static, html=True),
                             name="static"))
     # Rate limits first: a refused request costs no compression.
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=STORE_ERRORS,
-                    middleware=[Middleware(ApiRateLimit, limits=gateway.limits),
+                    middleware=[Middleware(ApiRateLimit, limits=svc.gateway.limits),
                                 *compression(settings)])
     app.state.services = svc
     return app

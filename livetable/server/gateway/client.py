@@ -1,0 +1,148 @@
+"""One websocket connection: a bounded send queue and the writer task that drains it.
+
+Each connection has its own queue, so a slow client never delays the others; a client whose
+queue overflows is closed with :data:`CLOSE_TOO_SLOW` and can resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from livetable import protocol as p
+from livetable.auth import Identity
+from livetable.server.gateway.codes import CLOSE_TOO_SLOW
+from livetable.server.ratelimit import TokenBucket
+from livetable.server.wsproto import ABORT, EXTENSION, text_frame
+
+if TYPE_CHECKING:
+    from livetable.server.gateway import Gateway
+
+#: The websocket a connection came in on: ``/ws`` (players, guests and viewers) or
+#: ``/ws/dealer`` (dealer and supervisor consoles).
+Endpoint = Literal["player", "dealer"]
+
+
+class Client:
+    """One websocket: a bounded send queue and the writer task that drains it.
+
+    The writer task exists only while it has work: a frame that can be written straight to
+    an idle connection (see :mod:`livetable.server.wsproto`) needs none, and an idle
+    viewer costs no task, event loop wake-ups or their memory.
+    """
+
+    def __init__(self, ws: WebSocket, gateway: Gateway, kind: Endpoint) -> None:
+        self.ws = ws
+        self.gateway = gateway
+        self.kind = kind
+        self.table: str | None = None
+        self.identity: Identity | None = None
+        self.queue: deque[str] = deque()
+        self.limit = gateway.settings.send_queue
+        self.ready = asyncio.Event()
+        self.in_flight = False  # a queued frame is being sent through ASGI
+        self.arrived_at = 0  # when the last frame from this client arrived (epoch ms)
+        extensions = ws.scope.get("extensions") or {}
+        self.write_frame: Callable[[bytes], bool] | None = extensions.get(EXTENSION)
+        self.abort_after: Callable[[float], None] | None = extensions.get(ABORT)
+        self.strikes = 0  # frames refused for rate since the last one taken
+        self.expiry: asyncio.TimerHandle | None = None  # closes the socket when the token does
+        self.closed = False
+        self.close_code: int | None = None
+        self.close_reason = ""
+        self.writer: asyncio.Task[None] | None = None
+        self.bets_in_flight: set[asyncio.Task[None]] = set()
+        # a dealer's scanner reads cards in quick bursts: consoles get five times the rate
+        rate = gateway.settings.frames_per_second * (5 if kind == "dealer" else 1)
+        self.bucket = TokenBucket(rate, rate * 2)
+
+    def send(self, frame: str, framed: bytes | None = None) -> None:
+        """Queue ``frame``; or, given its websocket framing and an idle connection, write
+        it at once (see :mod:`livetable.server.wsproto`)."""
+        if self.closed:
+            return
+        if (framed is not None and self.write_frame is not None and not self.queue
+                and not self.in_flight and self.write_frame(framed)):
+            self.gateway.metrics.frames_out += 1
+            return
+        if len(self.queue) >= self.limit:
+            self.gateway.metrics.inc("livetable_slow_client_closes_total")
+            self.close(CLOSE_TOO_SLOW, "too slow: resume to catch up")
+            return
+        self.queue.append(frame)
+        self._wake_writer()
+
+    def send_all(self, frames: list[bytes], framed: bytes) -> None:
+        """Send several frames (UTF-8 JSON) together: one write of their websocket framing
+        (``framed``, every frame's in order) to an idle connection — a player's results of a
+        settlement chunk cost one system call, not one each — else each queued in turn."""
+        if self.closed:
+            return
+        if (self.write_frame is not None and not self.queue and not self.in_flight
+                and self.write_frame(framed)):
+            self.gateway.metrics.frames_out += len(frames)
+            return
+        for frame in frames:
+            self.send(frame.decode())
+
+    def _wake_writer(self) -> None:
+        if self.writer is None or self.writer.done():
+            self.writer = asyncio.get_running_loop().create_task(self._write())
+        self.ready.set()
+
+    def send_message(self, message: msgspec.Struct) -> None:
+        data = p.encode(message)
+        self.send(data.decode(), text_frame(data) if self.write_frame is not None else None)
+
+    async def _write(self) -> None:
+        ws = self.ws
+        metrics = self.gateway.metrics
+        try:
+            while True:
+                await self.ready.wait()
+                self.ready.clear()
+                while self.queue:
+                    frame = self.queue.popleft()
+                    self.in_flight = True
+                    await ws.send_text(frame)
+                    self.in_flight = False
+                    metrics.frames_out += 1
+                if self.closed or (self.write_frame is not None and not self.queue):
+                    break  # drained: frames go straight out again, no task needed
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            self.closed = True
+        except asyncio.CancelledError:
+            pass
+        if self.close_code is not None:
+            with contextlib.suppress(Exception):
+                await ws.close(self.close_code, self.close_reason)
+
+    def close(self, code: int, reason: str = "") -> None:
+        """Close after what is queued (or at once if the queue is what overflowed)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.close_code = code
+        self.close_reason = reason
+        if self.abort_after is not None:  # a peer that does not read never takes the close
+            self.abort_after(self.gateway.settings.close_timeout)
+        if code == CLOSE_TOO_SLOW:
+            self.queue.clear()
+            if self.writer is not None:
+                self.writer.cancel()
+            task = asyncio.get_running_loop().create_task(self._close_now(code, reason))
+            self.gateway._tasks.add(task)  # keep a reference until it is done
+            task.add_done_callback(self.gateway._tasks.discard)
+        else:
+            self._wake_writer()  # it sends what is queued, then the close
+
+    async def _close_now(self, code: int, reason: str) -> None:
+        with contextlib.suppress(Exception):
+            await self.ws.close(code, reason)
+
