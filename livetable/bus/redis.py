@@ -36,6 +36,7 @@ from livetable.protocol import encode
 from livetable.store.base import Store, StoreUnavailable
 from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.store.redis import is_redis_outage
+from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.bus")
 
@@ -85,11 +86,8 @@ class RedisBus:
                 await asyncio.sleep(0.05)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel(self._task)
+        self._task = None
         self.healthy = False
 
     # --- the subscription --------------------------------------------------------------

@@ -45,6 +45,7 @@ from livetable.store.base import Store, StoreUnavailable, UnknownPlayer
 from livetable.store.keys import DEFAULT_PREFIX
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import SQLiteStore
+from livetable.tasks import cancel
 
 if TYPE_CHECKING:
     from livetable.server.scaleout import LeasedTables, RedisControl
@@ -319,10 +320,7 @@ class Services:
     async def stop(self) -> None:
         if self.collector is not None:
             await self.collector.stop()
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+        await cancel(self._watch)
         await self.gateway.shutdown()
         if self.wallet is not None:
             await self.wallet.stop()

@@ -22,11 +22,12 @@ the process owner's call, not a library's): tests and embedders keep CPython's d
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import time
 from collections.abc import Callable
+
+from livetable.tasks import cancel
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +65,8 @@ class Collector:
 
     async def stop(self) -> None:
         """Stop the timer and give CPython its thresholds back."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel(self._task)
+        self._task = None
         if self._saved is not None:
             gc.set_threshold(*self._saved)
             self._saved = None

@@ -33,6 +33,7 @@ from livetable.engine import EngineError, Step, TableEngine, Timing
 from livetable.engine.table import CancelRound, Mode, SettleRound
 from livetable.rules.cards import CardError
 from livetable.store.base import Settled, Store, StoreUnavailable
+from livetable.tasks import cancel
 
 DealerAction = p.TableCommand
 
@@ -136,10 +137,7 @@ class TableRunner:
     async def stop(self) -> None:
         self.alive = False
         for task in (self._task, self._settling):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await cancel(task)
         self._task = self._settling = None
 
     @property

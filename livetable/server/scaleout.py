@@ -38,6 +38,7 @@ from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import StoreUnavailable
 from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.store.redis import FencedOut, RedisStore
+from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.scaleout")
 
@@ -136,10 +137,7 @@ class LeasedTables:
 
     async def stop(self) -> None:
         """Graceful: stop each runner (its last step is stored), then release its lease."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel(self._task)
         for table in list(self.runners):
             await self._drop(table)
             with contextlib.suppress(RedisError, OSError):
@@ -209,10 +207,7 @@ class LeasedTables:
 
     async def _drop(self, table: str) -> None:
         consumer = self._consumers.pop(table, None)
-        if consumer is not None:
-            consumer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await consumer
+        await cancel(consumer)
         runner = self.runners.pop(table, None)
         if runner is not None:
             await runner.stop()

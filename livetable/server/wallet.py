@@ -66,6 +66,7 @@ from livetable.store.wallet import (
     mirror_id,
     rollback_tx_id,
 )
+from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.wallet")
 
@@ -501,11 +502,8 @@ class SeamlessWallet:
                 await asyncio.wait_for(self._wake.wait(), interval)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel(self._task)
+        self._task = None
         await self.client.aclose()
         if self.outbox_client is not self.client:
             await self.outbox_client.aclose()

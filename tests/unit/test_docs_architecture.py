@@ -86,7 +86,7 @@ MAY_IMPORT = {
     "protocol": set(),
     "engine": {"engine", "rules", "protocol"},
     "store": {"store", "engine", "rules", "protocol", "accounts"},
-    "bus": {"bus", "protocol", "store", "engine"},
+    "bus": {"bus", "protocol", "store", "engine", "tasks"},
 }
 
 
