@@ -164,6 +164,13 @@ class RedisBus:
         if (head is not None and head[0] == batch.epoch and batch.frames
                 and batch.frames[0][0] > head[1] + 1):
             await self._catch_up(batch.table)
+            head = self._heads.get(batch.table)
+        if (head is not None and head[0] == batch.epoch and batch.frames
+                and batch.frames[-1][0] <= head[1]):
+            # A catch-up from the log delivered this step already (it was stored before it
+            # was published), and the gateway fetched its private results with the repair:
+            # delivered again, they would reach the player twice.
+            return
         self._deliver(batch)
 
     def _deliver(self, batch: TableBatch) -> None:

@@ -20,6 +20,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 from procutil import free_port
 from table_page import Server, get_json, livetable_command
+from timings import FAST_ENV
 
 CHROMIUM = os.environ.get("LIVETABLE_E2E_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -32,6 +33,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 #: Short rounds: a player still has time to click, a whole round takes well under 20 s.
+#: Betting, reveals and the pause between rounds are longer than the tests' fast profile
+#: (:mod:`timings`): a browser clicks its bets, and a test reads the settled round's page
+#: before the next round's opening clears it. The close grace is the profile's.
 BETTING_SECONDS = 6
 REVEAL_INTERVAL = 0.5
 SECRET = "e2e-signing-secret-0123456789abcdef"
@@ -54,6 +58,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "LIVETABLE_DATA_DIR": str(data),
         "LIVETABLE_BETWEEN_ROUNDS": "2",
         "LIVETABLE_DEAL_INTERVAL": "0.05",
+        "LIVETABLE_CLOSE_GRACE": FAST_ENV["LIVETABLE_CLOSE_GRACE"],
         "LIVETABLE_DEMO": "1",
         "PYTHONUNBUFFERED": "1",
     })

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 from table_page import Server, TablePage
-from test_dealer import set_mode, sign_in, type_card
+from test_dealer import back_to_auto, set_mode, sign_in, type_card
 
 pytestmark = pytest.mark.browser
 
@@ -83,10 +83,14 @@ def test_a_studio_round_with_a_correction_a_reload_and_hotkeys(
         expect(dealer.get_by_test_id("dealer-open")).to_be_enabled()
         dealer.keyboard.press("Alt+KeyO")
         expect(page.get_by_test_id("phase")).to_have_attribute("data-phase", "betting")
+        # the console's own round_opened too: it starts the round's scan afresh (a card
+        # typed before it would be forgotten, and its repeat not flagged)
+        expect(dealer.get_by_test_id("dealer-phase")).to_have_attribute("data-phase", "betting")
 
         # Dealt face down while betting is open; the same card twice in a row is flagged.
         for card in BEFORE_RELOAD:
             type_card(dealer, card)
+        expect(dealer.get_by_test_id("dealer-entered-card")).to_have_count(3)
         expect(dealer.get_by_test_id("dealer-card-warning")).to_be_hidden()
         type_card(dealer, "KS")
         expect(dealer.get_by_test_id("dealer-card-warning")).to_contain_text(
@@ -168,5 +172,5 @@ def test_a_studio_round_with_a_correction_a_reload_and_hotkeys(
         assert off["cursor"] == "not-allowed"
         assert float(on["opacity"]) == 1 and on["border"] == "solid", on
     finally:
-        set_mode(dealer, auto=True)
+        back_to_auto(dealer, server, table)
     assert not page_errors, page_errors

@@ -44,6 +44,7 @@ from liveserver import (
     free_port,
 )
 from redis_util import RedisServer, start_redis
+from timings import BETTING_SECONDS, FAST_ENV, REVEAL_INTERVAL
 
 from livetable.store.base import AuditReport
 from livetable.store.redis import RedisStore
@@ -52,12 +53,8 @@ Frame = dict[str, Any]
 T = TypeVar("T")
 
 SECRET = "scale-out-tests-share-this-secret"
-#: Short timings for every process: a whole round takes about four seconds.
-SCALE_ENV = {
-    "LIVETABLE_SECRET": SECRET,
-    "LIVETABLE_BETWEEN_ROUNDS": "0.5",
-    "LIVETABLE_DEAL_INTERVAL": "0.02",
-}
+#: Every process shares the secret, and the tests' fast profile (LiveServer's own).
+SCALE_ENV = {"LIVETABLE_SECRET": SECRET, **FAST_ENV}
 #: What a guest starts with (POST /api/guest).
 GUEST_BALANCE = 10_000
 
@@ -79,7 +76,8 @@ class Deployment:
     """One Redis, N engines and M gateways for table t1, started and stopped together."""
 
     def __init__(self, root: Path, redis: RedisServer, *, engines: int = 2, gateways: int = 2,
-                 betting_seconds: float = 2, reveal_interval: float = 0.2,
+                 betting_seconds: float = BETTING_SECONDS,
+                 reveal_interval: float = REVEAL_INTERVAL,
                  env: dict[str, str] | None = None,
                  redis_urls: dict[str, str] | None = None) -> None:
         """``redis_urls`` gives some processes (``gateway1``, ``engine2``...) another way to

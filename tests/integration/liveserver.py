@@ -2,8 +2,9 @@
 every frame they receive.
 
 The integration tests drive the server only from outside, as any client would: HTTP with
-httpx, websockets with the ``websockets`` client library. Timings are short (a whole auto
-round takes about four seconds) and every wait has a timeout, so a hang fails fast.
+httpx, websockets with the ``websockets`` client library. Timings are the tests' fast
+profile (:mod:`timings`: a whole auto round takes about three seconds) and every wait has a
+timeout, so a hang fails fast.
 
 :class:`LiveServer` keeps its port and data directory across :meth:`LiveServer.kill` and
 :meth:`LiveServer.start`, so a restart is the same server to its clients (the SQLite file
@@ -30,6 +31,7 @@ from typing import Any
 
 import httpx
 from procutil import free_port, kill, stop
+from timings import BETTING_SECONDS, FAST_ENV, REVEAL_INTERVAL
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -37,7 +39,7 @@ from livetable.rules import BetSpot, Hand, Position, hand_of, parse_cards, settl
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = "t1"
-#: Every wait of a test is bounded; a round takes ~4 s, so this is several rounds.
+#: Every wait of a test is bounded; a round takes ~3 s, so this is several rounds.
 WAIT = 20.0
 
 Frame = dict[str, Any]
@@ -51,12 +53,6 @@ def livetable_command() -> list[str]:
 #: What a player minted by ``livetable token --player`` starts with on the auto server.
 PLAYER_BALANCE = 500
 
-#: Short timings: betting 2 s, 13 cards at 20 ms, reveals 0.2 s apart, 0.5 s between rounds.
-FAST_ENV = {
-    "LIVETABLE_BETWEEN_ROUNDS": "0.5",
-    "LIVETABLE_DEAL_INTERVAL": "0.02",
-    "LIVETABLE_HELLO_TIMEOUT": "1.5",
-}
 
 
 class LiveServer:
@@ -66,8 +62,9 @@ class LiveServer:
     scale-out tests), with ``args`` (such as ``--redis URL``) after the usual flags.
     """
 
-    def __init__(self, data_dir: Path, *, mode: str = "auto", betting_seconds: float = 2,
-                 reveal_interval: float = 0.2, env: dict[str, str] | None = None,
+    def __init__(self, data_dir: Path, *, mode: str = "auto",
+                 betting_seconds: float = BETTING_SECONDS,
+                 reveal_interval: float = REVEAL_INTERVAL, env: dict[str, str] | None = None,
                  command: str = "serve", args: Iterable[str] = ()) -> None:
         self.data_dir = data_dir
         self.command = command

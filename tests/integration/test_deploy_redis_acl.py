@@ -36,6 +36,8 @@ from typing import Any
 import pytest
 import yaml
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -108,9 +110,12 @@ def acl_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]
 
 
 def client(server: RedisServer, username: str | None = None,
-           password: str | None = None) -> Redis:
+           password: str | None = None, *, retry: bool = True) -> Redis:
+    """``retry=False``: a refusal is final (redis-py retries an AuthenticationError with
+    backoff by default, about 4 s per refused login)."""
+    once = {} if retry else {"retry": Retry(NoBackoff(), 0)}
     return Redis(host="127.0.0.1", port=server.port, username=username, password=password,
-                 socket_timeout=5)
+                 socket_timeout=5, **once)
 
 
 @pytest.fixture
@@ -286,7 +291,7 @@ async def test_a_client_without_credentials_is_refused(acl_redis: RedisServer,
     for username, password in (("livetable", "wrong-" + PASSWORD[6:]), ("default", ""),
                                ("default", PASSWORD), ("admin", PASSWORD),
                                ("nobody", PASSWORD)):
-        intruder = client(acl_redis, username, password)
+        intruder = client(acl_redis, username, password, retry=False)
         try:
             with pytest.raises(AuthenticationError):
                 await intruder.ping()

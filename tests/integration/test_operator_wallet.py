@@ -41,6 +41,8 @@ from livetable.store.redis import RedisStore
 
 PLAYERS = ["alice", "bob", "chai", "dev"]
 #: Every fault the reference operator has, on every method that can meet it.
+#: The many-rounds tests are about the money, not the cards: the reveals go by quickly.
+QUICK_REVEALS = 0.05
 FAULTS = [
     "debit:timeout=0.05,error=0.05,lost=0.05,garbage=0.03,slow=0.15,duplicate=0.05",
     "credit:timeout=0.08,error=0.15,lost=0.1,garbage=0.05,slow=0.1,duplicate=0.1",
@@ -290,7 +292,7 @@ def test_many_rounds_with_faults_and_a_kill_9_leave_no_money_in_doubt(
         tmp_path: Path) -> None:
     rng = random.Random(12)
     operator = OperatorServer(tmp_path / "operator", faults=FAULTS, seed=12, hang=1.2).start()
-    server = LiveServer(tmp_path / "livetable", betting_seconds=2, env=seamless_env(
+    server = LiveServer(tmp_path / "livetable", reveal_interval=QUICK_REVEALS, env=seamless_env(
         operator, LIVETABLE_WALLET_TIMEOUT="0.6", LIVETABLE_WALLET_RETRY_MAX="1",
         LIVETABLE_AUDIT_INTERVAL="1"))
     try:
@@ -330,7 +332,8 @@ def test_an_engine_failover_on_redis_leaves_no_money_in_doubt(tmp_path: Path) ->
     async def run() -> tuple[Outcome, Any, dict[str, int]]:
         env = seamless_env(operator, LIVETABLE_WALLET_TIMEOUT="0.6",
                            LIVETABLE_WALLET_RETRY_MAX="1")
-        async with running(tmp_path / "cluster", engines=2, gateways=1, env=env) as deployment:
+        async with running(tmp_path / "cluster", engines=2, gateways=1, env=env,
+                           reveal_interval=QUICK_REVEALS) as deployment:
             gateway = deployment.gateways[0]
             players = [Player(pid, launch(gateway, pid)["token"]) for pid in PLAYERS]
             await play_rounds(gateway, players, 4, rng)
