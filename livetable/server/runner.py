@@ -153,20 +153,34 @@ class TableRunner:
                                                  name=f"settle-{self.table}")
 
     async def _settle_pending(self) -> None:
-        """Settle what the store still holds open, chunk by chunk, publishing each chunk."""
+        """Settle what the store still holds open, chunk by chunk, publishing each chunk.
+
+        The next chunk is being stored while this one is published (the store's writer
+        thread or Redis works while the event loop frames and writes the results): each
+        chunk is still stored before it is published, and published in order."""
         while self._more_to_settle and self.alive:
             self._more_to_settle = False
             more = True
-            while more and self.alive:
-                started = self.clock()
-                try:
-                    settled, more = await self.store.settle_pending(self.table, started)
-                except Exception as exc:
-                    if not await self._survive("a settlement chunk", exc):
-                        return
-                    continue  # the chunk is not lost: try again
-                if settled:
-                    await self._publish_private(settled, started)
+            chunk: asyncio.Future[tuple[list[Settled], bool]] | None = None
+            try:
+                while more and self.alive:
+                    started = self.clock()
+                    if chunk is None:
+                        chunk = asyncio.ensure_future(
+                            self.store.settle_pending(self.table, started))
+                    try:
+                        settled, more = await chunk
+                    except Exception as exc:
+                        chunk = None
+                        if not await self._survive("a settlement chunk", exc):
+                            return
+                        continue  # the chunk is not lost: try again
+                    chunk = (asyncio.ensure_future(self.store.settle_pending(
+                        self.table, self.clock())) if more and self.alive else None)
+                    if settled:
+                        await self._publish_private(settled, started)
+            finally:
+                await cancel(chunk)  # stopped meanwhile: what it stored, a resume brings
 
     async def _publish_private(self, settled: list[Settled], started: int) -> None:
         async with self._lock:  # the engine as stored: its snapshot, its head
