@@ -328,3 +328,36 @@ async def test_an_unreachable_store_answers_unavailable_and_keeps_the_connection
     await ws.close(1000)
     async with asyncio.timeout(2):
         await session
+
+
+async def test_a_client_answered_lately_gets_no_heartbeat(tmp_path: Path) -> None:
+    """In a burst of bets every client is being answered: a heartbeat to each would be a
+    write per client for nothing. The others still get theirs."""
+    from livetable.server.gateway import Client
+
+    settings = Settings(data_dir=tmp_path, send_queue=SEND_QUEUE, secret=b"s" * 32,
+                        event_log_size=100, frames_per_second=1000, heartbeat=0.2)
+    store = SQLiteStore(tmp_path / "db.sqlite3")
+
+    async def execute(table: str, command: Any) -> p.Ack | p.Error:
+        return p.Error(code="no", message="no dealer here")
+
+    gw = Gateway(settings, store, execute, Metrics(), b"s" * 32)
+    gw.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[], snapshot=snapshot(0)))
+    busy_ws, idle_ws = FakeWebSocket(direct=True), FakeWebSocket(direct=True)
+    busy, idle = (Client(ws, gw, "player") for ws in (busy_ws, idle_ws))  # type: ignore[arg-type]
+    for client in (busy, idle):
+        client.table = "t1"
+        gw.feeds["t1"].clients.add(client)
+    gw.start()
+    try:
+        async with asyncio.timeout(5):
+            while len(idle_ws.wire) < 4:  # four beats for the idle client...
+                busy.send_message(p.Pong(t=1, server_time=2))  # ...while busy is answered
+                await asyncio.sleep(0.02)
+        beats = [json.loads(_payload(f)) for f in busy_ws.wire]
+        assert {m["type"] for m in beats} == {"pong"}  # no heartbeat among them
+        assert {json.loads(_payload(f))["type"] for f in idle_ws.wire} == {"heartbeat"}
+    finally:
+        await gw.shutdown()
+        await store.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
@@ -48,6 +49,9 @@ class Client:
         self.ready = asyncio.Event()
         self.in_flight = False  # a queued frame is being sent through ASGI
         self.arrived_at = 0  # when the last frame from this client arrived (epoch ms)
+        #: When an answer of its own last went to this client (time.monotonic): a client
+        #: that was answered lately needs no heartbeat to know it is still connected.
+        self.answered_at = 0.0
         extensions = ws.scope.get("extensions") or {}
         self.write_frame: Callable[[bytes], bool] | None = extensions.get(EXTENSION)
         self.abort_after: Callable[[float], None] | None = extensions.get(ABORT)
@@ -97,6 +101,7 @@ class Client:
         self.ready.set()
 
     def send_message(self, message: msgspec.Struct) -> None:
+        self.answered_at = time.monotonic()
         data = p.encode(message)
         self.send(data.decode(), text_frame(data) if self.write_frame is not None else None)
 

@@ -141,5 +141,11 @@ async def heartbeats(self: Gateway) -> None:
             feed.last_sent = now
             data = p.encode(self._heartbeat_message())
             text, wire = data.decode(), text_frame(data)
+            # A client answered within half an interval has just had a frame: it needs no
+            # beat now (in a burst of bets, that is nearly every client: one write each
+            # saved). It hears again at most 1.5 intervals and a check after that answer;
+            # the page waits 2 intervals and a second (static/js/conn.js).
+            answered_since = now - interval / 2
             for client in list(feed.clients):
-                client.send(text, wire)
+                if client.answered_at < answered_since:
+                    client.send(text, wire)
