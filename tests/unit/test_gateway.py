@@ -283,6 +283,14 @@ async def test_a_players_results_of_a_step_go_out_in_one_write(gateway: Gateway)
     assert gateway.metrics.frames_out - before == 7
 
 
+def _player_betting_once() -> FakeWebSocket:
+    """A signed-in player's connection that sends one bet after its hello."""
+    token = mint(b"s" * 32, "player", "p1", "P1", 3600)
+    return FakeWebSocket({"type": "hello", "v": 1, "table": "t1", "token": token},
+                         {"type": "place_bet", "bet_id": "b1", "round_id": "r1", "spot": "P1",
+                          "amount": 100})
+
+
 async def test_a_bug_while_taking_a_bet_closes_1011_not_unavailable(
         gateway: Gateway, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -293,10 +301,7 @@ async def test_a_bug_while_taking_a_bet_closes_1011_not_unavailable(
         raise KeyError("a bug")
 
     monkeypatch.setattr(gateway.store, "place_slip", broken)
-    token = mint(b"s" * 32, "player", "p1", "P1", 3600)
-    ws = FakeWebSocket({"type": "hello", "v": 1, "table": "t1", "token": token},
-                       {"type": "place_bet", "bet_id": "b1", "round_id": "r1", "spot": "P1",
-                        "amount": 100})
+    ws = _player_betting_once()
     session = asyncio.create_task(gateway.serve(ws, "player"))
     async with asyncio.timeout(2):
         await session
@@ -316,10 +321,7 @@ async def test_an_unreachable_store_answers_unavailable_and_keeps_the_connection
         raise StoreUnavailable("the store is down")
 
     monkeypatch.setattr(gateway.store, "place_slip", down)
-    token = mint(b"s" * 32, "player", "p1", "P1", 3600)
-    ws = FakeWebSocket({"type": "hello", "v": 1, "table": "t1", "token": token},
-                       {"type": "place_bet", "bet_id": "b1", "round_id": "r1", "spot": "P1",
-                        "amount": 100})
+    ws = _player_betting_once()
     session = asyncio.create_task(gateway.serve(ws, "player"))
     await settle(lambda: len(ws.sent) == 2)
     assert ws.sent[1]["type"] == "error" and ws.sent[1]["code"] == "unavailable"
