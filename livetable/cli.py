@@ -26,6 +26,7 @@ from livetable.rules.cards import CardError, parse_cards
 
 if TYPE_CHECKING:
     from livetable.config import Settings
+    from livetable.server.app import Role
 from livetable.rules.hands import Hand, hand_of
 from livetable.rules.settlement import BetSettlement, BetSpot, settle_bet
 
@@ -274,7 +275,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
     return _run_server(args, ("engine",))
 
 
-def _run_server(args: argparse.Namespace, roles: tuple[str, ...]) -> int:
+def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     import logging
 
     import uvicorn

@@ -76,7 +76,8 @@ def stream_of(settings: Settings, table: str) -> p.StreamView | None:
     return p.StreamView(hls=url) if url else None
 
 
-Role = str  # "gateway" (websockets, HTTP API) and/or "engine" (runs the tables)
+#: "gateway" (websockets, HTTP API) and/or "engine" (runs the tables).
+Role = Literal["gateway", "engine"]
 
 
 #: A table is busy this long after a table event went out (private results may follow).
