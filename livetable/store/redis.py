@@ -92,7 +92,6 @@ from livetable.engine.table import (
     SetBetting,
     SettleRound,
 )
-from livetable.rules import BetSpot
 from livetable.rules.fairness import ShoeRecord, ShoeRound
 from livetable.store.base import (
     AmountOverflow,
@@ -109,6 +108,8 @@ from livetable.store.base import (
 )
 from livetable.store.bets import (
     SETTLE_CHUNK,
+    SPOT_IS_PAIR,
+    SPOT_MULTIPLE,
     BetRequest,
     BetRow,
     Rejection,
@@ -136,8 +137,6 @@ MAX_SLIPS_PER_CALL = 50
 #: place_slips.lua calls on their way at once (each on its own pooled connection).
 MAX_CALLS_IN_FLIGHT = 4
 
-SPOT_MULTIPLE = {spot.value: spot.deducted_multiple for spot in BetSpot}
-SPOT_IS_PAIR = {spot.value: spot.is_pair for spot in BetSpot}
 
 
 #: redis-py's errors for "Redis cannot serve us now": no connection (refused, dropped, the
