@@ -363,3 +363,49 @@ async def test_a_client_answered_lately_gets_no_heartbeat(tmp_path: Path) -> Non
     finally:
         await gw.shutdown()
         await store.close()
+
+
+@pytest.mark.parametrize("bus_first", [False, True])
+async def test_a_repaired_rounds_results_reach_a_player_once(
+        gateway: Gateway, monkeypatch: pytest.MonkeyPatch, bus_first: bool) -> None:
+    """A round's settling step reached this gateway by repair, so its results are read
+    back from the store — where a later chunk is already stored whose batch is still on
+    its way over the bus. Whether the bus brings that chunk while the store is read
+    (``bus_first``) or after, every result reaches the player once (issue 16: seen as 4
+    ``bet_settled`` for 2 bets)."""
+    from livetable.server.gateway import Client
+
+    def result(bet_id: str) -> p.BetSettled:
+        return p.BetSettled(bet_id=bet_id, round_id="r1", spot="P1", amount=10,
+                            outcome="win", odds=1, returned=20, balance=100)
+
+    reading = asyncio.Event()
+    read_may_end = asyncio.Event()
+
+    async def settlements_for_rounds(player_id: str, rounds: list[str]) -> list[p.BetSettled]:
+        assert rounds == ["r1"]
+        reading.set()
+        await read_may_end.wait()
+        return [result("chunk1"), result("chunk2")]  # both chunks are stored by now
+
+    monkeypatch.setattr(gateway.store, "settlements_for_rounds", settlements_for_rounds)
+    ws = FakeWebSocket(direct=True)
+    client = Client(ws, gateway, "player")  # type: ignore[arg-type]
+    client.table = "t1"
+    gateway.players["ann"] = {client}
+    settled = p.encode(p.RoundSettled(round_id="r1", results=[], last_round=False,
+                                      table="t1", epoch=1, seq=1))
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=1, frames=[(1, settled)],
+                               snapshot=snapshot(1), repair=True))
+    await reading.wait()
+    later_chunk = TableBatch(table="t1", epoch=1, seq=1, frames=[], snapshot=snapshot(1),
+                             private=[("ann", p.encode(result("chunk2")))])
+    if bus_first:
+        gateway.deliver(later_chunk)
+    read_may_end.set()
+    await settle(lambda: not gateway._tasks)
+    if not bus_first:
+        gateway.deliver(later_chunk)
+    got = [json.loads(f)["bet_id"] for w in ws.wire for f in _split_frames(w)
+           if json.loads(f)["type"] == "bet_settled"]
+    assert sorted(got) == ["chunk1", "chunk2"]

@@ -42,6 +42,7 @@ from livetable.server.gateway.codes import (
     CLOSE_UNAUTHORIZED,
     CLOSE_UNKNOWN_TABLE,
 )
+from livetable.server.gateway.delivery import Repair
 from livetable.server.gateway.feed import TableFeed
 from livetable.server.gateway.intake import MAX_BETS_IN_FLIGHT
 from livetable.server.metrics import Metrics
@@ -84,6 +85,8 @@ class Gateway:
         self.accepting = True
         self._tasks: set[asyncio.Task[None]] = set()
         self._heartbeat: asyncio.Task[None] | None = None
+        #: Per table repaired lately: the results sent since (see delivery.repair_private).
+        self.repaired: dict[str, Repair] = {}
 
     def start(self) -> None:
         """Start sending heartbeats (none when ``settings.heartbeat`` is 0)."""

@@ -18,6 +18,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from livetable import protocol as p
 from livetable.bus import TableBatch
 from livetable.clock import now_ms
@@ -78,9 +80,18 @@ def deliver(self: Gateway, batch: TableBatch) -> None:
             task.add_done_callback(self._tasks.discard)
 
 
+#: How long a table remembers the results it sent while repairing: far longer than the
+#: rest of a round's settlement chunks take to come over the bus.
+REPAIR_MEMORY = 60.0
+
+_SETTLED = msgspec.json.Decoder(p.BetSettled)
+
+
 def deliver_private(self: Gateway, table: str, private: list[tuple[str, bytes]]) -> None:
     """Each player's private results of a step (a settlement chunk holds whole
     players), framed and written together."""
+    if table in self.repaired:
+        private = _once(self, table, private)
     by_player: dict[str, list[bytes]] = {}
     for player_id, frame in private:
         by_player.setdefault(player_id, []).append(frame)
@@ -98,9 +109,29 @@ def resync(self: Gateway, feed: TableFeed, why: str) -> None:
     feed.clients.clear()
 
 
+class Repair:
+    """A table's results sent since its last repair began, for :data:`REPAIR_MEMORY` s."""
+
+    __slots__ = ("sent", "until")
+
+    def __init__(self) -> None:
+        self.sent: set[tuple[str, str]] = set()  # (player id, bet id)
+        self.until = time.monotonic() + REPAIR_MEMORY
+
+
 async def repair_private(self: Gateway, table: str, rounds: list[str]) -> None:
     """The private results of rounds whose step reached us by repair, not by the bus.
-    With the store unreachable they are left out: the Bet Record holds them."""
+    With the store unreachable they are left out: the Bet Record holds them.
+
+    The round's later settlement chunks still come over the bus, and one of them may have
+    been stored — so read here — before its batch arrives, or arrive while this reads:
+    each result goes out once, whichever way comes first. From the start of a repair to
+    :data:`REPAIR_MEMORY` seconds later the table remembers what either way sent (the
+    bus's side: :func:`_once`)."""
+    repair = self.repaired.get(table)
+    if repair is None:
+        repair = self.repaired[table] = Repair()
+    repair.until = time.monotonic() + REPAIR_MEMORY
     for player_id, clients in list(self.players.items()):
         watching = [c for c in clients if c.table == table]
         if not watching:
@@ -111,8 +142,29 @@ async def repair_private(self: Gateway, table: str, rounds: list[str]) -> None:
             log.warning("table %s: private results not repaired: %s", table, exc)
             return
         for message in messages:
+            key = (player_id, message.bet_id)
+            if key in repair.sent:
+                continue  # the bus brought it while this read
+            repair.sent.add(key)
             for client in watching:
                 client.send_message(message)
+
+
+def _once(self: Gateway, table: str,
+          private: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """The results of ``private`` that the table's repair has not sent, now remembered as
+    sent. Only while a repair is fresh (each frame is decoded here); then forgotten."""
+    repair = self.repaired[table]
+    if time.monotonic() > repair.until:
+        del self.repaired[table]
+        return private
+    fresh = []
+    for player_id, frame in private:
+        key = (player_id, _SETTLED.decode(frame).bet_id)
+        if key not in repair.sent:
+            repair.sent.add(key)
+            fresh.append((player_id, frame))
+    return fresh
 
 
 def heartbeat_message(self: Gateway) -> p.Heartbeat:
