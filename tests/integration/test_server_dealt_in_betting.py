@@ -17,8 +17,8 @@ import uuid
 from typing import Any
 
 import pytest
+from dealing import between_rounds
 from liveserver import HANDS, LiveServer, WireClient, check_no_early_cards, close_all
-from test_server_manual import between_rounds
 
 Frame = dict[str, Any]
 CARD_TOKEN = re.compile(r"(?<![0-9A-Za-z])(?:10|[2-9AJQK])[SHDC](?![0-9A-Za-z])")
