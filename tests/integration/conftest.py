@@ -14,13 +14,12 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from dealing import Dealer, dealing
-from liveserver import PLAYER_BALANCE, LiveServer
+from liveserver import LiveServer
 
 
 @pytest.fixture(scope="session")
 def auto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    server = LiveServer(tmp_path_factory.mktemp("auto"),
-                        env={"LIVETABLE_PLAYER_BALANCE": str(PLAYER_BALANCE)})
+    server = LiveServer(tmp_path_factory.mktemp("auto"))
     server.start()
     try:
         yield server
