@@ -1,22 +1,25 @@
 """Fixtures of the server integration tests: real ``livetable serve`` processes.
 
-One auto-mode server is shared by the session (each test waits for a fresh round, so the
-tests do not depend on one another); the manual-mode server, the small-log server and the
-restart tests' servers are their own, because their settings differ.
+Two servers are shared by the session. On the manual-mode one a test deals its own rounds
+(:mod:`dealing`; each starts from a new shoe and leaves the table between rounds), so it
+never waits for a clock; the auto-mode one serves the tests of what needs no round, or of
+the auto clock itself (each waits for a fresh round, so the tests do not depend on one
+another). The small-log server and the restart tests' servers are their own, because their
+settings differ.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from liveserver import PLAYER_BALANCE, LiveServer
+from dealing import Dealer, dealing
+from liveserver import LiveServer
 
 
 @pytest.fixture(scope="session")
 def auto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    server = LiveServer(tmp_path_factory.mktemp("auto"),
-                        env={"LIVETABLE_PLAYER_BALANCE": str(PLAYER_BALANCE)})
+    server = LiveServer(tmp_path_factory.mktemp("auto"))
     server.start()
     try:
         yield server
@@ -33,6 +36,13 @@ def manual_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServ
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+async def dealer(manual_server: LiveServer) -> AsyncIterator[Dealer]:
+    """The test as the dealer of the manual server's table."""
+    async with dealing(manual_server) as seated:
+        yield seated
 
 
 @pytest.fixture

@@ -50,9 +50,9 @@ def livetable_command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "livetable.cli"]
 
 
-#: What a player minted by ``livetable token --player`` starts with on the auto server.
+#: What a player minted by ``livetable token --player`` starts with on a server that sets
+#: ``LIVETABLE_PLAYER_BALANCE`` to it (a test of the balance).
 PLAYER_BALANCE = 500
-
 
 
 class LiveServer:

@@ -1,11 +1,17 @@
 """The bet rules over the wire, on a real server: the countdown, the balance, and the
 ``bet_id`` as the client's idempotency key across a reconnect.
+
+The test deals (:mod:`dealing`, a manual-mode server): a round opens when the test is
+ready for it and settles when its bets are in, with no wait for a clock.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 
+import pytest
+from dealing import Dealer, dealing
 from liveserver import (
     PLAYER_BALANCE,
     LiveServer,
@@ -16,11 +22,22 @@ from liveserver import (
 )
 
 
-async def test_a_bet_after_the_countdown_is_rejected(auto_server: LiveServer) -> None:
-    token, player = auto_server.guest()
-    client = await WireClient.connect(auto_server.ws, "late-bettor")
+@pytest.fixture
+async def small_purse(fresh_server: LiveServer) -> AsyncIterator[Dealer]:
+    """The dealer of a manual server whose operator's players start with 500."""
+    fresh_server.mode = "manual"
+    fresh_server.start(env={"LIVETABLE_PLAYER_BALANCE": str(PLAYER_BALANCE)})
+    async with dealing(fresh_server) as dealer:
+        yield dealer
+
+
+async def test_a_bet_after_the_countdown_is_rejected(manual_server: LiveServer,
+                                                     dealer: Dealer) -> None:
+    token, player = manual_server.guest()
+    client = await WireClient.connect(manual_server.ws, "late-bettor")
     try:
         welcome = await client.hello(token)
+        await dealer.open_round(betting_ms=1_000)  # the shortest countdown: the clock closes
         opened = await client.expect(lambda f: f.get("type") == "round_opened"
                                      and f["seq"] > welcome["seq"])
         closed = await client.expect("betting_closed", round_id=opened["round_id"])
@@ -32,8 +49,8 @@ async def test_a_bet_after_the_countdown_is_rejected(auto_server: LiveServer) ->
         assert unknown["code"] == "unknown_round"
     finally:
         await client.close()
-    assert auto_server.get("/api/bets", token).json() == {"bets": [], "next": None}
-    again = await WireClient.connect(auto_server.ws)
+    assert manual_server.get("/api/bets", token).json() == {"bets": [], "next": None}
+    again = await WireClient.connect(manual_server.ws)
     try:
         assert (await again.hello(token))["player"]["balance"] == player["balance"] == 10_000
     finally:
@@ -41,15 +58,18 @@ async def test_a_bet_after_the_countdown_is_rejected(auto_server: LiveServer) ->
 
 
 async def test_a_bet_over_the_balance_is_rejected_and_takes_nothing(
-        auto_server: LiveServer) -> None:
+        small_purse: Dealer) -> None:
+    dealer = small_purse
+    server = dealer.server
     # an operator's player, minted by ``livetable token``; LIVETABLE_PLAYER_BALANCE funds it
     player_id = f"p-{uuid.uuid4().hex[:8]}"
-    token = auto_server.player_token(player_id, "Somchai")
-    client = await WireClient.connect(auto_server.ws, "somchai")
+    token = server.player_token(player_id, "Somchai")
+    client = await WireClient.connect(server.ws, "somchai")
     try:
         welcome = await client.hello(token)
         assert welcome["player"] == {"id": player_id, "name": "Somchai",
                                      "balance": PLAYER_BALANCE}
+        await dealer.open_round()
         opened = await client.expect(lambda f: f.get("type") == "round_opened"
                                      and f["seq"] > welcome["seq"])
         round_id = opened["round_id"]
@@ -63,6 +83,7 @@ async def test_a_bet_over_the_balance_is_rejected_and_takes_nothing(
                           "spot": "P1", "amount": 250, "deducted": 500, "balance": 0}
         answer = await client.bet("one-more", round_id, "P1_PAIR", 10)
         assert answer["code"] == "insufficient_funds"
+        await dealer.finish()
         settled = await client.expect("bet_settled", bet_id="all-in")
         hands = hands_from(client.frames, round_id)
         outcome, odds, cost, returned = expected_settlement(hands, "P1", 250)
@@ -71,20 +92,21 @@ async def test_a_bet_over_the_balance_is_rejected_and_takes_nothing(
             == (outcome, odds, returned, returned)
     finally:
         await client.close()
-    record = auto_server.get("/api/bets", token).json()
+    record = server.get("/api/bets", token).json()
     assert [e["bet_id"] for e in record["bets"]] == ["all-in"]
     assert record["bets"][0]["balance_after"] == returned
 
 
 async def test_the_same_bet_id_after_a_reconnect_is_taken_once(
-        auto_server: LiveServer) -> None:
-    token, player = auto_server.guest()
+        manual_server: LiveServer, dealer: Dealer) -> None:
+    token, player = manual_server.guest()
     start = player["balance"]
-    first = await WireClient.connect(auto_server.ws, "first")
+    first = await WireClient.connect(manual_server.ws, "first")
     second: WireClient | None = None
     bet_id = f"retry-{uuid.uuid4().hex}"
     try:
         welcome = await first.hello(token)
+        await dealer.open_round()
         opened = await first.expect(lambda f: f.get("type") == "round_opened"
                                     and f["seq"] > welcome["seq"])
         round_id = opened["round_id"]
@@ -95,7 +117,7 @@ async def test_the_same_bet_id_after_a_reconnect_is_taken_once(
         resume = first.resume_point()
         await first.close()  # the connection drops; did the bet get through? retry it
 
-        second = await WireClient.connect(auto_server.ws, "second")
+        second = await WireClient.connect(manual_server.ws, "second")
         again = await second.hello(token, resume=resume)
         assert again["player"]["balance"] == start - 200
         assert await second.bet(bet_id, round_id, "P3", 100) == accepted  # the same answer
@@ -107,6 +129,7 @@ async def test_the_same_bet_id_after_a_reconnect_is_taken_once(
         pair = await second.bet(f"pair-{uuid.uuid4().hex}", round_id, "P3_PAIR", 10)
         assert pair["type"] == "bet_accepted" and pair["balance"] == start - 210
 
+        await dealer.finish()
         settled = await second.expect("bet_settled", bet_id=bet_id)
         await second.expect("bet_settled", bet_id=pair["bet_id"])
         hands = hands_from(second.frames, round_id)
@@ -114,24 +137,27 @@ async def test_the_same_bet_id_after_a_reconnect_is_taken_once(
         _, _, _, pair_returned = expected_settlement(hands, "P3_PAIR", 10)
         assert settled["returned"] == returned
         assert settled["balance"] == start - 210 + returned + pair_returned
+        await dealer.next_round()
         await second.expect("round_opened")  # the next round: no second settlement came
         assert [f["bet_id"] for f in second.of_type("bet_settled")].count(bet_id) == 1
     finally:
         await first.close()
         if second is not None:
             await second.close()
-    record = auto_server.get("/api/bets", token).json()["bets"]
+    record = manual_server.get("/api/bets", token).json()["bets"]
     assert sorted(e["bet_id"] for e in record) == sorted([bet_id, pair["bet_id"]])
     assert [e["deducted"] for e in record if e["bet_id"] == bet_id] == [deducted("P3", 100)]
 
 
-async def test_a_bet_slip_is_taken_whole_or_not_at_all(auto_server: LiveServer) -> None:
-    token, player = auto_server.guest()
+async def test_a_bet_slip_is_taken_whole_or_not_at_all(manual_server: LiveServer,
+                                                       dealer: Dealer) -> None:
+    token, player = manual_server.guest()
     start = player["balance"]
-    client = await WireClient.connect(auto_server.ws, "slip")
+    client = await WireClient.connect(manual_server.ws, "slip")
     slip_id = f"slip-{uuid.uuid4().hex}"
     try:
         welcome = await client.hello(token)
+        await dealer.open_round()
         opened = await client.expect(lambda f: f.get("type") == "round_opened"
                                      and f["seq"] > welcome["seq"])
         round_id = opened["round_id"]
@@ -151,9 +177,10 @@ async def test_a_bet_slip_is_taken_whole_or_not_at_all(auto_server: LiveServer) 
         assert await client.slip(slip_id, round_id, bets) == taken  # a retry: once
         other = await client.slip(slip_id, round_id, bets[:1])
         assert other["code"] == "duplicate_slip_id"
+        await dealer.finish()
         for bet_id in ("s-a", "s-b", "s-c"):
             await client.expect("bet_settled", bet_id=bet_id)
     finally:
         await client.close()
-    record = auto_server.get("/api/bets", token).json()["bets"]
+    record = manual_server.get("/api/bets", token).json()["bets"]
     assert sorted(e["bet_id"] for e in record) == ["s-a", "s-b", "s-c"]

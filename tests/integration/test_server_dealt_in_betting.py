@@ -17,8 +17,8 @@ import uuid
 from typing import Any
 
 import pytest
+from dealing import between_rounds
 from liveserver import HANDS, LiveServer, WireClient, check_no_early_cards, close_all
-from test_server_manual import between_rounds
 
 Frame = dict[str, Any]
 CARD_TOKEN = re.compile(r"(?<![0-9A-Za-z])(?:10|[2-9AJQK])[SHDC](?![0-9A-Za-z])")
@@ -144,8 +144,14 @@ async def test_manual_round_dealt_while_betting_shows_no_card(manual_server: Liv
 
 @pytest.fixture
 def slow_auto_server(fresh_server: LiveServer) -> LiveServer:
-    """Auto mode with a long countdown: the thirteen cards are out long before it ends."""
-    fresh_server.betting_seconds = 8
+    """Auto rounds with a long countdown: the thirteen cards are out long before it ends,
+    and the test has read everything while it runs (its dealer then closes the betting).
+
+    The server starts in manual mode, so that no round opens before the test's clients are
+    in: the test switches the table to auto then, and the first auto round opens at once.
+    """
+    fresh_server.mode = "manual"
+    fresh_server.betting_seconds = 60
     return fresh_server.start()
 
 
@@ -162,6 +168,7 @@ async def test_auto_round_dealt_while_betting_shows_no_card(slow_auto_server: Li
         await viewer.hello()
         await player.hello(token)
         await dealer.hello(dealer_token)
+        assert (await dealer.command("set_mode", auto=True))["type"] == "ack"
         opened = await viewer.expect(lambda f: f.get("type") == "round_opened"
                                      and f["seq"] > viewer.welcome["seq"])  # type: ignore[index]
         round_id = opened["round_id"]
@@ -189,6 +196,8 @@ async def test_auto_round_dealt_while_betting_shows_no_card(slow_auto_server: Li
             # the only card anywhere is the shoe's face-up opening card
             assert cards_in(text) <= shoe_cards, (where, cards_in(text))
 
+        # the dealer ends the countdown; the reveals are the auto clock's
+        assert (await dealer.command("close_betting"))["type"] == "ack"
         for client in clients:
             await client.expect("round_settled", round_id=round_id, timeout=30)
         truth = server.get(f"/api/rounds/{round_id}").json()["cards"]

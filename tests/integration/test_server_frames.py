@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 import pytest
-from liveserver import LiveServer, WireClient
+from liveserver import LiveServer, WireClient, close_all
 from websockets.exceptions import InvalidStatus
 
 
@@ -290,11 +290,22 @@ async def test_a_quiet_table_sends_heartbeats_a_client_can_time(
 
 
 async def test_no_heartbeats_when_turned_off(fresh_server: LiveServer) -> None:
+    """A quiet (manual) table, where a beat would come right after the welcome and then
+    every 1.5 s: none comes in an interval and a half of the server's own clock."""
+    fresh_server.mode = "manual"
     fresh_server.start(env={"LIVETABLE_HEARTBEAT": "0"})
     viewer = await WireClient.connect(fresh_server.ws, "viewer")
+    clock = await WireClient.connect(fresh_server.ws, "clock")  # pings: the viewer must not
     try:
-        await viewer.hello()
-        await asyncio.sleep(4)
+        welcome = await viewer.hello()
+        await clock.hello()
+        while True:
+            await clock.send({"type": "ping"})
+            if (await clock.expect("pong"))["server_time"] - welcome["server_time"] > 2_250:
+                break
+            await asyncio.sleep(0.25)
+        await viewer.send({"type": "ping", "t": 1})  # whatever was sent before is in
+        assert (await viewer.expect("pong"))["t"] == 1
         assert not viewer.of_type("heartbeat")
     finally:
-        await viewer.close()
+        await close_all([viewer, clock])

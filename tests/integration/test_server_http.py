@@ -1,17 +1,22 @@
-"""The HTTP API of a real server: tables, roadmap, rounds, the Bet Record, guests, health."""
+"""The HTTP API of a real server: tables, roadmap, rounds, the Bet Record, guests, health.
+
+A test that needs a round deals it (:mod:`dealing`, a manual-mode server), so that it reads
+the API at each phase of the round the moment the round is there.
+"""
 
 from __future__ import annotations
 
 import uuid
 
 import httpx
+from dealing import Dealer
 from liveserver import HANDS, LiveServer, WireClient, close_all, hands_from
 
 SNAPSHOT_KEYS = {"id", "phase", "round_id", "closes_at", "limits", "hands", "roadmap"}
 
 
-async def test_tables_rounds_and_roadmap(auto_server: LiveServer) -> None:
-    server = auto_server
+async def test_tables_rounds_and_roadmap(manual_server: LiveServer, dealer: Dealer) -> None:
+    server = manual_server
     tables = server.get("/api/tables")
     assert tables.status_code == 200 and tables.headers["content-type"] == "application/json"
     (table,) = tables.json()["tables"]
@@ -24,6 +29,7 @@ async def test_tables_rounds_and_roadmap(auto_server: LiveServer) -> None:
     viewer = await WireClient.connect(server.ws, "viewer")
     try:
         welcome = await viewer.hello()
+        await dealer.open_round()
         opened = await viewer.expect(lambda f: f.get("type") == "round_opened"
                                      and f["seq"] > welcome["seq"])
         round_id = opened["round_id"]
@@ -34,8 +40,12 @@ async def test_tables_rounds_and_roadmap(auto_server: LiveServer) -> None:
         unsettled = server.get(f"/api/rounds/{round_id}")
         assert unsettled.status_code == 404
         assert unsettled.json()["error"]["code"] == "unknown_round"
+        await dealer.deal()
+        await dealer.close_betting()
+        await dealer.reveal(1)
         await viewer.expect("hand_revealed", round_id=round_id, hand="P1")
         assert server.get(f"/api/rounds/{round_id}").status_code == 404  # not settled yet
+        await dealer.reveal()
         settled = await viewer.expect("round_settled", round_id=round_id)
 
         view = server.get(f"/api/rounds/{round_id}").json()
@@ -55,8 +65,9 @@ async def test_tables_rounds_and_roadmap(auto_server: LiveServer) -> None:
         await close_all([viewer])
 
 
-async def test_bet_record_needs_a_token_and_pages(auto_server: LiveServer) -> None:
-    server = auto_server
+async def test_bet_record_needs_a_token_and_pages(manual_server: LiveServer,
+                                                   dealer: Dealer) -> None:
+    server = manual_server
     assert server.get("/api/bets").status_code == 401
     assert server.get("/api/bets").json()["error"]["code"] == "no_token"
     assert server.get("/api/bets", "forged.token").status_code == 401
@@ -66,6 +77,7 @@ async def test_bet_record_needs_a_token_and_pages(auto_server: LiveServer) -> No
     client = await WireClient.connect(server.ws, "pager")
     try:
         welcome = await client.hello(token)
+        await dealer.open_round()
         opened = await client.expect(lambda f: f.get("type") == "round_opened"
                                      and f["seq"] > welcome["seq"])
         ids = [f"page-{i}-{uuid.uuid4().hex[:6]}" for i in range(5)]
@@ -127,11 +139,14 @@ async def test_guest_health_readiness_and_metrics(auto_server: LiveServer) -> No
 
 
 async def test_pages_and_json_are_compressed_the_websocket_is_not(
-        auto_server: LiveServer) -> None:
+        manual_server: LiveServer, dealer: Dealer) -> None:
     """Brotli when the browser takes it, else gzip, for scripts, pages and JSON; the
     websocket upgrade passes the middleware untouched (issue 14, weight)."""
+    # a round played: the table list holds its hands and its roadmap, as a live one does
+    await dealer.open_round()
+    await dealer.finish()
     with httpx.Client(trust_env=False, timeout=5.0) as http:
-        base = auto_server.http
+        base = manual_server.http
         for path in ("/js/table.js", "/table.html", "/api/tables", "/js/i18n/th.js"):
             plain = http.get(base + path, headers={"Accept-Encoding": "identity"})
             assert plain.status_code == 200 and "content-encoding" not in plain.headers
@@ -153,7 +168,7 @@ async def test_pages_and_json_are_compressed_the_websocket_is_not(
         small = http.get(base + "/healthz", headers={"Accept-Encoding": "br, gzip"})
         assert "content-encoding" not in small.headers
     viewer = await WireClient.connect(
-        auto_server.ws, "viewer", additional_headers={"Accept-Encoding": "gzip, br"})
+        manual_server.ws, "viewer", additional_headers={"Accept-Encoding": "gzip, br"})
     try:
         welcome = await viewer.hello()
         assert welcome["table"]["id"] == "t1"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from dealing import between_rounds
 from liveserver import (
     HANDS,
     LiveServer,
@@ -28,14 +29,6 @@ BURN = "2C"
 FIRST = ["10C", "KH", "AS", "5D", "2S", "9D"]
 SECOND = ["10H", "9H", "KS", "5C", "3H", "7C"]
 HAND_CARDS = {h: [a, b] for h, a, b in zip(HANDS, FIRST, SECOND, strict=True)}
-
-
-async def between_rounds(dealer: WireClient, server: LiveServer) -> None:
-    """Leave the table between rounds whatever an earlier test left it in."""
-    phase = server.get("/api/tables/t1").json()["phase"]
-    if phase not in ("idle", "settled", "cancelled"):
-        ack = await dealer.command("cancel_round", reason="test setup")
-        assert ack["type"] == "ack", ack
 
 
 async def open_shoe(dealer: WireClient, server: LiveServer, opening: str) -> None:

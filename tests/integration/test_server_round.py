@@ -1,9 +1,12 @@
-"""Whole rounds over the wire, on a real auto-mode server: money, secrecy, privacy.
+"""Whole rounds over the wire, on a real server: money, secrecy, privacy.
 
 Given three players and a viewer at one table, and bets on all ten spots, every
 ``bet_settled`` and every final balance is what :func:`settle_bet` says for the cards the
 ``hand_revealed`` frames showed. No frame carries a card of a hand before that hand is
 revealed, and no player hears another player's bets.
+
+The test deals (:mod:`dealing`, a manual-mode server): each round opens once every client is
+in and goes on the moment the bets are placed.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from dealing import Dealer
 from liveserver import (
     HANDS,
     TABLE,
@@ -48,13 +52,15 @@ async def guests(server: LiveServer, n: int) -> list[tuple[WireClient, str, dict
     return out
 
 
-async def test_full_round_three_players_ten_spots(auto_server: LiveServer) -> None:
-    players = await guests(auto_server, 3)
-    viewer = await WireClient.connect(auto_server.ws, "viewer")
+async def test_full_round_three_players_ten_spots(manual_server: LiveServer,
+                                                  dealer: Dealer) -> None:
+    players = await guests(manual_server, 3)
+    viewer = await WireClient.connect(manual_server.ws, "viewer")
     welcome = await viewer.hello()
     assert welcome["player"] is None and welcome["table"]["id"] == TABLE
     clients = [c for c, _, _ in players] + [viewer]
     try:
+        await dealer.open_round()
         opened = await common_round(clients)
         round_id = opened["round_id"]
         plan = [
@@ -82,6 +88,7 @@ async def test_full_round_three_players_ten_spots(auto_server: LiveServer) -> No
 
         placed = await asyncio.gather(*(place(i) for i in range(3)))
 
+        await dealer.finish()
         settled = await viewer.expect("round_settled", round_id=round_id)
         hands = hands_from(viewer.frames, round_id)
         assert sorted(hands) == sorted(HANDS)
@@ -103,7 +110,7 @@ async def test_full_round_three_players_ten_spots(auto_server: LiveServer) -> No
             # every player saw the same cards as the viewer
             assert hands_from(client.frames, round_id) == hands
             # the Bet Record over HTTP, newest first, agrees to the unit
-            record = auto_server.get("/api/bets?limit=50", token).json()
+            record = manual_server.get("/api/bets?limit=50", token).json()
             entries = {e["bet_id"]: e for e in record["bets"]}
             assert len(entries) == len(placed[i]) and record["next"] is None
             for bet_id, spot, amount in placed[i]:
@@ -115,7 +122,7 @@ async def test_full_round_three_players_ten_spots(auto_server: LiveServer) -> No
                 assert e["cards"] == hands[position] and e["banker_cards"] == hands["BANKER"]
                 assert e["balance_after"] == final
             # a new connection's welcome shows the same final balance
-            again = await WireClient.connect(auto_server.ws, "again")
+            again = await WireClient.connect(manual_server.ws, "again")
             try:
                 assert (await again.hello(token))["player"]["balance"] == final
             finally:
@@ -125,32 +132,39 @@ async def test_full_round_three_players_ten_spots(auto_server: LiveServer) -> No
         await close_all(clients)
 
 
-async def test_no_card_identity_before_its_reveal(auto_server: LiveServer) -> None:
-    (player, _, _), = await guests(auto_server, 1)
-    viewer = await WireClient.connect(auto_server.ws, "viewer")
+async def test_no_card_identity_before_its_reveal(manual_server: LiveServer,
+                                                   dealer: Dealer) -> None:
+    (player, _, _), = await guests(manual_server, 1)
+    viewer = await WireClient.connect(manual_server.ws, "viewer")
     await viewer.hello()
-    dealer = await WireClient.connect(auto_server.ws_dealer, "dealer")
-    assert (await dealer.hello(auto_server.dealer_token()))["player"] is None
-    clients = [player, viewer, dealer]
+    # a second dealer console, which only watches
+    console = await WireClient.connect(manual_server.ws_dealer, "dealer")
+    assert (await console.hello(manual_server.dealer_token()))["player"] is None
+    clients = [player, viewer, console]
     late: WireClient | None = None
     try:
+        await dealer.open_round()
         opened = await common_round(clients)
         round_id = opened["round_id"]
         for spot in ("P1", "P3_PAIR"):
             answer = await player.bet(f"{uuid.uuid4().hex}", round_id, spot, 10)
             assert answer["type"] == "bet_accepted"
         # a viewer who joins in the middle of the reveals gets the revealed hands only
+        await dealer.deal()
+        await dealer.close_betting()
+        await dealer.reveal(2)
         await viewer.expect("hand_revealed", round_id=round_id, hand="P2")
-        late = await WireClient.connect(auto_server.ws, "late")
+        late = await WireClient.connect(manual_server.ws, "late")
         snap = (await late.hello())["table"]
         if snap["round_id"] == round_id and snap["phase"] == "revealing":
             shown = [h["hand"] for h in snap["hands"]]
             assert shown == HANDS[: len(shown)] and "BANKER" not in shown
+        await dealer.reveal()
         for client in [*clients, late]:
             await client.expect("round_settled", round_id=round_id)
         await player.send({"type": "get_bets", "limit": 5})
         await player.expect("bets")
-        view = auto_server.get(f"/api/rounds/{round_id}").json()
+        view = manual_server.get(f"/api/rounds/{round_id}").json()
         truth = {round_id: view["cards"]}
         assert hands_from(viewer.frames, round_id) == view["cards"]
         for client in [*clients, late]:
@@ -159,15 +173,17 @@ async def test_no_card_identity_before_its_reveal(auto_server: LiveServer) -> No
         await close_all([*clients, *([late] if late else [])])
 
 
-async def test_players_never_hear_each_others_bets(auto_server: LiveServer) -> None:
-    (alice, alice_token, _), (bob, _, _) = await guests(auto_server, 2)
-    viewer = await WireClient.connect(auto_server.ws, "viewer")
+async def test_players_never_hear_each_others_bets(manual_server: LiveServer,
+                                                   dealer: Dealer) -> None:
+    (alice, alice_token, _), (bob, _, _) = await guests(manual_server, 2)
+    viewer = await WireClient.connect(manual_server.ws, "viewer")
     await viewer.hello()
     # alice's second tab, signed in: it hears alice's results too (same player)
-    alice2 = await WireClient.connect(auto_server.ws, "alice2")
+    alice2 = await WireClient.connect(manual_server.ws, "alice2")
     await alice2.hello(alice_token)
     clients = [alice, bob, viewer, alice2]
     try:
+        await dealer.open_round()
         opened = await common_round(clients)
         round_id = opened["round_id"]
         a_ok, a_low, b_ok = (f"alice-{uuid.uuid4().hex}", f"alice-{uuid.uuid4().hex}",
@@ -180,6 +196,7 @@ async def test_players_never_hear_each_others_bets(auto_server: LiveServer) -> N
         assert refused["type"] == "bet_rejected" and refused["code"] == "not_a_player"
         await viewer.send({"type": "get_bets"})
         assert (await viewer.expect("error"))["code"] == "not_a_player"
+        await dealer.finish()
         await alice.expect("bet_settled", bet_id=a_ok)
         await alice2.expect("bet_settled", bet_id=a_ok)
         await bob.expect("bet_settled", bet_id=b_ok)
