@@ -105,21 +105,27 @@ async def settle(predicate: Any, timeout: float = 2.0) -> None:
             await asyncio.sleep(0.001)
 
 
-@pytest.fixture
-async def gateway(tmp_path: Path) -> Any:
-    # no heartbeats: these tests check the exact frames a connection gets
-    # (tests/integration/test_server_frames.py checks the heartbeats)
+def _gateway(tmp_path: Path, heartbeat: float) -> Gateway:
+    """A gateway on its own SQLite store, with table t1 known and no dealer."""
     settings = Settings(data_dir=tmp_path, send_queue=SEND_QUEUE, secret=b"s" * 32,
-                        event_log_size=100, frames_per_second=1000, heartbeat=0)
-    store = SQLiteStore(tmp_path / "db.sqlite3")
+                        event_log_size=100, frames_per_second=1000, heartbeat=heartbeat)
 
     async def execute(table: str, command: Any) -> p.Ack | p.Error:
         return p.Error(code="no", message="no dealer here")
 
-    gw = Gateway(settings, store, execute, Metrics(), b"s" * 32)
+    gw = Gateway(settings, SQLiteStore(tmp_path / "db.sqlite3"), execute, Metrics(),
+                 b"s" * 32)
     gw.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[], snapshot=snapshot(0)))
+    return gw
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path) -> Any:
+    # no heartbeats: these tests check the exact frames a connection gets
+    # (tests/integration/test_server_frames.py checks the heartbeats)
+    gw = _gateway(tmp_path, heartbeat=0)
     yield gw
-    await store.close()
+    await gw.store.close()
 
 
 async def test_a_slow_client_is_closed_4008_and_the_others_get_everything(
@@ -337,15 +343,7 @@ async def test_a_client_answered_lately_gets_no_heartbeat(tmp_path: Path) -> Non
     write per client for nothing. The others still get theirs."""
     from livetable.server.gateway import Client
 
-    settings = Settings(data_dir=tmp_path, send_queue=SEND_QUEUE, secret=b"s" * 32,
-                        event_log_size=100, frames_per_second=1000, heartbeat=0.2)
-    store = SQLiteStore(tmp_path / "db.sqlite3")
-
-    async def execute(table: str, command: Any) -> p.Ack | p.Error:
-        return p.Error(code="no", message="no dealer here")
-
-    gw = Gateway(settings, store, execute, Metrics(), b"s" * 32)
-    gw.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[], snapshot=snapshot(0)))
+    gw = _gateway(tmp_path, heartbeat=0.2)
     busy_ws, idle_ws = FakeWebSocket(direct=True), FakeWebSocket(direct=True)
     busy, idle = (Client(ws, gw, "player") for ws in (busy_ws, idle_ws))  # type: ignore[arg-type]
     for client in (busy, idle):
@@ -362,7 +360,7 @@ async def test_a_client_answered_lately_gets_no_heartbeat(tmp_path: Path) -> Non
         assert {json.loads(_payload(f))["type"] for f in idle_ws.wire} == {"heartbeat"}
     finally:
         await gw.shutdown()
-        await store.close()
+        await gw.store.close()
 
 
 @pytest.mark.parametrize("bus_first", [False, True])
