@@ -84,6 +84,17 @@ DEFAULT_CURRENCY = "XXX"
 # --- the calls on the wire (DESIGN §5) -------------------------------------------------
 
 
+class Movement(msgspec.Struct, kw_only=True):
+    """What every debit, credit and rollback body starts with (DESIGN §5), in this order."""
+
+    tx_id: str
+    player_id: str
+    currency: str
+    amount: int
+    table_id: str
+    round_id: str
+
+
 class DebitBet(msgspec.Struct, kw_only=True):
     bet_id: str
     spot: str
@@ -91,13 +102,7 @@ class DebitBet(msgspec.Struct, kw_only=True):
     deducted: int
 
 
-class Debit(msgspec.Struct, kw_only=True):
-    tx_id: str
-    player_id: str
-    currency: str
-    amount: int
-    table_id: str
-    round_id: str
+class Debit(Movement, kw_only=True):
     bets: list[DebitBet]
 
 
@@ -107,24 +112,12 @@ class CreditBet(msgspec.Struct, kw_only=True):
     returned: int
 
 
-class Credit(msgspec.Struct, kw_only=True):
-    tx_id: str
-    player_id: str
-    currency: str
-    amount: int
-    table_id: str
-    round_id: str
+class Credit(Movement, kw_only=True):
     debit_tx_ids: list[str]
     bets: list[CreditBet]
 
 
-class Rollback(msgspec.Struct, kw_only=True):
-    tx_id: str
-    player_id: str
-    currency: str
-    amount: int
-    table_id: str
-    round_id: str
+class Rollback(Movement, kw_only=True):
     debit_tx_id: str
 
 
