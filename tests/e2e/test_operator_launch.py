@@ -15,7 +15,7 @@ from table_page import Bet, TablePage, wait_until
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
 from liveserver import LiveServer
-from walletserver import OperatorServer, launch, seamless_env
+from walletserver import OperatorServer, launch, seamless_deployment
 
 pytestmark = pytest.mark.browser
 
@@ -23,16 +23,10 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def seamless(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OperatorServer,
                                                                           LiveServer]]:
-    base = tmp_path_factory.mktemp("launch")
-    operator = OperatorServer(base / "operator", initial_balance=50_000).start()
-    server = LiveServer(base / "livetable", betting_seconds=6, reveal_interval=0.3,
-                        env=seamless_env(operator))
-    server.start()
-    try:
-        yield operator, server
-    finally:
-        server.stop()
-        operator.stop()
+    with seamless_deployment(tmp_path_factory.mktemp("launch"),
+                             {"initial_balance": 50_000}, betting_seconds=6,
+                             reveal_interval=0.3) as deployment:
+        yield deployment
 
 
 def test_the_launch_url_opens_the_table_as_the_player_with_the_operators_money(

@@ -31,6 +31,7 @@ from liveserver import LiveServer, WireClient, close_all, expected_settlement
 from walletserver import (
     OperatorServer,
     launch,
+    seamless_deployment,
     seamless_env,
     signed_post,
     wallet_report,
@@ -55,15 +56,8 @@ FAULTS = [
 def calm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OperatorServer,
                                                                       LiveServer]]:
     """A seamless server whose operator never misbehaves (for the launch tests)."""
-    base = tmp_path_factory.mktemp("calm")
-    operator = OperatorServer(base / "operator").start()
-    server = LiveServer(base / "livetable", env=seamless_env(operator))
-    server.start()
-    try:
-        yield operator, server
-    finally:
-        server.stop()
-        operator.stop()
+    with seamless_deployment(tmp_path_factory.mktemp("calm")) as deployment:
+        yield deployment
 
 
 # --- launch ---------------------------------------------------------------------------

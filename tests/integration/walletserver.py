@@ -7,7 +7,7 @@ import contextlib
 import json
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,21 @@ def seamless_env(operator: OperatorServer, **extra: str) -> dict[str, str]:
             "LIVETABLE_WALLET_URL": operator.url + "/wallet",
             "LIVETABLE_WALLET_SECRET": WALLET_SECRET,
             "LIVETABLE_OPERATOR_SECRET": OPERATOR_SECRET, **extra}
+
+
+@contextlib.contextmanager
+def seamless_deployment(base: Path, operator: dict[str, Any] | None = None,
+                        **server: Any) -> Iterator[tuple[OperatorServer, LiveServer]]:
+    """A reference operator (``operator``: its options) and a livetable server in
+    seamless mode against it (``server``: LiveServer's options), stopped afterwards."""
+    wallet = OperatorServer(base / "operator", **(operator or {})).start()
+    live = LiveServer(base / "livetable", env=seamless_env(wallet), **server)
+    live.start()
+    try:
+        yield wallet, live
+    finally:
+        live.stop()
+        wallet.stop()
 
 
 def signed_post(server: LiveServer, path: str, body: dict[str, Any] | bytes,
