@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from dealing import Dealer, dealing
 from liveserver import LiveServer
+from redis_util import RedisServer, start_redis
 
 
 @pytest.fixture(scope="session")
@@ -53,3 +54,14 @@ def fresh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServe
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server of the module's own, on a free port (a test that needs a fresh one
+    per test defines its own fixture of this name)."""
+    server = start_redis(tmp_path_factory.mktemp("redis"))
+    try:
+        yield server
+    finally:
+        server.kill()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import test_store_contract as contract
-from redis_util import RedisServer, start_redis
+from redis_util import RedisServer
 
 from livetable.store import Store
 from livetable.store.redis import RedisStore
@@ -33,15 +33,6 @@ pytestmark = [
 
 _STORE_FIXTURES = {"store", "table", "make_store"}
 _prefixes = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = start_redis(tmp_path_factory.mktemp("redis-contract"))
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 @pytest.fixture(params=["redis"])

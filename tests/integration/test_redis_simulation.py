@@ -10,14 +10,13 @@ bets, and the process dies between two chunks now and then.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from redis_util import RedisServer, start_redis
+from redis_util import RedisServer
 from sim import SimConfig, Simulation
 
 from livetable.store import Store
@@ -28,15 +27,6 @@ pytestmark = [pytest.mark.redis]
 
 SIM_CHUNK = 3
 SLIP_ONLY = {"bad_slip_id", "bad_slip", "duplicate_slip_id"}
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = start_redis(tmp_path_factory.mktemp("redis-sim"))
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 @pytest.mark.parametrize("seed", [20251129])

@@ -19,7 +19,7 @@ import asyncio
 import random
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -69,15 +69,6 @@ LIMITS = p.Limits()
 SPOTS = {s.value: ("lose", 1, 0 if s.is_pair else 1) for s in BET_SPOTS} | {
     "P1": ("win", 1, 3), "P1_PAIR": ("win", 11, 12)}
 CARDS = {pos: ["AS", "AH"] for pos in ("P1", "P2", "P3", "P4", "P5", "BANKER")}
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = start_redis(tmp_path_factory.mktemp("redis"))
-    try:
-        yield server
-    finally:
-        server.kill()
-
 
 @pytest.fixture
 async def store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import test_wallet_log as contract
 from redis.asyncio import Redis
-from redis_util import RedisServer, start_redis
+from redis_util import RedisServer
 
 from livetable.store.base import Store
 from livetable.store.redis import RedisStore
@@ -26,15 +26,6 @@ from livetable.store.wallet_redis import RedisWalletLog
 pytestmark = [pytest.mark.redis]
 
 _prefixes = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = start_redis(tmp_path_factory.mktemp("redis-wallet"))
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 @pytest.fixture
