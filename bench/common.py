@@ -83,6 +83,25 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9 if total else stat_cpu_seconds(pid)
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (a server and its SQLite writer process)."""
+    found, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        found.append(here)
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{here}/task"):
+                with contextlib.suppress(OSError), \
+                        open(f"/proc/{here}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+    return found
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and its descendants (see :func:`cpu_seconds`)."""
+    return sum(cpu_seconds(p) for p in process_tree(pid))
+
+
 def cpu_of(pids: Iterable[int]) -> float:
     return sum(cpu_seconds(pid) for pid in pids)
 

@@ -67,6 +67,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", help="fan-out viewer counts, e.g. 1000,5000")
     parser.add_argument("--kinds", help="fan-out servers, of livetable,ws,sio "
                                          "(default: all; --quick: livetable,ws,sio)")
+    parser.add_argument("--sqlite-thread", action="store_true",
+                        help="also run bets and settlement with the SQLite writer in a "
+                             "thread of the server (LIVETABLE_SQLITE_WRITER=thread)")
     parser.add_argument("--redis", choices=["auto", "yes", "no"], default="auto",
                         help="also run bets and settlement in Redis mode (auto: when "
                              "`livetable serve --redis` works)")
@@ -185,7 +188,7 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
         results["profile_bets"] = guarded("profile_bets", lambda: sc.profile_bets(
             lg, work, cfg["bet_players"], cfg["bets_per_player"], cfg["betting_seconds"]))
         _reset(lg)
-    stores = ["sqlite"]
+    stores = ["sqlite", "sqlite-thread"] if args.sqlite_thread else ["sqlite"]
     if {"bets", "settlement"} & set(parts) and args.redis != "no":
         ok, why = sc.redis_mode_available(work)
         results["redis_mode"] = {"available": ok, "why": why}

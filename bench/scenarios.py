@@ -43,6 +43,7 @@ from bench.common import (
     stat_cpu_seconds,
     stop_process,
     summary_ms,
+    tree_cpu_seconds,
     wait_port,
 )
 from bench.loadgen import LoadGen
@@ -418,6 +419,13 @@ def redis_mode_available(work: Path) -> tuple[bool, str]:
 # --- 2. bet intake ----------------------------------------------------------------------
 
 
+def store_env(store: str) -> dict[str, str]:
+    """The server's environment for a store of the bets and settlement parts: ``sqlite``
+    (the default: its writer in a child process), ``sqlite-thread`` (the writer a thread
+    of the server, ``LIVETABLE_SQLITE_WRITER=thread``) or ``redis``."""
+    return {"LIVETABLE_SQLITE_WRITER": "thread"} if store == "sqlite-thread" else {}
+
+
 def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s: float,
                window_s: float = 2.0, store: str = "sqlite",
                profile_to: Path | None = None,
@@ -429,7 +437,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
     _log(f"bet intake ({store}{wallet}): {players} players × {per_player} bets in the last "
          f"{window_s:g} s of a {betting_s:g} s countdown")
     redis = RedisServer(work / "redis-bets").start() if store == "redis" else None
-    env = {"LIVETABLE_BETWEEN_ROUNDS": "1"}
+    env = {"LIVETABLE_BETWEEN_ROUNDS": "1", **store_env(store)}
     operator: subprocess.Popen[bytes] | None = None
     if wallet_latency_ms is not None:
         op_port, wallet_secret = free_port(), secrets.token_urlsafe(16)
@@ -466,11 +474,11 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
         serve.profile(True)
         if redis is not None:
             redis.slowlog_start()
-        cpu0 = cpu_seconds(serve.pid)
+        cpu0, main0 = tree_cpu_seconds(serve.pid), cpu_seconds(serve.pid)
         answers = lg.call("bets", round_id=snap["round_id"], start_ns=start_ns, end_ns=end_ns,
                           per_peer=per_player, seed=7, timeout=60.0, spots=SPOTS,
                           amounts=AMOUNTS)
-        cpu1 = cpu_seconds(serve.pid)
+        cpu1, main1 = tree_cpu_seconds(serve.pid), cpu_seconds(serve.pid)
         serve.profile(False)
         # the round's close and settlement too: wait for the next round to open
         time.sleep(max(0.0, (closes + 1_500) / 1000 - time.time()) + 3.0)
@@ -499,6 +507,8 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             "accepted_pct": round(100 * codes.get("accepted", 0) / sent, 2) if sent else None,
             "redis_longest_command": slowlog,
             "server_cpu_s": round(cpu1 - cpu0, 3),
+            # the server process alone (without its SQLite writer process, if any)
+            "server_main_cpu_s": round(main1 - main0, 3),
             "server_cpu_us_per_bet": round((cpu1 - cpu0) / sent * 1e6, 1) if sent else None,
             "wallet_latency_ms": wallet_latency_ms,
         }
@@ -558,7 +568,7 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
                store: str = "sqlite", timeout: float = 180.0) -> dict[str, Any]:
     _log(f"settlement ({store}): {players} players × {per_player} bets in one round")
     redis = RedisServer(work / "redis-settle").start() if store == "redis" else None
-    serve = LivetableServe(work, f"settle-{store}", ["--mode", "manual"], {},
+    serve = LivetableServe(work, f"settle-{store}", ["--mode", "manual"], store_env(store),
                            redis_url=redis.url if redis else "")
     dealer = None
     try:
@@ -579,11 +589,11 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
         if redis is not None:
             redis.slowlog_start()
         now = time.time_ns()
-        cpu0, t0 = cpu_seconds(serve.pid), time.monotonic()
+        cpu0, t0 = tree_cpu_seconds(serve.pid), time.monotonic()
         answers = lg.call("bets", round_id=round_id, start_ns=now, end_ns=now,
                           per_peer=per_player, seed=11, timeout=timeout, spots=SPOTS,
                           amounts=AMOUNTS)
-        intake_s, intake_cpu = time.monotonic() - t0, cpu_seconds(serve.pid) - cpu0
+        intake_s, intake_cpu = time.monotonic() - t0, tree_cpu_seconds(serve.pid) - cpu0
         codes: Counter[str] = Counter()
         for a in answers:
             codes.update(a["codes"])
@@ -606,13 +616,13 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
             lg.call("close")
             return {**intake, "error": f"{type(exc).__name__}: {exc}",
                     "dealer_events": [e.get("type") for e in dealer.events][-20:]}
-        cpu1 = cpu_seconds(serve.pid)
+        cpu1 = tree_cpu_seconds(serve.pid)
         reveal_ns = time.time_ns()
         dealer.ws.send(json.dumps({"type": "reveal"}))
         settled = lg.call("await_settled", per_worker=[{"expected": e}
                                                       for e in accepted_per_worker],
                           timeout=timeout)
-        cpu2 = cpu_seconds(serve.pid)
+        cpu2 = tree_cpu_seconds(serve.pid)
         ack = dealer.wait_for("ack")
         del ack
         slowlog = redis.slowlog_longest() if redis is not None else None

@@ -1,14 +1,16 @@
 """In-process ledger benchmark: bet intake and settlement through the store alone.
 
     .venv/bin/python bench/store_bench.py [--bets 100000] [--players 5000] [--redis URL]
+                                          [--writer thread,process]
 
 Bet intake: ``place_bet`` calls (slips of one), ``--concurrency`` of them in flight at once
 (as when many players bet in the same second; 1 = strictly one after another); the store
 batches those in flight into one transaction / one script call. Settlement: the
 ``commit_step`` with the SettleRound effect of a round that holds every one of those bets
 (its first chunk), then ``settle_pending`` until no bet is left, chunk by chunk as the
-runner does. CPU: this process's (the SQLite writer thread included) and, on Redis, the
-redis-server's own (``INFO cpu``), so "bets per CPU second" is per core at the store. On
+runner does. CPU: this process's (the SQLite writer thread included) and the store's own:
+the redis-server's (``INFO cpu``) or the SQLite writer process's (``--writer process``), so
+"bets per CPU second" is per core at the store. On
 Redis the longest command comes from its SLOWLOG. Prints JSON.
 """
 
@@ -22,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import cpu_seconds
 from livetable import protocol as p
 from livetable.engine.table import OpenRound, SetBetting, SettleRound
 from livetable.rules import BET_SPOTS, DEAL_ORDER, hand_of, parse_cards, settle_round
@@ -48,19 +51,24 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
         await redis.config_set("slowlog-max-len", 100_000)
         await redis.slowlog_reset()
 
-    async def redis_cpu() -> float:
+    process = getattr(store, "process", None)
+
+    async def store_cpu() -> float:
+        """The CPU seconds of the store's own process: redis-server, the writer process."""
+        if process is not None and process.pid is not None:
+            return cpu_seconds(process.pid)
         if redis is None:
             return 0.0
         info = await redis.info("cpu")
         return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
-    started, cpu0, rcpu0 = time.perf_counter(), time.process_time(), await redis_cpu()
+    started, cpu0, rcpu0 = time.perf_counter(), time.process_time(), await store_cpu()
     for first in range(0, len(requests), concurrency):  # `concurrency` players at once
         answers = await asyncio.gather(*(store.place_bet(r, now)
                                          for r in requests[first:first + concurrency]))
         assert all(isinstance(a, p.BetAccepted) for a in answers), answers[:3]
     intake = time.perf_counter() - started
-    intake_cpu, intake_rcpu = time.process_time() - cpu0, await redis_cpu() - rcpu0
+    intake_cpu, intake_rcpu = time.process_time() - cpu0, await store_cpu() - rcpu0
     await store.commit_step("t1", b"{}", [], [SetBetting(table="t1", round_id="r1",
                                                          status="closed", closes_at=None)], now)
     cards = ["9D", "7C", "KH", "9H", "5C", "5S", "JD", "AC", "2H", "4H", "6S", "8S"]
@@ -71,7 +79,7 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
     effect = SettleRound(table="t1", round_id="r1", spots=spots,
                          cards={pos.value: [str(c) for c in hands[pos].cards]
                                 for pos in DEAL_ORDER})
-    started, cpu0, rcpu0 = time.perf_counter(), time.process_time(), await redis_cpu()
+    started, cpu0, rcpu0 = time.perf_counter(), time.process_time(), await store_cpu()
     settled = await store.commit_step("t1", b"{}", [], [effect], now)
     chunks = [time.perf_counter() - started]
     more = True
@@ -81,20 +89,20 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
         settled += chunk
         chunks.append(time.perf_counter() - t)
     settle = time.perf_counter() - started
-    settle_cpu, settle_rcpu = time.process_time() - cpu0, await redis_cpu() - rcpu0
+    settle_cpu, settle_rcpu = time.process_time() - cpu0, await store_cpu() - rcpu0
     assert len(settled) == bets, (len(settled), bets)
     audit = await store.audit()
     assert audit.ok, audit.problems
     result: dict[str, object] = {
         "bets": bets, "players": players, "concurrency": concurrency,
         "intake_seconds": round(intake, 3), "bets_per_second": round(bets / intake),
-        "intake_cpu_s": {"client": round(intake_cpu, 3), "redis": round(intake_rcpu, 3)},
+        "intake_cpu_s": {"client": round(intake_cpu, 3), "store": round(intake_rcpu, 3)},
         "bets_per_cpu_second_at_the_store": round(bets / (intake_rcpu or intake_cpu)),
         "settle_seconds": round(settle, 3), "settle_chunks": len(chunks),
         "longest_chunk_call_ms": round(max(chunks) * 1000, 1),
-        "settle_cpu_s": {"client": round(settle_cpu, 3), "redis": round(settle_rcpu, 3)},
-        "redis_cpu_ms_per_settle_call": round(settle_rcpu / len(chunks) * 1000, 2),
-        "redis_cpu_us_per_bet_taken": round(intake_rcpu / bets * 1e6, 1)}
+        "settle_cpu_s": {"client": round(settle_cpu, 3), "store": round(settle_rcpu, 3)},
+        "store_cpu_ms_per_settle_call": round(settle_rcpu / len(chunks) * 1000, 2),
+        "store_cpu_us_per_bet_taken": round(intake_rcpu / bets * 1e6, 1)}
     if redis is not None:
         entries = await redis.slowlog_get(100_000)
         worst = max(entries, key=lambda e: e["duration"]) if entries else None
@@ -110,11 +118,16 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=100,
                         help="bets in flight at once (1 = one after another)")
     parser.add_argument("--redis", help="also measure the Redis store at this URL (flushed!)")
+    parser.add_argument("--writer", default="thread",
+                        help="the SQLite writers to measure, of thread,process")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        store = SQLiteStore(Path(tmp) / "bench.sqlite3")
-        result = {"sqlite": await run(store, args.bets, args.players, args.concurrency)}
-        await store.close()
+    result = {}
+    for writer in args.writer.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = SQLiteStore(Path(tmp) / "bench.sqlite3", writer=writer)
+            result[f"sqlite-{writer}"] = await run(store, args.bets, args.players,
+                                                   args.concurrency)
+            await store.close()
     if args.redis:
         from livetable.store.redis import RedisStore
 

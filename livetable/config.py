@@ -190,6 +190,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     public_url: str = ""
     #: SQLite ``PRAGMA synchronous`` of the ledger and the wallet log (store/sqlite.py).
     sqlite_sync: Literal["NORMAL", "FULL", "EXTRA"] = "NORMAL"
+    #: Where the SQLite ledger's writer runs: a child process with its own interpreter
+    #: lock (store/writer.py), or a thread of the server.
+    sqlite_writer: Literal["process", "thread"] = "process"
     #: The directory of the pages (``pip install .`` does not ship ``static/``).
     static: Path = Path(__file__).resolve().parents[1] / "static"
 

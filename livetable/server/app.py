@@ -172,7 +172,8 @@ class Services:
                 execute = self.control.execute
         else:
             self.store = store or SQLiteStore(settings.db_path, settings.event_log_size * 4,
-                                              seal=self.seal, synchronous=settings.sqlite_sync)
+                                              seal=self.seal, synchronous=settings.sqlite_sync,
+                                              writer=settings.sqlite_writer)
             self.bus = bus or MemoryBus()
         self.wallet: SeamlessWallet | None = None
         self.wallet_log: WalletLog | None = None

@@ -181,26 +181,44 @@ class Unanswered:
 async def take_in_batches(
         pending: list[tuple[SlipRequest, int, asyncio.Future[A]]],
         take: Callable[[list[tuple[SlipRequest, int]]], Awaitable[list[A]]],
-        most: int) -> None:
+        most: int, in_flight: int = 1) -> None:
     """Take the slips waiting in ``pending`` (each with its ``now`` and the future its
     caller awaits), ``most`` at a time, until none is left — slips that arrive meanwhile
     join a later batch. ``take`` answers a batch in order; its answers resolve the
     batch's futures, and its exception (an outage, a bug) fails each of them, never the
     batches after. (Both stores' group commit: one transaction or script call a batch.)
+
+    ``in_flight`` batches at most are being taken at once, handed to ``take`` in order:
+    more than one only for a store that takes them one after another in the order it got
+    them (the SQLite writer process, which then starts the next batch as soon as it has
+    sent an answer, not once this process has read it).
     """
-    while pending:
-        batch = pending[:most]
-        del pending[:most]
-        try:
-            answers = await take([(slip, now) for slip, now, _ in batch])
-        except Exception as exc:
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            continue
-        for (_, _, future), answer in zip(batch, answers, strict=True):
+    taking: set[asyncio.Task[None]] = set()
+    try:
+        while pending or taking:
+            while pending and len(taking) < in_flight:
+                batch = pending[:most]
+                del pending[:most]
+                taking.add(asyncio.ensure_future(_take_batch(batch, take)))
+            _, taking = await asyncio.wait(taking, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in taking:
+            task.cancel()
+
+
+async def _take_batch(batch: list[tuple[SlipRequest, int, asyncio.Future[A]]],
+                      take: Callable[[list[tuple[SlipRequest, int]]], Awaitable[list[A]]],
+                      ) -> None:
+    try:
+        answers = await take([(slip, now) for slip, now, _ in batch])
+    except Exception as exc:
+        for _, _, future in batch:
             if not future.done():
-                future.set_result(answer)
+                future.set_exception(exc)
+        return
+    for (_, _, future), answer in zip(batch, answers, strict=True):
+        if not future.done():
+            future.set_result(answer)
 
 
 def surface_outages(is_outage: Callable[[BaseException], bool]) -> Callable[[C], C]:

@@ -72,7 +72,7 @@ DETAILS: dict[str, str] = {
 }
 
 
-class Rejection(msgspec.Struct, frozen=True):
+class Rejection(msgspec.Struct, frozen=True, tag="rejection"):
     """Why a slip was refused: a code, the bet that failed (if one did), detail values."""
 
     code: p.RejectionCode

@@ -70,6 +70,11 @@ class StateSeal:
         self.key_id = _hkdf(master, b"livetable engine state key id", KEY_ID_BYTES)
         self._ciphers: dict[str, AESGCM] = {}
 
+    @property
+    def master(self) -> bytes:
+        """The master key (what the SQLite writer process seals with, store/writer.py)."""
+        return self._master
+
     def _cipher(self, table: str) -> AESGCM:
         cipher = self._ciphers.get(table)
         if cipher is None:

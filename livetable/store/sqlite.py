@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id, hold_account
@@ -76,8 +76,13 @@ from livetable.store.bets import (
     settled_message,
 )
 from livetable.store.sealing import StateSeal, open_state, seal_state
+from livetable.store.writer import WriterOptions, WriterProcess
 
 T = TypeVar("T")
+
+#: Where the store's one writer runs: a thread of this process, or a child process of its
+#: own (store/writer.py; what ``livetable serve`` uses, ``LIVETABLE_SQLITE_WRITER``).
+SQLiteWriter = Literal["thread", "process"]
 
 #: SQLite's result codes for "the database cannot be used now" (the primary code is the
 #: low byte of an extended one): busy or locked past the busy timeout, disk I/O, a full
@@ -247,17 +252,28 @@ class SQLiteStore:
 
     def __init__(self, path: str | Path, event_retention: int = DEFAULT_EVENT_RETENTION,
                  seal: StateSeal | None = None,
-                 settle_chunk: int = SQLITE_SETTLE_CHUNK, synchronous: str = "NORMAL") -> None:
+                 settle_chunk: int = SQLITE_SETTLE_CHUNK, synchronous: str = "NORMAL",
+                 writer: SQLiteWriter = "thread") -> None:
         self.path = str(path)
         #: Seals engine states at rest (store/sealing.py); None only in tests.
         self.seal = seal
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        # used by the writer thread only (tests may use it between two operations)
-        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute(f"PRAGMA synchronous={check_synchronous(synchronous)}")
-        self.db.execute("PRAGMA foreign_keys=ON")
+        #: The writer in a child process (``writer="process"``, store/writer.py): then
+        #: this object opens no database, and every operation runs in the child.
+        self.process: WriterProcess | None = None
+        self._db: sqlite3.Connection | None = None
+        if writer == "process":
+            self.process = WriterProcess(WriterOptions(
+                self.path, event_retention, None if seal is None else seal.master,
+                settle_chunk, check_synchronous(synchronous)))
+        else:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            # used by the writer thread only (tests may use it between two operations)
+            self._db = sqlite3.connect(self.path, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={check_synchronous(synchronous)}")
+            self._db.execute("PRAGMA foreign_keys=ON")
         self.event_retention = event_retention
         #: Bets settled per call of :meth:`settle_pending` (and in the settling step).
         self.settle_chunk = settle_chunk
@@ -266,12 +282,24 @@ class SQLiteStore:
         self._pending: list[tuple[SlipRequest, int, asyncio.Future[SlipAnswer]]] = []
         self._unanswered = Unanswered()
         self._draining: asyncio.Task[None] | None = None
-        self._migrate()
+        if self._db is not None:
+            self._migrate()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The connection (the writer's; tests may use it between two operations)."""
+        if self._db is None:
+            raise RuntimeError("this SQLite store's database is open in its writer process")
+        return self._db
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn`` on the writer thread: every operation of the store does, so this is
-        where SQLite's outages (the file locked past the busy timeout, a disk I/O error)
-        become :class:`~livetable.store.base.StoreUnavailable`."""
+        """Run ``fn`` (a method of this class) on the writer thread, or by name in the
+        writer process: every operation of the store does, so this is where SQLite's
+        outages (the file locked past the busy timeout, a disk I/O error) become
+        :class:`~livetable.store.base.StoreUnavailable` (the process maps its own)."""
+        if self.process is not None:
+            result: T = await self.process.call(fn.__name__, *args)
+            return result
         try:
             return await asyncio.get_running_loop().run_in_executor(self.writer, fn, *args)
         except sqlite3.Error as exc:
@@ -422,7 +450,10 @@ class SQLiteStore:
 
     async def _drain_slips(self) -> None:
         try:
-            await take_in_batches(self._pending, self._take_batch, MAX_SLIPS_PER_TRANSACTION)
+            # two batches in flight to a writer process: it takes the next while this
+            # process reads the answers of the last (store/writer.py)
+            await take_in_batches(self._pending, self._take_batch, MAX_SLIPS_PER_TRANSACTION,
+                                  in_flight=1 if self.process is None else 2)
         finally:
             self._draining = None
 
@@ -456,14 +487,15 @@ class SQLiteStore:
                           effects: list[Effect], now: int) -> list[Settled]:
         if any(isinstance(effect, SettleRound) for effect in effects):
             await self._unanswered.answered()  # slips that came before it go first
-        return await self._run(self._commit_step, table, state, events, effects, now)
+        return await self._run(self._commit_step, table, state, events, effects, now,
+                               self.settle_chunk)
 
     def _commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                     effects: list[Effect], now: int) -> list[Settled]:
+                     effects: list[Effect], now: int, chunk: int) -> list[Settled]:
         settled: list[Settled] = []
         with self._transaction():
             for effect in effects:
-                settled.extend(self._apply(effect, now))
+                settled.extend(self._apply(effect, now, chunk))
             if events:
                 self.db.executemany(
                     "INSERT OR REPLACE INTO events (table_id, epoch, seq, frame) "
@@ -481,7 +513,7 @@ class SQLiteStore:
                 (table, seal_state(self.seal, table, state), *epoch_seq))
         return settled
 
-    def _apply(self, effect: Effect, now: int) -> list[Settled]:
+    def _apply(self, effect: Effect, now: int, chunk: int) -> list[Settled]:
         db = self.db
         if isinstance(effect, OpenRound):
             db.execute(
@@ -509,9 +541,9 @@ class SQLiteStore:
                        (effect.status, closes_at, effect.round_id))
             return []
         if isinstance(effect, SettleRound):
-            return self._settle(effect, now)
+            return self._settle(effect, now, chunk)
         if isinstance(effect, CancelRound):
-            return self._refund(effect, now)
+            return self._refund(effect, now, chunk)
         if isinstance(effect, RevealShoe):
             db.execute(
                 "INSERT OR IGNORE INTO shoes (shoe_id, table_id, commitment, salt, cut_at, "
@@ -523,7 +555,7 @@ class SQLiteStore:
             return []
         raise TypeError(f"unknown effect {effect!r}")
 
-    def _settle(self, effect: SettleRound, now: int) -> list[Settled]:
+    def _settle(self, effect: SettleRound, now: int, chunk: int) -> list[Settled]:
         """Mark the round ``settling`` with its results, then settle its first chunk."""
         db = self.db
         round_id = effect.round_id
@@ -539,9 +571,9 @@ class SQLiteStore:
         missing = spots_bet - effect.spots.keys()
         if missing:  # raising rolls the whole step back: nothing is written
             raise StepRefused(f"no result for spot(s) {sorted(missing)} of round {round_id}")
-        return self._close_chunk(round_id, now)[0]
+        return self._close_chunk(round_id, now, chunk)[0]
 
-    def _refund(self, effect: CancelRound, now: int) -> list[Settled]:
+    def _refund(self, effect: CancelRound, now: int, chunk: int) -> list[Settled]:
         """Mark the round ``refunding``, then refund its first chunk of bets."""
         cur = self.db.execute(
             "UPDATE rounds SET state = 'refunding', reason = ?, closes_at = NULL, ended_at = ? "
@@ -549,11 +581,11 @@ class SQLiteStore:
             (effect.reason, now, effect.round_id))
         if cur.rowcount == 0:
             return []
-        return self._close_chunk(effect.round_id, now)[0]
+        return self._close_chunk(effect.round_id, now, chunk)[0]
 
-    def _close_chunk(self, round_id: str, now: int) -> tuple[list[Settled], bool]:
+    def _close_chunk(self, round_id: str, now: int, chunk: int) -> tuple[list[Settled], bool]:
         """Settle or refund the next chunk of the round's open bets — whole players, in the
-        order they first bet, about ``settle_chunk`` bets — and mark the round ``settled`` /
+        order they first bet, about ``chunk`` bets — and mark the round ``settled`` /
         ``cancelled`` once none is left. Returns the chunk's messages, and whether bets
         remain. (lua/settle.lua does the same.)"""
         db = self.db
@@ -566,13 +598,13 @@ class SQLiteStore:
         taken = 0
         for (pid,) in db.execute(
                 "SELECT player_id FROM round_players WHERE round_id = ? AND n >= ? ORDER BY n "
-                "LIMIT ?", (round_id, cursor, self.settle_chunk)).fetchall():
+                "LIMIT ?", (round_id, cursor, chunk)).fetchall():
             bets += [OpenBet(*r) for r in db.execute(
                 "SELECT seq, player_id, bet_id, spot, amount, deducted FROM bets "
                 "WHERE round_id = ? AND state = 'accepted' AND player_id = ? ORDER BY seq",
                 (round_id, pid))]
             taken += 1
-            if len(bets) >= self.settle_chunk:
+            if len(bets) >= chunk:
                 break
         cursor += taken
         hold = hold_account(round_id)
@@ -610,16 +642,17 @@ class SQLiteStore:
             for b, (_, outcome, odds, returned) in zip(bets, rows, strict=True)], more
 
     async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
-        return await self._run(self._settle_pending, table, now)
+        return await self._run(self._settle_pending, table, now, self.settle_chunk)
 
-    def _settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
+    def _settle_pending(self, table: str, now: int,
+                        chunk: int) -> tuple[list[Settled], bool]:
         with self._transaction():
             pending = [r[0] for r in self.db.execute(
                 "SELECT round_id FROM rounds WHERE table_id = ? AND state IN "
                 "('settling', 'refunding') ORDER BY opened_at LIMIT 2", (table,))]
             if not pending:
                 return [], False
-            settled, more = self._close_chunk(pending[0], now)
+            settled, more = self._close_chunk(pending[0], now, chunk)
             return settled, more or len(pending) > 1
 
     # --- reading -----------------------------------------------------------------------
@@ -769,7 +802,10 @@ class SQLiteStore:
     async def close(self) -> None:
         if self._draining is not None:
             await self._draining
-        await self._run(self.db.close)
+        if self.process is not None:
+            await self.process.close()
+        else:
+            await self._run(self.db.close)
         self.writer.shutdown(wait=True)
 
 

@@ -62,11 +62,19 @@ async def _sqlite_sealed(request: pytest.FixtureRequest, event_retention: int) -
     return SQLiteStore(tmp_path / "livetable.db", event_retention=event_retention, seal=SEAL)
 
 
+async def _sqlite_process(request: pytest.FixtureRequest, event_retention: int) -> Store:
+    """The store as ``livetable serve`` runs it: its writer in a child process."""
+    tmp_path = request.getfixturevalue("tmp_path")
+    return SQLiteStore(tmp_path / "livetable.db", event_retention=event_retention, seal=SEAL,
+                       writer="process")
+
+
 #: Every Store implementation under contract. The Redis store is added here, in one line.
 STORE_FACTORIES: dict[str, StoreFactory] = {
     "sqlite-memory": _sqlite_memory,
     "sqlite-file": _sqlite_file,
     "sqlite-sealed": _sqlite_sealed,
+    "sqlite-process": _sqlite_process,
 }
 
 T0 = 1_700_000_000_000
