@@ -20,9 +20,12 @@ import argparse
 import asyncio
 import json
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import cpu_seconds
 from livetable import protocol as p
