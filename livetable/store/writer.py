@@ -10,8 +10,8 @@ child keeps the ledger. ``livetable serve`` runs its ledger this way
 (``LIVETABLE_SQLITE_WRITER=process``, the default); tests and tools that open a store
 in-process keep the thread.
 
-How. :class:`WriterProcess` starts ``python -c _CHILD FD`` (:func:`main`) with one end of a
-socket pair, sends it the store's options (:class:`WriterOptions`: the state key among
+How. :class:`WriterProcess` starts ``python -c _CHILD FD`` (:func:`main`) with one end of
+a socket pair, sends it the store's options (:class:`WriterOptions`: the state key among
 them, never on the command line, where ``ps`` shows it) and waits for it to open the
 database and run the migrations. From then on each call is one frame each way, behind a
 4-byte length: the method's name and its arguments out, its value back, both in msgpack
@@ -19,18 +19,22 @@ database and run the migrations. From then on each call is one frame each way, b
 process to send and read back is what its event loop pays, and pickle cost ten times as
 much (13 µs against 1.3 µs a slip, measured). An exception comes back pickled: any
 exception may cross. The child runs the calls one after another in the order they were
-sent, as the writer thread did, so the answers come back in that order: a queue of
-futures matches them. The child opens its own :class:`~livetable.store.sqlite.SQLiteStore`
-and runs the very methods the writer thread runs; there is one SQL path.
+sent, as the writer thread did, so the answers come back in that order: a queue of futures
+matches them. (So the store can keep two batches of slips in flight: the child starts the
+next as soon as it has sent an answer, not once a busy event loop has read it.) The child
+opens its own :class:`~livetable.store.sqlite.SQLiteStore` and runs the very methods the
+writer thread runs; there is one SQL path.
 
 Faults. The child turns SQLite's outages into
-:class:`~livetable.store.base.StoreUnavailable` before they cross (the error code does not
-survive pickling). If the child dies, every call waiting on it fails with
-``StoreUnavailable`` and the next call starts a new child (a store outage to the runner
-and the gateway: retried, answered ``unavailable``). The child ignores SIGINT and SIGTERM
-and ends when its socket closes — on :meth:`WriterProcess.close`, or when the server
-process dies, however it dies — so a Ctrl-C in a terminal never kills the ledger under a
-server that is still shutting down, and no child outlives its server.
+:class:`~livetable.store.base.StoreUnavailable` before they cross (with
+``store.sqlite.is_sqlite_outage``, as the writer thread's ``SQLiteStore._run`` does); a
+bug crosses as itself, its traceback in the child added as a note. If the child dies,
+every call waiting on it fails with ``StoreUnavailable`` and the next call starts a new
+child (a store outage to the runner and the gateway: retried, answered ``unavailable``).
+The child ignores SIGINT and SIGTERM and ends when its socket closes — on
+:meth:`WriterProcess.close`, or when the server process dies, however it dies — so a
+Ctrl-C in a terminal never kills the ledger under a server that is still shutting down,
+and no child outlives its server.
 
 Why our own frames rather than ``multiprocessing``: its ``Connection`` blocks on reads,
 which would take a thread per store in the server and hand the lock back and forth with
@@ -271,8 +275,8 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _crossable(exc: BaseException) -> BaseException:
-    """``exc`` as it may cross to the server: SQLite's outages as StoreUnavailable (their
-    error code does not survive pickling), anything else with its traceback as a note."""
+    """``exc`` as it may cross to the server: SQLite's outages as StoreUnavailable, anything
+    else with its traceback as a note (and as a RuntimeError if it cannot be pickled)."""
     import sqlite3
 
     from livetable.store.sqlite import is_sqlite_outage
