@@ -20,6 +20,7 @@ finished by whichever runner holds the table next.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import random
@@ -38,6 +39,10 @@ from livetable.tasks import cancel
 DealerAction = p.TableCommand
 
 log = logging.getLogger("livetable.runner")
+
+
+#: Settlement chunk calls in flight at once (see :meth:`TableRunner._settle_pending`).
+SETTLE_AHEAD = 2
 
 
 class TableRunner:
@@ -155,32 +160,40 @@ class TableRunner:
     async def _settle_pending(self) -> None:
         """Settle what the store still holds open, chunk by chunk, publishing each chunk.
 
-        The next chunk is being stored while this one is published (the store's writer
-        thread or Redis works while the event loop frames and writes the results): each
-        chunk is still stored before it is published, and published in order."""
+        :data:`SETTLE_AHEAD` chunk calls are in flight while a chunk is published (the
+        store's writer or Redis stores the next ones while the event loop frames and writes
+        this one's results, and never waits for the loop to ask): each chunk is still
+        stored before it is published. A call made when nothing was left answers nothing
+        — or the first chunk of a round that started settling meanwhile, published like
+        any other."""
         while self._more_to_settle and self.alive:
             self._more_to_settle = False
             more = True
-            chunk: asyncio.Future[tuple[list[Settled], bool]] | None = None
+            ahead: collections.deque[asyncio.Future[tuple[list[Settled], bool]]] = \
+                collections.deque()
             try:
-                while more and self.alive:
+                while self.alive:
+                    while more and len(ahead) < SETTLE_AHEAD:
+                        ahead.append(asyncio.ensure_future(
+                            self.store.settle_pending(self.table, self.clock())))
+                    if not ahead:
+                        break
                     started = self.clock()
-                    if chunk is None:
-                        chunk = asyncio.ensure_future(
-                            self.store.settle_pending(self.table, started))
                     try:
-                        settled, more = await chunk
+                        settled, more = await ahead.popleft()
                     except Exception as exc:
-                        chunk = None
+                        more = True  # the chunk is not lost: try again
                         if not await self._survive("a settlement chunk", exc):
                             return
-                        continue  # the chunk is not lost: try again
-                    chunk = (asyncio.ensure_future(self.store.settle_pending(
-                        self.table, self.clock())) if more and self.alive else None)
+                        continue
                     if settled:
                         await self._publish_private(settled, started)
-            finally:
-                await cancel(chunk)  # stopped meanwhile: what it stored, a resume brings
+            finally:  # stopped meanwhile: what the calls stored, a resume brings
+                for call in ahead:
+                    if not call.done():
+                        await cancel(call)
+                    elif not call.cancelled():
+                        call.exception()  # seen: a failure here is retried by the resume
 
     async def _publish_private(self, settled: list[Settled], started: int) -> None:
         async with self._lock:  # the engine as stored: its snapshot, its head
