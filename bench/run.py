@@ -67,6 +67,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", help="fan-out viewer counts, e.g. 1000,5000")
     parser.add_argument("--kinds", help="fan-out servers, of livetable,ws,sio "
                                          "(default: all; --quick: livetable,ws,sio)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run bets and settlement this many times for each store, the "
+                             "stores in turn (each run is a row of the tables)")
     parser.add_argument("--sqlite-thread", action="store_true",
                         help="also run bets and settlement with the SQLite writer in a "
                              "thread of the server (LIVETABLE_SQLITE_WRITER=thread)")
@@ -197,9 +200,12 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
         else:
             sc._log(f"Redis mode skipped: {why} (TODO: rerun with --redis yes once "
                     f"`livetable serve --redis` works)")
+    # --repeat: the stores in turn, again and again, so that each store's runs are spread
+    # over the same stretch of a shared machine's noise
+    rounds = [store for _ in range(args.repeat) for store in stores]
     if "bets" in parts:
         results["bets"] = []
-        for store in stores:
+        for store in rounds:
             r = guarded("bets", lambda store=store: sc.bet_intake(  # type: ignore[misc]
                 lg, work, cfg["bet_players"], cfg["bets_per_player"], cfg["betting_seconds"],
                 store=store), store=store)
@@ -219,7 +225,7 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
             _reset(lg)
     if "settlement" in parts:
         results["settlement"] = []
-        for store in stores:
+        for store in rounds:
             r = guarded("settlement", lambda store=store: sc.settlement(  # type: ignore[misc]
                 lg, work, cfg["settle_players"], cfg["settle_bets_per_player"], store=store,
                 timeout=cfg["timeout"]), store=store)
