@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import signal
 import sqlite3
 import subprocess
@@ -19,13 +20,14 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from procutil import kill
 
 from livetable import protocol as p
 from livetable.engine.table import OpenRound
 from livetable.store.base import StoreUnavailable, UnknownPlayer
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import SQLiteStore
-from livetable.store.writer import _crossable
+from livetable.store.writer import _HEAD, _raised
 
 T0 = 1_700_000_000_000
 
@@ -141,12 +143,10 @@ def test_the_child_does_not_outlive_a_killed_server(tmp_path: Path) -> None:
         assert server.stdout is not None
         child = int(server.stdout.readline())
         assert alive(child)
-        server.kill()
-        server.wait()
+        kill(server)
         assert wait_gone(child), "the writer process outlived its server"
     finally:
-        server.kill()
-        server.wait()
+        kill(server)
 
 
 def test_an_error_opening_the_database_is_raised_where_the_store_is_built(
@@ -182,6 +182,13 @@ async def test_a_sealed_store_seals_in_the_child(tmp_path: Path) -> None:
     assert b"plain" not in bytes(raw) and seal.open("t1", bytes(raw)) == b'{"plain": 1}'
 
 
+def crossed(exc: BaseException) -> BaseException:
+    """``exc`` as the server gets it from the child (the answer frame that raises it)."""
+    raised = pickle.loads(bytes(_raised(exc))[_HEAD + 1:])
+    assert isinstance(raised, BaseException)
+    return raised
+
+
 def test_sqlite_outages_cross_as_store_unavailable(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite3"
     holder = sqlite3.connect(path, isolation_level=None)
@@ -190,6 +197,6 @@ def test_sqlite_outages_cross_as_store_unavailable(tmp_path: Path) -> None:
     other = sqlite3.connect(path, isolation_level=None, timeout=0)
     with pytest.raises(sqlite3.OperationalError) as caught:
         other.execute("BEGIN IMMEDIATE")
-    assert isinstance(_crossable(caught.value), StoreUnavailable)
-    assert isinstance(_crossable(KeyError("x")), KeyError)
+    assert isinstance(crossed(caught.value), StoreUnavailable)
+    assert isinstance(crossed(KeyError("x")), KeyError)
     holder.execute("ROLLBACK")
