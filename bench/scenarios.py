@@ -616,13 +616,13 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
             lg.call("close")
             return {**intake, "error": f"{type(exc).__name__}: {exc}",
                     "dealer_events": [e.get("type") for e in dealer.events][-20:]}
-        cpu1 = tree_cpu_seconds(serve.pid)
+        cpu1, main1, lg1 = tree_cpu_seconds(serve.pid), cpu_seconds(serve.pid), lg.cpu()
         reveal_ns = time.time_ns()
         dealer.ws.send(json.dumps({"type": "reveal"}))
         settled = lg.call("await_settled", per_worker=[{"expected": e}
                                                       for e in accepted_per_worker],
                           timeout=timeout)
-        cpu2 = tree_cpu_seconds(serve.pid)
+        cpu2, main2, lg2 = tree_cpu_seconds(serve.pid), cpu_seconds(serve.pid), lg.cpu()
         ack = dealer.wait_for("ack")
         del ack
         slowlog = redis.slowlog_longest() if redis is not None else None
@@ -651,6 +651,10 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
             "reveal_to_last_bet_settled_ms": round((last_settled - reveal_ns) / 1e6, 1),
             "bet_settled_since_reveal_ms": summary_ms(v - reveal_ns for v in settled_ns),
             "settle_server_cpu_s": round(cpu2 - cpu1, 3),
+            # the server process alone (without its SQLite writer process, if any), and
+            # the load generator's workers: on one machine they share its cores
+            "settle_server_main_cpu_s": round(main2 - main1, 3),
+            "settle_loadgen_cpu_s": round(lg2 - lg1, 3),
             "redis_longest_command": slowlog,  # over the intake and the settlement
             "gaps": sum(s["gaps"] for s in settled),
         }

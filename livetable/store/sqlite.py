@@ -223,6 +223,14 @@ MIGRATIONS: list[str] = [
     UPDATE rounds SET players = (SELECT COUNT(*) FROM round_players
                                  WHERE round_players.round_id = rounds.round_id);
     """,
+    # 5: the open-bets index holds open bets only: settling a bet removes its entry
+    # instead of moving it under state 'settled' (a delete and an insert per bet, and pages
+    # split by the entries moved). Measured on a 100k-bet round (bench/store_bench.py):
+    # the chunks' CPU 1.13-1.29 s -> 0.86-0.95 s.
+    """
+    DROP INDEX bets_open;
+    CREATE INDEX bets_open ON bets (round_id, player_id, seq) WHERE state = 'accepted';
+    """,
 ]
 
 #: How many events per table the log keeps for resume (older ones are trimmed).
@@ -565,9 +573,9 @@ class SQLiteStore:
             (json.dumps(effect.cards), json.dumps(effect.spots), now, round_id))
         if cur.rowcount == 0:
             return []  # ended before (idempotent by round id), or never opened
+        # every bet of a round not settling yet is open: bets_by_round covers this
         spots_bet = {row[0] for row in db.execute(
-            "SELECT DISTINCT spot FROM bets WHERE round_id = ? AND state = 'accepted'",
-            (round_id,))}
+            "SELECT DISTINCT spot FROM bets WHERE round_id = ?", (round_id,))}
         missing = spots_bet - effect.spots.keys()
         if missing:  # raising rolls the whole step back: nothing is written
             raise StepRefused(f"no result for spot(s) {sorted(missing)} of round {round_id}")

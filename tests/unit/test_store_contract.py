@@ -1026,6 +1026,44 @@ async def test_a_crash_in_the_middle_of_a_chunked_settlement_sqlite(tmp_path: Pa
     await store.close()
 
 
+async def test_a_round_settling_across_the_open_bets_index_migration_sqlite(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ledger written before migration 5 (the open-bets index of open bets only), with a
+    round half settled, opens migrated, and the rest of the round settles each bet once."""
+    import livetable.store.sqlite as sqlite_store
+
+    path = tmp_path / "livetable.db"
+    with monkeypatch.context() as m:
+        m.setattr(sqlite_store, "MIGRATIONS", sqlite_store.MIGRATIONS[:4])
+        old = SQLiteStore(path, settle_chunk=4)
+        await old.ensure_player("alice", "Alice", 10_000, T0)
+        await old.ensure_player("bob", "Bob", 999, T0)
+        await open_round(old)
+        await _many_bets(old, 30)
+        messages = await commit(old, settle_effect(R1, ROUND_A), now=T0 + 20_000)
+        assert 0 < len(messages) < 30
+        await old.close()
+    store = SQLiteStore(path, settle_chunk=4)
+    try:
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(
+            sqlite_store.MIGRATIONS) == 5
+        index = store.db.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'bets_open'").fetchone()[0]
+        assert index.endswith("WHERE state = 'accepted'"), index
+        more = True
+        while more:
+            chunk, more = await store.settle_pending(TABLE, T0 + 21_000)
+            messages += chunk
+        ids = [m.message.bet_id for m in messages]
+        assert sorted(ids) == sorted(f"m{n}" for n in range(30)), ids
+        report = await store.audit()
+        assert report.ok, report.problems
+        assert store.db.execute("SELECT COUNT(*) FROM bets WHERE state = 'accepted'"
+                                ).fetchone()[0] == 0
+    finally:
+        await store.close()
+
+
 async def test_a_chunk_that_fails_half_way_writes_nothing_sqlite(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # The transaction of a chunk is all or nothing: a failure after its first transfer
