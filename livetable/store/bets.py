@@ -308,7 +308,7 @@ SQLITE_SETTLE_CHUNK = 2_000
 SpotResults = dict[str, tuple[str, int, int]]
 
 
-class OpenBet(msgspec.Struct, frozen=True, array_like=True):
+class OpenBet(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A bet still to settle or refund, in the order it was taken."""
 
     seq: int

@@ -649,8 +649,7 @@ def _slip_answer(slip: SlipRequest, reply: list[Any]) -> SlipAnswer:
 
 def _settled_rows(rows: list[Any]) -> list[Settled]:
     return [
-        Settled(_s(pid), p.BetSettled(
-            bet_id=_s(bet_id), round_id=_s(round_id), spot=_s(spot), amount=int(amount),
-            outcome=_s(outcome), odds=int(odds), returned=int(returned), balance=int(balance)))
+        Settled(_s(pid), _s(bet_id), _s(round_id), _s(spot), int(amount), _s(outcome),
+                int(odds), int(returned), int(balance))
         for pid, bet_id, round_id, spot, amount, outcome, odds, returned, balance in rows
     ]

@@ -616,7 +616,7 @@ class SQLiteStore:
                 break
         cursor += taken
         hold = hold_account(round_id)
-        rows: list[tuple[str, str, int, int]] = []  # state outcome odds returned
+        results: list[tuple[str, int, int]] = []  # per bet: outcome, odds, returned
         if bets and state == "settling":
             plan = settle_chunk(bets, json.loads(spots_json))
             self._transfer(settle_transfer_id(plan.first), hold, "house", plan.held, "settle",
@@ -624,30 +624,31 @@ class SQLiteStore:
             for pid, (first, amount) in plan.payouts.items():
                 self._transfer(payout_transfer_id(first), "house", pid, amount, "payout",
                                round_id, now)
-            rows = [("settled", *result) for result in plan.results]
+            results = plan.results
         elif bets:
             for b in bets:
                 self._transfer(refund_transfer_id(b.seq), hold, b.player_id, b.deducted,
                                "refund", round_id, now)
-            rows = [("refunded", "refund", 0, b.deducted) for b in bets]
+            results = [("refund", 0, b.deducted) for b in bets]
         # each bet records its player's balance after the round (a player is in one chunk)
         players = list({b.player_id: None for b in bets})
         after = dict(db.execute(
             f"SELECT id, balance FROM accounts WHERE id IN ({','.join('?' * len(players))})",
             players).fetchall()) if players else {}
+        settled = [Settled(b.player_id, b.bet_id, round_id, b.spot, b.amount, outcome, odds,
+                           returned, after[b.player_id])
+                   for b, (outcome, odds, returned) in zip(bets, results, strict=True)]
+        bet_state = "settled" if state == "settling" else "refunded"
         db.executemany(
             "UPDATE bets SET state = ?, outcome = ?, odds = ?, returned = ?, settled_at = ?, "
             "balance_after = ? WHERE seq = ?",
-            [(st, outcome, odds, returned, now, after[b.player_id], b.seq)
-             for b, (st, outcome, odds, returned) in zip(bets, rows, strict=True)])
+            [(bet_state, s.outcome, s.odds, s.returned, now, s.balance, b.seq)
+             for b, s in zip(bets, settled, strict=True)])
         more = cursor < players_in_round
         db.execute("UPDATE rounds SET cursor = ?, state = ? WHERE round_id = ?",
                    (cursor, state if more else "settled" if state == "settling" else "cancelled",
                     round_id))
-        return [Settled(b.player_id, p.BetSettled(
-            bet_id=b.bet_id, round_id=round_id, spot=b.spot, amount=b.amount, outcome=outcome,
-            odds=odds, returned=returned, balance=after[b.player_id]))
-            for b, (_, outcome, odds, returned) in zip(bets, rows, strict=True)], more
+        return settled, more
 
     async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
         return await self._run(self._settle_pending, table, now, self.settle_chunk)
