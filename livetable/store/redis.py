@@ -647,9 +647,10 @@ def _slip_answer(slip: SlipRequest, reply: list[Any]) -> SlipAnswer:
     return Rejection(code, bet_id or None, values)
 
 
-def _settled_rows(rows: list[Any]) -> list[Settled]:
-    return [
-        Settled(_s(pid), _s(bet_id), _s(round_id), _s(spot), int(amount), _s(outcome),
-                int(odds), int(returned), int(balance))
-        for pid, bet_id, round_id, spot, amount, outcome, odds, returned, balance in rows
-    ]
+#: A chunk's rows, packed by the scripts (lua/settle.lua): each is a Settled's fields in
+#: order, integers as msgpack integers (a Lua number with a fraction fails the decode).
+_SETTLED_ROWS = msgspec.msgpack.Decoder(list[Settled])
+
+
+def _settled_rows(packed: bytes) -> list[Settled]:
+    return _SETTLED_ROWS.decode(packed)

@@ -9,4 +9,5 @@ if fence ~= '' then
 end
 local out, more = close_chunk(INFO, PLAYERS, BY_PLAYER, PENDING, ARGV[2], ARGV[3],
                               tonumber(ARGV[4]))
-return {'ok', out, more and 1 or 0}
+-- the rows as one msgpack array of arrays (see settle.lua)
+return {'ok', cmsgpack.pack(out), more and 1 or 0}

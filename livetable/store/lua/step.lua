@@ -120,4 +120,5 @@ else
   redis.call('HSETNX', STATE, 'epoch', 0)
   redis.call('HSETNX', STATE, 'seq', 0)
 end
-return {'ok', settled}
+-- the settled rows as one msgpack array of arrays (see settle.lua)
+return {'ok', cmsgpack.pack(settled)}
