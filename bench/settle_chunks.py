@@ -1,0 +1,142 @@
+"""The SQLite ledger's own work for one big round, in this process: slips taken in batches,
+then the round settled chunk by chunk exactly as the writer runs it (``_take_slips``,
+``_commit_step`` with the SettleRound effect, ``_settle_pending``), with no server, socket
+or event loop around it. Prints JSON per round.
+
+    .venv/bin/python bench/settle_chunks.py [--players 5000] [--per 20] [--rounds 1]
+        [--batch 2000] [--shuffle | --clustered] [--sql "DROP INDEX …; CREATE INDEX …"]
+        [--root OTHER_CHECKOUT]
+
+``settle_cpu_ms`` is what the writer (process or thread) spends settling the round — each
+chunk's msgpack answer to the server included; ``server_decode_ms`` what the server spends
+decoding those answers and framing each ``bet_settled``. ``--sql`` runs after the schema
+is created (try an index), ``--root`` imports livetable from another checkout: run two
+alternately to compare code on this noisy machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--players", type=int, default=5_000)
+    ap.add_argument("--per", type=int, default=20, help="bets (slips of one) per player")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds, one after another")
+    ap.add_argument("--chunk", type=int, default=2_000, help="bets per settlement chunk")
+    ap.add_argument("--batch", type=int, default=2_000, help="slips per intake transaction")
+    order = ap.add_mutually_exclusive_group()
+    order.add_argument("--shuffle", action="store_true", help="slips in random order")
+    order.add_argument("--clustered", action="store_true",
+                       help="each player's slips one after another")
+    ap.add_argument("--sql", default="", help="SQL run once the schema exists")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the livetable checkout to use")
+    args = ap.parse_args()
+    sys.path.insert(0, str(args.root))
+    for name in [m for m in sys.modules if m == "livetable" or m.startswith("livetable.")]:
+        del sys.modules[name]
+    print(json.dumps(run(args), indent=2))
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import msgspec
+
+    p = importlib.import_module("livetable.protocol")
+    engine = importlib.import_module("livetable.engine.table")
+    rules = importlib.import_module("livetable.rules")
+    bets = importlib.import_module("livetable.store.bets")
+    base = importlib.import_module("livetable.store.base")
+    sqlite = importlib.import_module("livetable.store.sqlite")
+
+    rng = random.Random(1)
+    store = sqlite.SQLiteStore(Path(tempfile.mkdtemp()) / "bench.sqlite3", writer="thread")
+    if args.sql:
+        store.db.executescript(args.sql)
+    now = 1_000
+    for i in range(args.players):
+        store._ensure_player(f"p{i}", f"P{i}", 10**12, now)
+    limits = p.Limits(min=1, max=10**9, pair_min=1, pair_max=10**9, round_max=10**12)
+    cards = ["9D", "7C", "KH", "9H", "5C", "5S", "JD", "AC", "2H", "4H", "6S", "8S"]
+    hands = {pos: rules.hand_of(rules.parse_cards(f"{cards[2 * i]} {cards[2 * i + 1]}"))
+             for i, pos in enumerate(rules.DEAL_ORDER)}
+    spots = {k.value: (v.outcome, v.odds, v.returned_multiple)
+             for k, v in rules.settle_round(hands).items()}
+    dealt = {pos.value: [str(c) for c in hands[pos].cards] for pos in rules.DEAL_ORDER}
+    spot_names = [s.value for s in rules.BET_SPOTS]
+    encoder = msgspec.msgpack.Encoder()
+    decoder = msgspec.msgpack.Decoder(tuple[list[base.Settled], bool])
+    out: dict[str, Any] = {"players": args.players, "per_player": args.per, "rounds": []}
+    for r in range(args.rounds):
+        rid = f"r{r}"
+        store._commit_step("t1", b"{}", [], [engine.OpenRound(
+            table="t1", round_id=rid, shoe_id="s1", round_no=r + 1, closes_at=10**15,
+            limits=limits)], now, args.chunk)
+        order = ([(i, j) for i in range(args.players) for j in range(args.per)]
+                 if args.clustered else
+                 [(i, j) for j in range(args.per) for i in range(args.players)])
+        slips = [(bets.SlipRequest(
+            player_id=f"p{i}", table="t1", slip_id=f"s{r}.{j}.{i}", round_id=rid,
+            bets=(p.SlipBet(bet_id=f"b{r}.{j}.{i}", spot=rng.choice(spot_names),
+                            amount=rng.randint(1, 500)),)), now) for i, j in order]
+        if args.shuffle:
+            rng.shuffle(slips)
+        t, c = time.perf_counter(), time.process_time()
+        for k in range(0, len(slips), args.batch):
+            store._take_slips(slips[k:k + args.batch])
+        intake_s, intake_cpu = time.perf_counter() - t, time.process_time() - c
+        store._commit_step("t1", b"{}", [], [engine.SetBetting(
+            table="t1", round_id=rid, status="closed", closes_at=None)], now, args.chunk)
+        pages = store.db.execute("PRAGMA page_count").fetchone()[0]
+        chunk_ms: list[float] = []
+        answers: list[bytes] = []
+        settled = 0
+        c = time.process_time()
+        t = time.perf_counter()
+        first = store._commit_step("t1", b"{}", [], [engine.SettleRound(
+            table="t1", round_id=rid, spots=spots, cards=dealt)], now, args.chunk)
+        answers.append(encoder.encode((first, True)))
+        chunk_ms.append((time.perf_counter() - t) * 1000)
+        settled += len(first)
+        more = True
+        while more:
+            t = time.perf_counter()
+            chunk, more = store._settle_pending("t1", now, args.chunk)
+            answers.append(encoder.encode((chunk, more)))
+            chunk_ms.append((time.perf_counter() - t) * 1000)
+            settled += len(chunk)
+        settle_cpu = time.process_time() - c
+        assert settled == args.players * args.per, settled
+        c = time.process_time()
+        for answer in answers:
+            frames = [(s.player_id, p.encode(s.message)) for s in decoder.decode(answer)[0]]
+            del frames
+        decode_cpu = time.process_time() - c
+        out["rounds"].append({
+            "slips": len(slips), "intake_s": round(intake_s, 3),
+            "intake_cpu_us_per_slip": round(intake_cpu / len(slips) * 1e6, 1),
+            "settle_cpu_ms": round(settle_cpu * 1000), "settle_ms": round(sum(chunk_ms)),
+            "chunks": len(chunk_ms), "first_chunk_ms": round(chunk_ms[0], 1),
+            "median_chunk_ms": round(statistics.median(chunk_ms), 2),
+            "longest_chunk_ms": round(max(chunk_ms), 1),
+            "pages": [pages, store.db.execute("PRAGMA page_count").fetchone()[0]],
+            "server_decode_ms": round(decode_cpu * 1000)})
+    audit = store._audit()
+    assert audit.ok, audit.problems
+    return out
+
+
+if __name__ == "__main__":
+    main()
