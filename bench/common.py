@@ -229,7 +229,9 @@ class RedisServer:
             self.proc = subprocess.Popen(
                 [redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
                  "--save", "", "--appendonly", "no", "--dir", str(self.directory),
-                 "--maxclients", "10000", "--logfile", str(self.directory / "redis.log")],
+                 "--maxclients", "10000", "--logfile", str(self.directory / "redis.log"),
+                 # as deploy/redis.conf
+                 "--hash-max-listpack-entries", "128"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 wait_port(self.port, timeout=10)

@@ -1,7 +1,7 @@
 """In-process ledger benchmark: bet intake and settlement through the store alone.
 
     .venv/bin/python bench/store_bench.py [--bets 100000] [--players 5000] [--redis URL]
-                                          [--writer thread,process]
+                                          [--writer thread,process] [--callgrind]
 
 Bet intake: ``place_bet`` calls (slips of one), ``--concurrency`` of them in flight at once
 (as when many players bet in the same second; 1 = strictly one after another); the store
@@ -12,6 +12,11 @@ runner does. CPU: this process's (the SQLite writer thread included) and the sto
 the redis-server's (``INFO cpu``) or the SQLite writer process's (``--writer process``), so
 "bets per CPU second" is per core at the store. On
 Redis the longest command comes from its SLOWLOG. Prints JSON.
+
+Instructions instead of seconds (this machine's timings vary by 2-4x): start the
+redis-server under ``valgrind --tool=callgrind --instr-atstart=no``, pass ``--callgrind``,
+and only the settlement is counted (``callgrind_control -i on`` / ``off`` around it);
+``callgrind_annotate`` reads the total once the server is shut down.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import asyncio
 import json
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +42,7 @@ from livetable.store.sqlite import SQLiteStore
 
 
 async def run(store: Store, bets: int, players: int, concurrency: int = 100,
-              seed: int = 1) -> dict[str, object]:
+              seed: int = 1, callgrind: bool = False) -> dict[str, object]:
     rng = random.Random(seed)
     now = 1_000
     for i in range(players):
@@ -82,6 +88,8 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
     effect = SettleRound(table="t1", round_id="r1", spots=spots,
                          cards={pos.value: [str(c) for c in hands[pos].cards]
                                 for pos in DEAL_ORDER})
+    if callgrind:
+        subprocess.run(["callgrind_control", "-i", "on"], check=True, capture_output=True)
     started, cpu0, rcpu0 = time.perf_counter(), time.process_time(), await store_cpu()
     settled = await store.commit_step("t1", b"{}", [], [effect], now)
     chunks = [time.perf_counter() - started]
@@ -92,6 +100,8 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
         settled += chunk
         chunks.append(time.perf_counter() - t)
     settle = time.perf_counter() - started
+    if callgrind:
+        subprocess.run(["callgrind_control", "-i", "off"], check=True, capture_output=True)
     settle_cpu, settle_rcpu = time.process_time() - cpu0, await store_cpu() - rcpu0
     assert len(settled) == bets, (len(settled), bets)
     audit = await store.audit()
@@ -121,6 +131,8 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=100,
                         help="bets in flight at once (1 = one after another)")
     parser.add_argument("--redis", help="also measure the Redis store at this URL (flushed!)")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="switch callgrind's counting on for the Redis settlement only")
     parser.add_argument("--writer", default="thread",
                         help="the SQLite writers to measure, of thread,process")
     args = parser.parse_args()
@@ -136,7 +148,8 @@ async def main() -> None:
 
         redis_store = RedisStore.from_url(args.redis)
         await redis_store.redis.flushall()
-        result["redis"] = await run(redis_store, args.bets, args.players, args.concurrency)
+        result["redis"] = await run(redis_store, args.bets, args.players, args.concurrency,
+                                    callgrind=args.callgrind)
         await redis_store.close()
     print(json.dumps(result, indent=2))
 
