@@ -225,8 +225,8 @@ MIGRATIONS: list[str] = [
     """,
     # 5: the open-bets index holds open bets only: settling a bet removes its entry
     # instead of moving it under state 'settled' (a delete and an insert per bet, and pages
-    # split by the entries moved). Measured on a 100k-bet round (bench/store_bench.py):
-    # the chunks' CPU 1.13-1.29 s -> 0.86-0.95 s.
+    # split by the entries moved). Measured on a 100k-bet round, alternately
+    # (bench/settle_chunks.py, --sql with the old index): 1.13-1.29 s -> 0.86-0.95 s CPU.
     """
     DROP INDEX bets_open;
     CREATE INDEX bets_open ON bets (round_id, player_id, seq) WHERE state = 'accepted';
