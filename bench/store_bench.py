@@ -83,8 +83,9 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
     cards = ["9D", "7C", "KH", "9H", "5C", "5S", "JD", "AC", "2H", "4H", "6S", "8S"]
     hands = {pos: hand_of(parse_cards(f"{cards[2 * i]} {cards[2 * i + 1]}"))
              for i, pos in enumerate(DEAL_ORDER)}
-    spots = {k.value: (v.outcome, v.odds, v.returned_multiple)
-             for k, v in settle_round(hands).items()}
+    spots: dict[str, tuple[str, int, int]] = {
+        k.value: (v.outcome, v.odds, v.returned_multiple)
+        for k, v in settle_round(hands).items()}
     effect = SettleRound(table="t1", round_id="r1", spots=spots,
                          cards={pos.value: [str(c) for c in hands[pos].cards]
                                 for pos in DEAL_ORDER})
