@@ -25,6 +25,9 @@ received is recorded, per scenario, as a transcript::
 Nothing here is invented: docs/protocol.md pastes (and shortens) these frames, and
 docs/tools/check_examples.py checks that every example there is in the capture. Times, ids,
 tokens and the auto table's cards differ from run to run; the manual round's cards do not.
+A scenario of a later capture may sit beside the first in docs/tools/frames.json, under a
+key with its date (``dealer_2026_12_01``: events added after the first capture), so that
+new examples can be pasted without re-pasting every old one.
 """
 
 from __future__ import annotations
