@@ -115,6 +115,11 @@ def _frame(prefix: bytes, value: Any) -> bytearray:
     prefix is its method's name and a zero byte; an answer's is :data:`_OK`."""
     frame = bytearray(_HEAD) + prefix
     _encoder.encode_into(value, frame, len(frame))
+    return _sized(frame)
+
+
+def _sized(frame: bytearray) -> bytearray:
+    """``frame`` (its first :data:`_HEAD` bytes left for it) with its length written in."""
     frame[:_HEAD] = (len(frame) - _HEAD).to_bytes(_HEAD, "big")
     return frame
 
@@ -127,17 +132,17 @@ def _raised(exc: BaseException) -> bytearray:
 
     from livetable.store.sqlite import is_sqlite_outage
 
+    trace = "".join(traceback.format_exception(exc)).rstrip()
     if isinstance(exc, sqlite3.Error) and is_sqlite_outage(exc):
         exc = StoreUnavailable(f"SQLite: {exc}")
     elif not isinstance(exc, StoreUnavailable):
-        exc.add_note("in the SQLite writer process:\n" + "".join(
-            traceback.format_exception(exc)).rstrip())
+        exc.add_note("in the SQLite writer process:\n" + trace)
     try:
         body = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # an exception that cannot be pickled still reaches the server
-        body = pickle.dumps(RuntimeError(f"in the SQLite writer process: {exc!r}\n" + "".join(
-            traceback.format_exception(exc)).rstrip()))
-    return bytearray((len(body) + 1).to_bytes(_HEAD, "big")) + _RAISED + body
+        body = pickle.dumps(RuntimeError(f"in the SQLite writer process: {exc!r}\n{trace}"),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+    return _sized(bytearray(_HEAD) + _RAISED + body)
 
 
 def _read_body(stream: BinaryIO) -> bytes:
