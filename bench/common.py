@@ -23,7 +23,11 @@ import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from livetable.engine.table import SettleRound
+    from livetable.protocol import Limits
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -343,3 +347,32 @@ class ServerProcess:
 def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+
+
+# --- the store benchmarks' round (store_bench.py, settle_chunks.py) ------------------------
+# livetable is imported when called, not here: settle_chunks.py --root puts another
+# checkout first on sys.path before it asks.
+
+
+def wide_limits() -> Limits:
+    """Table limits no benchmark bet reaches."""
+    from livetable.protocol import Limits
+
+    return Limits(min=1, max=10**9, pair_min=1, pair_max=10**9, round_max=10**12)
+
+
+def settle_effect(table: str, round_id: str) -> SettleRound:
+    """The SettleRound of one fixed round (P1 9D 7C, …, Banker 6S 8S), by the rules: every
+    spot a result, some won, some lost."""
+    from livetable.engine.table import SettleRound
+    from livetable.rules import DEAL_ORDER, hand_of, parse_cards, settle_round
+
+    cards = ["9D", "7C", "KH", "9H", "5C", "5S", "JD", "AC", "2H", "4H", "6S", "8S"]
+    hands = {pos: hand_of(parse_cards(f"{cards[2 * i]} {cards[2 * i + 1]}"))
+             for i, pos in enumerate(DEAL_ORDER)}
+    spots: dict[str, tuple[str, int, int]] = {
+        k.value: (v.outcome, v.odds, v.returned_multiple)
+        for k, v in settle_round(hands).items()}
+    return SettleRound(table=table, round_id=round_id, spots=spots,
+                       cards={pos.value: [str(c) for c in hands[pos].cards]
+                              for pos in DEAL_ORDER})

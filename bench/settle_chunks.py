@@ -17,7 +17,6 @@ alternately to compare code on this noisy machine.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import random
 import statistics
@@ -27,7 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import ROOT, settle_effect, wide_limits  # it imports no livetable module
 
 
 def main() -> None:
@@ -45,51 +46,41 @@ def main() -> None:
     ap.add_argument("--sql", default="", help="SQL run once the schema exists")
     ap.add_argument("--root", type=Path, default=ROOT, help="the livetable checkout to use")
     args = ap.parse_args()
-    sys.path.insert(0, str(args.root))
-    for name in [m for m in sys.modules if m == "livetable" or m.startswith("livetable.")]:
-        del sys.modules[name]
+    sys.path.insert(0, str(args.root))  # livetable from there: run() imports it
     print(json.dumps(run(args), indent=2))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import msgspec
 
-    p = importlib.import_module("livetable.protocol")
-    engine = importlib.import_module("livetable.engine.table")
-    rules = importlib.import_module("livetable.rules")
-    bets = importlib.import_module("livetable.store.bets")
-    base = importlib.import_module("livetable.store.base")
-    sqlite = importlib.import_module("livetable.store.sqlite")
+    from livetable import protocol as p
+    from livetable.engine.table import OpenRound, SetBetting
+    from livetable.rules import BET_SPOTS
+    from livetable.store.base import Settled
+    from livetable.store.bets import SlipRequest
+    from livetable.store.sqlite import SQLiteStore
 
     rng = random.Random(1)
-    store = sqlite.SQLiteStore(Path(tempfile.mkdtemp()) / "bench.sqlite3", writer="thread")
+    store = SQLiteStore(Path(tempfile.mkdtemp()) / "bench.sqlite3", writer="thread")
     if args.sql:
         store.db.executescript(args.sql)
     now = 1_000
     for i in range(args.players):
         store._ensure_player(f"p{i}", f"P{i}", 10**12, now)
-    limits = p.Limits(min=1, max=10**9, pair_min=1, pair_max=10**9, round_max=10**12)
-    cards = ["9D", "7C", "KH", "9H", "5C", "5S", "JD", "AC", "2H", "4H", "6S", "8S"]
-    hands = {pos: rules.hand_of(rules.parse_cards(f"{cards[2 * i]} {cards[2 * i + 1]}"))
-             for i, pos in enumerate(rules.DEAL_ORDER)}
-    spots = {k.value: (v.outcome, v.odds, v.returned_multiple)
-             for k, v in rules.settle_round(hands).items()}
-    dealt = {pos.value: [str(c) for c in hands[pos].cards] for pos in rules.DEAL_ORDER}
-    spot_names = [s.value for s in rules.BET_SPOTS]
+    limits = wide_limits()
+    spot_names = [s.value for s in BET_SPOTS]
     encoder = msgspec.msgpack.Encoder()
-    # base is a module imported by name (from --root): mypy cannot see its types
-    decoder: Any = msgspec.msgpack.Decoder(
-        tuple[list[base.Settled], bool])  # type: ignore[name-defined]
+    decoder = msgspec.msgpack.Decoder(tuple[list[Settled], bool])
     out: dict[str, Any] = {"players": args.players, "per_player": args.per, "rounds": []}
     for r in range(args.rounds):
         rid = f"r{r}"
-        store._commit_step("t1", b"{}", [], [engine.OpenRound(
+        store._commit_step("t1", b"{}", [], [OpenRound(
             table="t1", round_id=rid, shoe_id="s1", round_no=r + 1, closes_at=10**15,
             limits=limits)], now, args.chunk)
         order = ([(i, j) for i in range(args.players) for j in range(args.per)]
                  if args.clustered else
                  [(i, j) for j in range(args.per) for i in range(args.players)])
-        slips = [(bets.SlipRequest(
+        slips = [(SlipRequest(
             player_id=f"p{i}", table="t1", slip_id=f"s{r}.{j}.{i}", round_id=rid,
             bets=(p.SlipBet(bet_id=f"b{r}.{j}.{i}", spot=rng.choice(spot_names),
                             amount=rng.randint(1, 500)),)), now) for i, j in order]
@@ -99,7 +90,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for k in range(0, len(slips), args.batch):
             store._take_slips(slips[k:k + args.batch])
         intake_s, intake_cpu = time.perf_counter() - t, time.process_time() - c
-        store._commit_step("t1", b"{}", [], [engine.SetBetting(
+        store._commit_step("t1", b"{}", [], [SetBetting(
             table="t1", round_id=rid, status="closed", closes_at=None)], now, args.chunk)
         pages = store.db.execute("PRAGMA page_count").fetchone()[0]
         chunk_ms: list[float] = []
@@ -107,8 +98,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         settled = 0
         c = time.process_time()
         t = time.perf_counter()
-        first = store._commit_step("t1", b"{}", [], [engine.SettleRound(
-            table="t1", round_id=rid, spots=spots, cards=dealt)], now, args.chunk)
+        first = store._commit_step("t1", b"{}", [], [settle_effect("t1", rid)], now,
+                                   args.chunk)
         answers.append(encoder.encode((first, True)))
         chunk_ms.append((time.perf_counter() - t) * 1000)
         settled += len(first)

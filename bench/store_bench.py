@@ -33,10 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import cpu_seconds
+from bench.common import cpu_seconds, settle_effect, wide_limits
 from livetable import protocol as p
-from livetable.engine.table import OpenRound, SetBetting, SettleRound
-from livetable.rules import BET_SPOTS, DEAL_ORDER, hand_of, parse_cards, settle_round
+from livetable.engine.table import OpenRound, SetBetting
+from livetable.rules import BET_SPOTS
 from livetable.store.base import BetRequest, Store
 from livetable.store.sqlite import SQLiteStore
 
@@ -47,7 +47,7 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
     now = 1_000
     for i in range(players):
         await store.ensure_player(f"p{i}", f"P{i}", 10**9, now)
-    limits = p.Limits(min=1, max=10**9, pair_min=1, pair_max=10**9, round_max=10**12)
+    limits = wide_limits()
     await store.commit_step("t1", b"{}", [], [OpenRound(table="t1", round_id="r1", shoe_id="s1",
                                                         round_no=1, closes_at=10**15,
                                                         limits=limits)], now)
@@ -80,15 +80,7 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
     intake_cpu, intake_rcpu = time.process_time() - cpu0, await store_cpu() - rcpu0
     await store.commit_step("t1", b"{}", [], [SetBetting(table="t1", round_id="r1",
                                                          status="closed", closes_at=None)], now)
-    cards = ["9D", "7C", "KH", "9H", "5C", "5S", "JD", "AC", "2H", "4H", "6S", "8S"]
-    hands = {pos: hand_of(parse_cards(f"{cards[2 * i]} {cards[2 * i + 1]}"))
-             for i, pos in enumerate(DEAL_ORDER)}
-    spots: dict[str, tuple[str, int, int]] = {
-        k.value: (v.outcome, v.odds, v.returned_multiple)
-        for k, v in settle_round(hands).items()}
-    effect = SettleRound(table="t1", round_id="r1", spots=spots,
-                         cards={pos.value: [str(c) for c in hands[pos].cards]
-                                for pos in DEAL_ORDER})
+    effect = settle_effect("t1", "r1")
     if callgrind:
         subprocess.run(["callgrind_control", "-i", "on"], check=True, capture_output=True)
     started, cpu0, rcpu0 = time.perf_counter(), time.process_time(), await store_cpu()
