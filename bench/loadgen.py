@@ -410,13 +410,15 @@ class Worker:
             await asyncio.wait_for(asyncio.shield(self.bet_waiter),
                                    timeout + max(0.0, (end_ns - time.time_ns()) / 1e9))
         codes: dict[str, int] = {}
-        latencies = array("q")
+        latencies, sent_at = array("q"), array("q")
         for send_ns, ack_ns, code in self.bets.values():
             key = code or "no_answer"
             codes[key] = codes.get(key, 0) + 1
             if ack_ns and code not in ("not_sent", "connection_lost"):
                 latencies.append(ack_ns - send_ns)
+                sent_at.append(send_ns)
         return {"sent": total, "codes": codes, "ack_ns": latencies.tobytes(),
+                "sent_ns": sent_at.tobytes(),
                 "errors": dict(self.errors)}
 
     async def cmd_await_settled(self, expected: int, timeout: float) -> dict[str, Any]:

@@ -488,6 +488,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             codes.update(a["codes"])
         sent = sum(a["sent"] for a in answers)
         acks = _ints([a["ack_ns"] for a in answers])
+        sent_at = _ints([a["sent_ns"] for a in answers])
         answered = sum(v for k, v in codes.items()
                        if k not in ("no_answer", "not_sent", "connection_lost"))
         client_errors: Counter[str] = Counter()
@@ -504,6 +505,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             "client_errors": dict(client_errors),  # error frames and connection failures
             "accounted": answered == sent == players * per_player,
             "ack_ms": summary_ms(acks),
+            "ack_by_quarter_second": ack_timeline(start_ns, sent_at, acks),
             "accepted_pct": round(100 * codes.get("accepted", 0) / sent, 2) if sent else None,
             "redis_longest_command": slowlog,
             "server_cpu_s": round(cpu1 - cpu0, 3),
@@ -518,6 +520,17 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             stop_process(operator)
         if redis is not None:
             redis.stop()
+
+
+def ack_timeline(start_ns: int, sent_at: array[int], acks: array[int],
+                 step_ns: int = 250_000_000) -> list[dict[str, float]]:
+    """The acks by when their bet was sent, in quarter seconds of the window: shows whether
+    a high p99 is a queue that grew through the burst or one stall."""
+    bins: dict[int, list[int]] = {}
+    for at, ack in zip(sent_at, acks, strict=True):
+        bins.setdefault(max(0, (at - start_ns) // step_ns), []).append(ack)
+    return [{"from_ms": k * step_ns // 1_000_000, **summary_ms(v)}
+            for k, v in sorted(bins.items())]
 
 
 # --- 3. settlement ----------------------------------------------------------------------
