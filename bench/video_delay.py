@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ def mod32(a: int, b: int) -> int:
     return (a - b + 2**31) % 2**32 - 2**31
 
 
-def stats(values: list[float]) -> dict[str, float]:
+def stats(values: Sequence[float]) -> dict[str, float]:
     v = sorted(values)
     if not v:
         return {"n": 0}
@@ -121,7 +122,7 @@ def read_clock(init: bytes, segment: bytes, width: int, height: int) -> int:
 
 def packager_date_errors(media: MediaServer, restarts: int) -> list[float]:
     """Program-date-time minus capture time of a fresh publish's first listed segment."""
-    errors = []
+    errors: list[float] = []
     for i in range(restarts):
         name = f"restart{i}"
         card = subprocess.Popen(card_command(["-f", "flv", media.publish_url(name)],
