@@ -54,6 +54,35 @@ async def bet_in_first_round(store: SQLiteStore, batches: list[TableBatch],
     return opened
 
 
+async def settle_first_round(store: SQLiteStore, bus: MemoryBus, batches: list[TableBatch],
+                             players: int) -> p.RoundOpened:
+    """Run a table until each of the first round's ``players`` bets is settled and
+    published (``batches``: what ``bus`` published)."""
+    runner = TableRunner(TABLE, store, bus, timing=FAST)
+    await runner.start()
+    try:
+        opened = await bet_in_first_round(store, batches, players)
+        async with asyncio.timeout(10):
+            while len(private(batches)) < players:
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # nothing more comes
+    finally:
+        await runner.stop()
+    return opened
+
+
+async def assert_settled_in_chunks_of_three(store: SQLiteStore, batches: list[TableBatch],
+                                            opened: p.RoundOpened) -> None:
+    """Ten bets, each settled once: the settling step's chunk, then three more, each
+    published in a batch of its own as it was stored."""
+    settled = private(batches)
+    assert sorted(s.bet_id for s in settled) == [f"b{n}" for n in range(10)]
+    assert [len(b.private) for b in batches if b.private] == [3, 3, 3, 1]
+    view = await store.round_view(opened.round_id)
+    assert view is not None and view.state == "settled"
+    assert (await store.audit()).ok
+
+
 async def test_a_round_settles_in_chunks_each_published_as_it_is_stored(
         tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "db.sqlite3", settle_chunk=3)
@@ -62,23 +91,8 @@ async def test_a_round_settles_in_chunks_each_published_as_it_is_stored(
     bus = MemoryBus()
     batches: list[TableBatch] = []
     bus.subscribe(batches.append)
-    runner = TableRunner(TABLE, store, bus, timing=FAST)
-    await runner.start()
-    try:
-        opened = await bet_in_first_round(store, batches, 10)
-        async with asyncio.timeout(10):
-            while len(private(batches)) < 10:
-                await asyncio.sleep(0.01)
-        await asyncio.sleep(0.1)  # nothing more comes
-    finally:
-        await runner.stop()
-    settled = private(batches)
-    assert sorted(s.bet_id for s in settled) == [f"b{n}" for n in range(10)]
-    # the settling step's chunk, then three more, each in a batch of its own
-    assert [len(b.private) for b in batches if b.private] == [3, 3, 3, 1]
-    view = await store.round_view(opened.round_id)
-    assert view is not None and view.state == "settled"
-    assert (await store.audit()).ok
+    opened = await settle_first_round(store, bus, batches, 10)
+    await assert_settled_in_chunks_of_three(store, batches, opened)
     await store.close()
 
 
@@ -167,22 +181,8 @@ async def test_the_chunks_after_the_first_are_asked_for_before_the_step_is_publi
             order.append("settling step published")
 
     bus.subscribe(published)
-    runner = TableRunner(TABLE, store, bus, timing=FAST)
-    await runner.start()
-    try:
-        opened = await bet_in_first_round(store, batches, 10)
-        async with asyncio.timeout(10):
-            while len(private(batches)) < 10:
-                await asyncio.sleep(0.01)
-        await asyncio.sleep(0.1)  # nothing more comes
-    finally:
-        await runner.stop()
+    opened = await settle_first_round(store, bus, batches, 10)
     after = order[order.index("settling step stored"):]
     assert after.index("chunk asked for") < after.index("settling step published"), order
-    # and still: each bet once, the chunks in order, each published as it is stored
-    assert sorted(s.bet_id for s in private(batches)) == [f"b{n}" for n in range(10)]
-    assert [len(b.private) for b in batches if b.private] == [3, 3, 3, 1]
-    view = await store.round_view(opened.round_id)
-    assert view is not None and view.state == "settled"
-    assert (await store.audit()).ok
+    await assert_settled_in_chunks_of_three(store, batches, opened)  # and still
     await store.close()
