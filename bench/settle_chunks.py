@@ -8,8 +8,9 @@ or event loop around it. Prints JSON per round.
         [--root OTHER_CHECKOUT]
 
 ``settle_cpu_ms`` is what the writer (process or thread) spends settling the round — each
-chunk's msgpack answer to the server included; ``server_decode_ms`` what the server spends
-decoding those answers and framing each ``bet_settled``. ``--sql`` runs after the schema
+chunk's answer frame to the server included (``store.writer._frame``);
+``server_decode_ms`` what the server spends reading those answers (``store.writer._value``)
+and framing each ``bet_settled``. ``--sql`` runs after the schema
 is created (try an index), ``--root`` imports livetable from another checkout: run two
 alternately to compare code on this noisy machine.
 """
@@ -51,14 +52,12 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    import msgspec
-
     from livetable import protocol as p
     from livetable.engine.table import OpenRound, SetBetting
     from livetable.rules import BET_SPOTS
-    from livetable.store.base import Settled
     from livetable.store.bets import SlipRequest
     from livetable.store.sqlite import SQLiteStore
+    from livetable.store.writer import _HEAD, _OK, _frame, _value
 
     rng = random.Random(1)
     store = SQLiteStore(Path(tempfile.mkdtemp()) / "bench.sqlite3", writer="thread")
@@ -69,8 +68,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         store._ensure_player(f"p{i}", f"P{i}", 10**12, now)
     limits = wide_limits()
     spot_names = [s.value for s in BET_SPOTS]
-    encoder = msgspec.msgpack.Encoder()
-    decoder = msgspec.msgpack.Decoder(tuple[list[Settled], bool])
     out: dict[str, Any] = {"players": args.players, "per_player": args.per, "rounds": []}
     for r in range(args.rounds):
         rid = f"r{r}"
@@ -94,27 +91,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             table="t1", round_id=rid, status="closed", closes_at=None)], now, args.chunk)
         pages = store.db.execute("PRAGMA page_count").fetchone()[0]
         chunk_ms: list[float] = []
-        answers: list[bytes] = []
+        answers: list[tuple[str, bytearray]] = []  # each call's answer frame, as the writer's
         settled = 0
-        c = time.process_time()
-        t = time.perf_counter()
-        first = store._commit_step("t1", b"{}", [], [settle_effect("t1", rid)], now,
-                                   args.chunk)
-        answers.append(encoder.encode((first, True)))
-        chunk_ms.append((time.perf_counter() - t) * 1000)
-        settled += len(first)
         more = True
-        while more:
+        c = time.process_time()
+        while more:  # the settling step (its first chunk), then the chunks after it
             t = time.perf_counter()
-            chunk, more = store._settle_pending("t1", now, args.chunk)
-            answers.append(encoder.encode((chunk, more)))
+            if not answers:
+                method = "_commit_step"
+                value: Any = store._commit_step("t1", b"{}", [], [settle_effect("t1", rid)],
+                                                now, args.chunk)
+                chunk = value
+            else:
+                method = "_settle_pending"
+                value = chunk, more = store._settle_pending("t1", now, args.chunk)
+            answers.append((method, _frame(_OK, value)))
             chunk_ms.append((time.perf_counter() - t) * 1000)
             settled += len(chunk)
         settle_cpu = time.process_time() - c
         assert settled == args.players * args.per, settled
         c = time.process_time()
-        for answer in answers:
-            frames = [(s.player_id, p.encode(s.message)) for s in decoder.decode(answer)[0]]
+        for method, frame in answers:  # as the server reads them and frames each result
+            value = _value(method).decode(memoryview(frame)[_HEAD + len(_OK):])
+            frames = [(s.player_id, p.encode(s.message))
+                      for s in (value if method == "_commit_step" else value[0])]
             del frames
         decode_cpu = time.process_time() - c
         out["rounds"].append({
