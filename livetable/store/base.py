@@ -219,8 +219,9 @@ async def take_in_batches(
         hand_over()
         while taking:
             await asyncio.wait(set(taking), return_when=asyncio.FIRST_COMPLETED)
+            # a batch cancelled before its answer never called answered(): its place too
             taking.difference_update([task for task in taking if task.done()])
-            hand_over()
+            hand_over()  # and slips that came while there was room in flight
     finally:
         for task in taking:
             task.cancel()
