@@ -528,7 +528,7 @@ def _fetch_shoe(url: str, shoe_id: str) -> bytes:
 
 
 def cmd_verify_shoe(args: argparse.Namespace) -> int:
-    """Check a revealed shoe (DESIGN §7): exit 0 if it is fair, 1 with every problem if not."""
+    """Check a revealed shoe (docs/design.md §7): exit 0 if fair, 1 with every problem if not."""
     import msgspec
 
     from livetable.rules.fairness import ShoeRecord, check_shoe

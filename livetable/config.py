@@ -165,7 +165,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: Table id → the URL of its live video's HLS playlist (``t1=URL,t2=URL``); a table
     #: without one has ``stream: null`` in its snapshot and shows the drawn table only.
     streams: dict[str, str] = {}
-    #: Who holds the players' money (DESIGN §5): ``internal`` (this ledger: demo guests,
+    #: Who holds the players' money (docs/design.md §5): ``internal`` (this ledger: demo guests,
     #: deposits) or ``seamless`` (the operator's wallet at ``wallet_url``, called per bet
     #: slip and per settled round; livetable holds no balance of its own for a player).
     wallet: Literal["internal", "seamless"] = "internal"

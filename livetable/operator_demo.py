@@ -1,6 +1,6 @@
 """A reference operator: a small, real seamless wallet server (``livetable operator-demo``).
 
-It is what an operator's side of DESIGN §5 must do, in one file, and the counterpart the
+It is what an operator's side of docs/design.md §5 must do, in one file, and the counterpart the
 tests run livetable against over real HTTP:
 
 * every call's signature is checked over the raw body (a forged one is answered

@@ -1,6 +1,6 @@
 """Protocol v1: every frame on the wire, as msgspec Structs.
 
-The names and meanings here are a public contract (DESIGN §3, docs/protocol.md): other
+The names and meanings here are a public contract (docs/design.md §3, docs/protocol.md): other
 clients rely on them, so within v1 fields may be added, never renamed. The schema is the
 validator: each endpoint decodes with one reused ``Decoder`` over a tagged union
 (``tag_field="type"``), and a bad frame yields msgspec's precise message
@@ -97,7 +97,7 @@ class PlayerView(Struct, kw_only=True, omit_defaults=True):
     id: str
     name: str
     balance: int
-    #: The session's currency, for a player an operator launched (DESIGN §5).
+    #: The session's currency, for a player an operator launched (docs/design.md §5).
     currency: str | None = None
 
 
@@ -117,7 +117,7 @@ class TableSnapshot(Struct, kw_only=True):
     round_id: str | None = None
     round_no: int = 0
     shoe_id: str | None = None
-    #: The commitment of this shoe (DESIGN §7); null for a manual shoe.
+    #: The commitment of this shoe (docs/design.md §7); null for a manual shoe.
     shoe_commitment: str | None = None
     closes_at: int | None = None
     limits: Limits = field(default_factory=Limits)
@@ -186,7 +186,7 @@ class SlipBet(Struct, kw_only=True, frozen=True):
 
 
 class PlaceBets(Struct, tag="place_bets", tag_field="type", kw_only=True):
-    """A bet slip (DESIGN §6): all of its bets are accepted together, or none is."""
+    """A bet slip (docs/design.md §6): all of its bets are accepted together, or none is."""
 
     slip_id: str  # its length is the store's bad_slip_id
     round_id: ShortText
@@ -322,7 +322,7 @@ class ShoeStarted(TableEvent, tag="shoe_started"):
     shoe_id: str
     burn_card: str
     burned: int
-    #: SHA-256 over the shoe's order, cut card and salt (DESIGN §7); null for a manual shoe.
+    #: SHA-256 over the shoe's order, cut card and salt (docs/design.md §7); null for a manual shoe.
     commitment: str | None = None
     #: Cards left in the shoe after its opening burn (as the snapshot's ``cards_left``).
     cards_left: int | None = None

@@ -1,4 +1,4 @@
-"""HMAC signatures of operator traffic (DESIGN §5), both ways.
+"""HMAC signatures of operator traffic (docs/design.md §5), both ways.
 
 An operator signs its calls to livetable (``POST /api/operator/sessions`` and the
 reconciliation endpoint) with ``LIVETABLE_OPERATOR_SECRET``; livetable signs every wallet

@@ -380,7 +380,7 @@ MAX_OPERATOR_BODY = 16_384
 
 
 class LaunchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """``POST /api/operator/sessions`` (DESIGN §5): the operator puts a player at a table."""
+    """``POST /api/operator/sessions`` (docs/design.md §5): an operator puts a player at a table."""
 
     player_id: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
@@ -608,7 +608,7 @@ async def guest(request: Request) -> Response:
     return _json(p.ENCODER.encode({"token": token, "player": player}))
 
 
-# --- the operator: signed requests (DESIGN §5) ----------------------------------------
+# --- the operator: signed requests (docs/design.md §5) ----------------------------------------
 
 
 OperatorRequest = TypeVar("OperatorRequest", bound=msgspec.Struct)

@@ -1,4 +1,4 @@
-"""The seamless wallet: livetable's side of the operator's wallet (DESIGN §5).
+"""The seamless wallet: livetable's side of the operator's wallet (docs/design.md §5).
 
 Theory of operation. The operator holds every balance; livetable asks it for money per bet
 slip (``debit``) and pays back per settled round (``credit``) or undoes (``rollback``).
@@ -70,7 +70,7 @@ from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.wallet")
 
-#: The codes an operator may answer (DESIGN §5); anything else is an unknown outcome.
+#: The codes an operator may answer (docs/design.md §5); anything else is an unknown outcome.
 STATUSES = frozenset({"ok", "insufficient_funds", "unknown_player", "player_blocked",
                       "invalid_signature", "limit_exceeded", "rolled_back"})
 #: How long after a debit's deadline the sweeper waits before it takes the debit over
@@ -81,11 +81,11 @@ TAKEOVER_MS = 15_000
 DEFAULT_CURRENCY = "XXX"
 
 
-# --- the calls on the wire (DESIGN §5) -------------------------------------------------
+# --- the calls on the wire (docs/design.md §5) -------------------------------------------------
 
 
 class Movement(msgspec.Struct, kw_only=True):
-    """What every debit, credit and rollback body starts with (DESIGN §5), in this order."""
+    """What every debit, credit and rollback body starts with (docs/design.md §5), in this order."""
 
     tx_id: str
     player_id: str

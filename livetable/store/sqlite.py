@@ -174,7 +174,7 @@ MIGRATIONS: list[str] = [
     """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
-    # 3: ended auto shoes, revealed for anyone to verify (DESIGN §7). Nothing is written
+    # 3: ended auto shoes, revealed for anyone to verify (docs/design.md §7). Nothing is written
     # here before a shoe ends: the order of a shoe in play is only in the sealed state.
     """
     CREATE TABLE shoes (

@@ -1,6 +1,6 @@
 """The wallet log: every call to a seamless wallet, and the outbox of those still owed.
 
-Why it exists (DESIGN §5, docs/operator.md): with a seamless wallet the operator holds the
+Why it exists (docs/design.md §5, docs/operator.md): with a seamless wallet the operator holds the
 money, and a call whose answer is lost leaves money in doubt unless livetable remembers it.
 So every call is written here *before* it is sent, and kept with its state and answer:
 

@@ -1,5 +1,5 @@
 """The service, embedded (SQLite) and scale-out (Redis): no store holds the upcoming cards,
-and an ended shoe is published and verifies (DESIGN §7).
+and an ended shoe is published and verifies (docs/design.md §7).
 
 Each test runs the real :class:`Services` in-process with fast timings, lets the table deal,
 then — holding the table runner's lock, so that the store and the engine agree — reads

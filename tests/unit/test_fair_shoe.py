@@ -1,10 +1,10 @@
-"""The provably fair shoe (DESIGN §7) and the engine state sealed at rest.
+"""The provably fair shoe (docs/design.md §7) and the engine state sealed at rest.
 
 A real shoe is dealt by the engine and committed to a sealed SQLite store the way the runner
 does it; its record (``shoe_view``, what ``GET /api/shoes/{id}`` serves) must pass the
 check, and every way of tampering with it must be caught — by :func:`check_shoe` and by
 ``livetable verify-shoe``, from a file and over HTTP. The expected commitment is computed
-here with :mod:`hashlib` from DESIGN's formula, not with the code under test.
+here with :mod:`hashlib` from the formula of docs/design.md §7, not with the code under test.
 """
 
 from __future__ import annotations

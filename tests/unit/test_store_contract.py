@@ -9,7 +9,7 @@ keeps for resume).
 The tests drive the store the way the runner does — ``commit_step`` with engine effects
 (:class:`OpenRound`, :class:`SetBetting`, :class:`SettleRound`, :class:`CancelRound`) — but
 build those effects by hand, so that each test says exactly what the ledger was told. The
-money expected back is written out from DESIGN §1 (and cross-checked with
+money expected back is written out from docs/design.md §1 (and cross-checked with
 :func:`settle_bet`), as the seed's examples are.
 """
 
@@ -379,7 +379,7 @@ ROUND_B = {"P1": "3S 5S", "P2": "AH 9H", "P3": "7D 2C", "P4": "2S 2H", "P5": "10
 ROUND_C = {"P1": "9D 9C", "P2": "3C 4D", "P3": "JD QS", "P4": "6S 6C", "P5": "8C AC",
            "BANKER": "AS KS"}
 
-# (round, cards, spot, amount, outcome, odds, returned) — written from DESIGN §1.
+# (round, cards, spot, amount, outcome, odds, returned) — written from docs/design.md §1.
 SETTLEMENTS = [
     (R1, ROUND_A, "P1", 100, "win", 1, 300),       # 9 v 7, no pattern: 1:1
     (R1, ROUND_A, "P2", 100, "win", 2, 400),       # pair 8 v 7: 2:1
@@ -732,7 +732,7 @@ async def test_a_store_carries_one_identity(store: Store) -> None:
     assert await store.identity() == first
 
 
-# --- revealed shoes (DESIGN §7) -------------------------------------------------------------
+# --- revealed shoes (docs/design.md §7) -----------------------------------------------------
 
 #: Any 416 cards: the store keeps what the engine revealed, it does not judge it.
 ORDER = [str(card) for card in DECK for _ in range(8)]
@@ -766,7 +766,7 @@ async def test_a_shoe_is_kept_once_revealed_with_its_rounds(store: Store) -> Non
     assert await store.shoe_view("t1.2") is None
     assert await store.shoe_view("t9") is None
 
-# --- bet slips (DESIGN §6) ----------------------------------------------------------------------
+# --- bet slips (docs/design.md §6) ----------------------------------------------------------
 
 
 def slip(player: str, slip_id: str | None, *bets: tuple[str, str, int],
