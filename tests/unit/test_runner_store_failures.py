@@ -63,7 +63,7 @@ async def test_failed_commits_lose_no_step(tmp_path: Path) -> None:
     bus = MemoryBus()
     batches: list[TableBatch] = []
     bus.subscribe(batches.append)
-    runner = TableRunner(TABLE, store, bus,  # type: ignore[arg-type]  # a Store by delegation
+    runner = TableRunner(TABLE, store, bus,  # a Store by delegation
                          timing=Timing(betting_ms=300, deal_interval_ms=5,
                                        reveal_interval_ms=5, between_rounds_ms=50))
     await store.ensure_player("p1", "P1", 1000, 0)
@@ -133,7 +133,7 @@ class BuggyStore:
 async def test_a_bug_holds_the_table_instead_of_retrying_forever(
         tmp_path: Path, where: str, caplog: pytest.LogCaptureFixture) -> None:
     store = BuggyStore(SQLiteStore(tmp_path / "db.sqlite3"), where)
-    runner = TableRunner(TABLE, store, MemoryBus(),  # type: ignore[arg-type]  # a Store by delegation
+    runner = TableRunner(TABLE, store, MemoryBus(),  # a Store by delegation
                          timing=Timing(betting_ms=50, deal_interval_ms=1,
                                        reveal_interval_ms=1, between_rounds_ms=10))
     await runner.start()

@@ -819,7 +819,7 @@ BAD_SLIPS: list[tuple[SlipRequest, str, str | None]] = [
 @pytest.mark.parametrize(("request_", "code", "bet_id"), BAD_SLIPS,
                          ids=[f"{c}-{n}" for n, (_, c, _) in enumerate(BAD_SLIPS)])
 async def test_one_bad_bet_rejects_the_whole_slip_and_nothing_is_deducted(
-        table: Store, request_: SlipRequest, code: str, bet_id: str | None) -> None:
+        table: Store, request_: SlipRequest, code: p.RejectionCode, bet_id: str | None) -> None:
     before = await ledger_view(table, ["alice", "bob"])
     answer = await table.place_slip(request_, T0 + 1)
     assert isinstance(answer, Rejection), answer

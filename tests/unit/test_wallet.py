@@ -86,7 +86,7 @@ class Rig:
 
     async def settle(self, round_id: str = R1) -> None:
         hands = {Position(k): hand_of(parse_cards(v)) for k, v in CARDS.items()}
-        spots = {k.value: (r.outcome, r.odds, r.returned_multiple)
+        spots: dict[str, tuple[str, int, int]] = {k.value: (r.outcome, r.odds, r.returned_multiple)
                  for k, r in settle_round(hands).items()}
         await self.store.commit_step(TABLE, b"{}", [], [SettleRound(
             table=TABLE, round_id=round_id, spots=spots,
@@ -347,7 +347,7 @@ async def test_a_crash_between_the_debit_and_the_bet_is_rolled_back_after_the_ro
     async def crash(*args: Any) -> Any:
         raise ConnectionError("killed")
 
-    rig.store.place_slip = crash  # type: ignore[method-assign]  # the process dies here
+    rig.store.place_slip = crash  # type: ignore[method-assign, assignment]  # the process dies here
     with pytest.raises(ConnectionError):
         await rig.bet("b1")
     rig.store.place_slip = real_place  # type: ignore[method-assign]
