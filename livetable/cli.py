@@ -664,7 +664,7 @@ def cmd_operator_demo(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from livetable.operator_demo import Faults, create_operator_app
+    from livetable.operator.reference import Faults, create_operator_app
 
     secret = args.secret or os.environ.get("LIVETABLE_WALLET_SECRET", "")
     if not secret:
@@ -710,21 +710,21 @@ def cmd_wallet_report(args: argparse.Namespace) -> int:
 
     import msgspec
 
-    from livetable.server.wallet import report
-    from livetable.store.wallet import WalletCall
+    from livetable.operator.log import WalletCall
+    from livetable.operator.report import report
 
     settings = _settings(args)
 
     async def calls() -> list[WalletCall]:
         if settings.redis_url:
-            from livetable.store.wallet_redis import RedisWalletLog
+            from livetable.operator.log_redis import RedisWalletLog
 
             redis_log = RedisWalletLog.from_url(settings.redis_url, settings.table_names)
             try:
                 return await redis_log.calls(args.round, args.player)
             finally:
                 await redis_log.close()
-        from livetable.store.wallet import SQLiteWalletLog
+        from livetable.operator.log_sqlite import SQLiteWalletLog
 
         if not settings.db_path.exists():
             raise UsageError(f"no database at {settings.db_path} (pass --data-dir or --db)")

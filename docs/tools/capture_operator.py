@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "tools" / "operator.json"
 sys.path.insert(0, str(ROOT))
 
-from livetable.signature import HEADER, sign  # noqa: E402
+from livetable.operator.signatures import HEADER, sign  # noqa: E402
 
 WALLET_SECRET, OPERATOR_SECRET = "wallet-secret", "operator-secret"
 

@@ -29,13 +29,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from livetable import protocol as p
-from livetable import signature
 from livetable.accounts import AccountError, check_player_id
 from livetable.auth import Identity, TokenError, mint, new_guest_id, verify
 from livetable.bus import Bus, MemoryBus
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import Timing
+from livetable.operator import signatures
 from livetable.server.gateway import Gateway
 from livetable.server.gcpolicy import Collector
 from livetable.server.metrics import Metrics
@@ -48,9 +48,9 @@ from livetable.store.sqlite import SQLiteStore
 from livetable.tasks import cancel
 
 if TYPE_CHECKING:
+    from livetable.operator.log import WalletLog
+    from livetable.operator.seamless import SeamlessWallet
     from livetable.server.scaleout import LeasedTables, RedisControl
-    from livetable.server.wallet import SeamlessWallet
-    from livetable.store.wallet import WalletLog
 
 log = logging.getLogger("livetable.app")
 
@@ -186,19 +186,20 @@ class Services:
         """The operator's wallet: its log next to the ledger (same SQLite file, or the
         same Redis), one client for debits and balances and one for the outbox, so that
         a backlog of credits never takes the connections a bet is waiting for."""
-        from livetable.server.wallet import SeamlessWallet, WalletClient
+        from livetable.operator.client import WalletClient
+        from livetable.operator.seamless import SeamlessWallet
 
         settings = self.settings
         assert settings.wallet_url is not None and settings.wallet_secret is not None
         if settings.demo:
             log.warning("seamless wallet: demo guests are off (they have no wallet)")
         if self.redis is not None:
-            from livetable.store.wallet_redis import RedisWalletLog
+            from livetable.operator.log_redis import RedisWalletLog
 
             self.wallet_log = RedisWalletLog(self.redis, settings.table_names,
                                              prefix=self.redis_prefix)
         else:
-            from livetable.store.wallet import SQLiteWalletLog
+            from livetable.operator.log_sqlite import SQLiteWalletLog
 
             self.wallet_log = SQLiteWalletLog(settings.db_path, settings.sqlite_sync)
 
@@ -626,9 +627,9 @@ async def operator_body(request: Request, kind: type[OperatorRequest]
         body += chunk
         if len(body) > MAX_OPERATOR_BODY:
             return _error(413, "too_large", "the body is at most 16 KiB")
-    if not signature.valid(secret, body, request.headers.get(signature.HEADER)):
+    if not signatures.valid(secret, body, request.headers.get(signatures.HEADER)):
         return _error(401, "invalid_signature",
-                      f"{signature.HEADER} must be sha256=<hex HMAC-SHA256 of the body "
+                      f"{signatures.HEADER} must be sha256=<hex HMAC-SHA256 of the body "
                       f"with the operator secret>")
     try:
         return msgspec.json.decode(body, type=kind)
@@ -671,7 +672,7 @@ async def wallet_report(request: Request) -> Response:
     wallet_log = services_of(request).wallet_log
     if wallet_log is None:
         return _error(404, "not_seamless", "this server runs the internal wallet")
-    from livetable.server.wallet import report
+    from livetable.operator.report import report
 
     calls = await wallet_log.calls(query.round_id, query.player_id, query.limit)
     return _json(msgspec.json.encode(report(calls)))

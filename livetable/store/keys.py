@@ -48,7 +48,7 @@ Key layout (``lt`` is the default prefix; ``<t>`` a table id, ``<r>`` a round id
     lt:lease:{<t>}:counter        string the last fencing token handed out (INCR)
     lt:lease:{<t>}:token          string the lease holder's fencing token (the store's
                                          scripts compare it before they write)
-    lt:wallet:{<t>}:<name>        the seamless wallet's log of the table (store/wallet_redis.py)
+    lt:wallet:{<t>}:<name>        the seamless wallet's log of the table (operator/log_redis.py)
 
 Every key name ends in a fixed suffix, so ids containing ``:`` cannot collide. Table ids
 may not contain ``{`` or ``}`` (they are the hash tag: everything of one table, its lease

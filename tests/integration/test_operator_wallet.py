@@ -37,7 +37,7 @@ from walletserver import (
     wallet_report,
 )
 
-from livetable.signature import HEADER, sign
+from livetable.operator.signatures import HEADER, sign
 from livetable.store.redis import RedisStore
 
 PLAYERS = ["alice", "bob", "chai", "dev"]

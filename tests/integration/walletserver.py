@@ -15,7 +15,7 @@ import httpx
 from liveserver import ROOT, LiveServer, livetable_command
 from procutil import free_port, kill, stop
 
-from livetable.signature import HEADER, sign
+from livetable.operator.signatures import HEADER, sign
 
 WALLET_SECRET = "wallet-secret-for-tests"
 OPERATOR_SECRET = "operator-secret-for-tests"

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from livetable.cli import main
-from livetable.store.wallet import SQLiteWalletLog, WalletCall
+from livetable.operator.log import WalletCall
+from livetable.operator.log_sqlite import SQLiteWalletLog
 
 T0 = 1_800_000_000_000
 

@@ -20,20 +20,18 @@ from livetable import protocol as p
 from livetable.auth import Identity
 from livetable.config import Settings
 from livetable.engine import CancelRound, OpenRound, SettleRound
-from livetable.operator_demo import Books, Call, Faults, create_operator_app
+from livetable.operator.client import WalletClient
+from livetable.operator.log import credit_tx_id, rollback_tx_id
+from livetable.operator.log_sqlite import SQLiteWalletLog
+from livetable.operator.reference import Books, Call, Faults, create_operator_app
+from livetable.operator.report import report
+from livetable.operator.seamless import TAKEOVER_MS, SeamlessWallet
+from livetable.operator.signatures import HEADER, sign, valid
 from livetable.rules import Position, hand_of, parse_cards, settle_round
 from livetable.server.metrics import Metrics
-from livetable.server.wallet import (
-    TAKEOVER_MS,
-    SeamlessWallet,
-    WalletClient,
-    report,
-)
-from livetable.signature import HEADER, sign, valid
 from livetable.store.base import BetRequest
 from livetable.store.bets import Rejection, SlipRequest, bet_answer
 from livetable.store.sqlite import SQLiteStore
-from livetable.store.wallet import SQLiteWalletLog, credit_tx_id, rollback_tx_id
 
 SECRET = b"wallet-secret"
 T0 = 1_800_000_000_000
