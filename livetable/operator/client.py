@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import httpx
 import msgspec
 
+from livetable.clock import now_ms
+from livetable.operator import signatures
 from livetable.operator.calls import ANSWER_DECODER, STATUSES
-from livetable.operator.signatures import HEADER, sign
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,8 @@ class WalletClient:
         try:
             response = await self.http.post(
                 method, content=body, timeout=httpx.Timeout(seconds),
-                headers={HEADER: sign(self.secret, body), "content-type": "application/json"})
+                headers={**signatures.headers(self.secret, body, now_ms()),
+                         "content-type": "application/json"})
         except httpx.TimeoutException:
             return Reply(None, None, "timeout")
         except httpx.HTTPError as exc:
