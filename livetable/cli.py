@@ -289,7 +289,12 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
                          "minted by one must verify on all)")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    services = Services(settings, roles=roles)
+    from livetable.operator.registry import RegistryError
+
+    try:
+        services = Services(settings, roles=roles)
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
     services.collector = Collector(
         services.busy, interval=settings.gc_interval,
         on_collect=services.metrics.gc_pause.observe) if settings.gc_interval > 0 else None
@@ -337,6 +342,8 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
              "the operator (seamless: needs --wallet-url and LIVETABLE_WALLET_SECRET)")
     _setting(p, "--wallet-url", "wallet_url", "the operator's wallet, e.g. "
              "https://operator.example/wallet (calls POST {url}/debit …)")
+    _setting(p, "--operators", "operators", "the operator registry (TOML): operators, their "
+             "secrets by reference, wallets, currencies and limits; read again on SIGHUP")
     _setting(p, "--betting-seconds", "betting_seconds", "betting countdown")
     _setting(p, "--reveal-interval", "reveal_interval", "seconds between reveals in auto mode")
     _setting(p, "--next-round-after", "next_round_after",
@@ -765,6 +772,39 @@ def _add_wallet(commands: Commands) -> None:
     r.set_defaults(handler=cmd_wallet_report)
 
 
+def cmd_operators_check(args: argparse.Namespace) -> int:
+    """Read a registry as the server would (secrets resolved from this environment); say
+    what it holds, or the line that is wrong (exit 1)."""
+    from livetable.operator.registry import RegistryError, load
+
+    tables = _settings(args).table_names if args.tables or args.table_ids else None
+    try:
+        found = load(Path(args.file), table_ids=tables)
+    except RegistryError as exc:
+        print(f"livetable operators check: {exc}", file=sys.stderr)
+        return 1
+    for operator in found.operators.values():
+        currencies = ", ".join(f"{c.code} ({c.decimals} decimals, chips "
+                               f"{'/'.join(map(str, c.chips))})"
+                               for c in operator.currencies.values()) or "any currency"
+        tables_text = ",".join(sorted(operator.tables)) if operator.tables else "every table"
+        print(f"{operator.id}: {operator.name}; {len(operator.operator_secrets)} operator "
+              f"secret(s), wallet {operator.wallet_url or 'none'}; {tables_text}; {currencies}")
+    print(f"{args.file}: {len(found.operators)} operator(s), good")
+    return 0
+
+
+def _add_operators(commands: Commands) -> None:
+    p = commands.add_parser("operators", help="the operator registry")
+    sub = p.add_subparsers(dest="operators_command", metavar="OPERATORS_COMMAND",
+                           required=True)
+    c = sub.add_parser("check", help="check a registry file (TOML) as the server reads it: "
+                                     "the line of the first mistake, or what it holds")
+    c.add_argument("file", help="the registry file")
+    _add_table_flags(c)
+    c.set_defaults(handler=cmd_operators_check)
+
+
 # --- main ---------------------------------------------------------------------------------
 
 
@@ -785,6 +825,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_test_stream(commands)
     _add_operator_demo(commands)
     _add_wallet(commands)
+    _add_operators(commands)
     return parser
 
 

@@ -47,7 +47,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 import msgspec
 from babel.core import Locale
@@ -84,11 +84,8 @@ class _OperatorEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     tables: list[str] | None = None
     language: Literal["en", "th", "hi"] | None = None
     blocked_words: Annotated[list[Name], msgspec.Meta(max_length=1000)] = []
-    currencies: dict[str, _CurrencyEntry] = {}
-
-
-class _RegistryFile(msgspec.Struct, forbid_unknown_fields=True):
-    operators: dict[str, _OperatorEntry]
+    #: Each converted on its own (:func:`_currency`), so an error names its currency.
+    currencies: dict[str, dict[str, object]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,15 +168,17 @@ def parse(text: str, where: str, env: Mapping[str, str],
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RegistryError(f"{where}: not valid TOML: {exc}") from None
-    try:
-        entries = msgspec.convert(raw, _RegistryFile)
-    except msgspec.ValidationError as exc:
-        keys = _path_keys(str(exc))
-        raise RegistryError(f"{where}, line {_line_of(text, keys)}: {exc}") from None
+    entries = raw.get("operators")
+    unknown = sorted(set(raw) - {"operators"})
+    if unknown or not isinstance(entries, dict):
+        keys = unknown[:1] or ["operators"]
+        raise RegistryError(f"{where}, line {_line_of(text, keys)}: the file holds "
+                            f"[operators.<id>] tables only")
     operators = {}
-    for operator_id, entry in entries.operators.items():
+    for operator_id, entry in entries.items():
         try:
-            operators[operator_id] = _operator(operator_id, entry, env, table_ids)
+            operators[operator_id] = _operator(operator_id, _convert(entry, _OperatorEntry),
+                                               env, table_ids)
         except _EntryError as exc:
             keys = ["operators", operator_id, *exc.keys]
             raise RegistryError(f"{where}, line {_line_of(text, keys)}: operators."
@@ -188,9 +187,21 @@ def parse(text: str, where: str, env: Mapping[str, str],
 
 
 class _EntryError(Exception):
+    """What is wrong with one operator's entry, and the keys under it that say where."""
+
     def __init__(self, keys: list[str], message: str) -> None:
         super().__init__(message)
         self.keys, self.message = keys, message
+
+
+T = TypeVar("T")
+
+
+def _convert(value: object, kind: type[T], keys: tuple[str, ...] = ()) -> T:
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as exc:
+        raise _EntryError([*keys, *_path_keys(str(exc))], str(exc)) from None
 
 
 def _operator(operator_id: str, entry: _OperatorEntry, env: Mapping[str, str],
@@ -218,8 +229,9 @@ def _operator(operator_id: str, entry: _OperatorEntry, env: Mapping[str, str],
         currencies=currencies)
 
 
-def _currency(code: str, limits: _CurrencyEntry) -> Currency:
+def _currency(code: str, entry: object) -> Currency:
     keys = ["currencies", code]
+    limits = _convert(entry, _CurrencyEntry, tuple(keys))
     try:
         decimals = currency_decimals(code)
     except ValueError as exc:
@@ -268,12 +280,13 @@ def from_settings(operator_secret: bytes | None, wallet_url: str | None,
 
 
 def _path_keys(message: str) -> list[str]:
-    """The keys of msgspec's ``at `$.operators.acme.currencies[...]``` in an error."""
+    """The keys of msgspec's ``at `$.player[0]``` in an error, or of the unknown field
+    it names (msgspec points at the table that holds it)."""
     found = re.search(r"at `\$((?:\.[^.`\[]+|\[[^\]]*\])*)`", message)
-    if not found:
-        return []
-    return [part for part in re.split(r"[.\[\]]", found.group(1)) if part and
-            not part.isdigit()]
+    keys = [] if not found else [part for part in re.split(r"[.\[\]]", found.group(1))
+                                 if part and not part.isdigit() and part != "..."]
+    field_name = re.match(r"Object contains unknown field `([^`]+)`", message)
+    return [*keys, field_name.group(1)] if field_name else keys
 
 
 def _line_of(text: str, keys: list[str]) -> int:
