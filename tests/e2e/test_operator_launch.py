@@ -56,3 +56,10 @@ def test_the_launch_url_opens_the_table_as_the_player_with_the_operators_money(
     page.reload()  # the session is kept for the tab
     table.wait_online()
     expect(page.get_by_test_id("balance")).to_have_attribute("data-value", str(after))
+
+    # the Bet Record of a launched player is theirs (the session of this tab), never "play
+    # as a guest": the rules' disconnection policy sends players there
+    page.goto(server.http + "/records.html")
+    expect(page.locator("#records-player")).to_contain_text("Op-7781")
+    expect(page.locator("#records-status")).not_to_contain_text("ผู้เยี่ยมชม")  # "guest"
+    expect(page.locator("[data-bet-id]").first).to_be_visible(timeout=10_000)
