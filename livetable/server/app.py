@@ -200,6 +200,14 @@ class Services:
         single-operator deployment's ``default``."""
         settings = self.settings
         if settings.operators is not None:
+            if settings.seamless:
+                # every wallet call goes to --wallet-url today: a registry's players would
+                # be debited at the wrong operator's wallet. Refused, never guessed.
+                raise registry.RegistryError(
+                    f"{settings.operators}: a wallet per operator is not wired into the "
+                    f"seamless wallet yet; run --wallet seamless with the single-operator "
+                    f"settings (LIVETABLE_OPERATOR_SECRET), or the registry with the "
+                    f"internal wallet")
             return registry.load(settings.operators, table_ids=settings.table_names)
         return registry.from_settings(settings.operator_secret, settings.wallet_url,
                                       settings.wallet_secret)

@@ -146,3 +146,19 @@ def test_a_bad_file_on_reload_leaves_the_registry_in_force(
     assert list(services.operators.operators) == ["acme"]
     assert services.operators.operators["acme"].operator_secrets[0] == b"rotated"
     assert os.environ["ACME_OP"] == "rotated"
+
+
+def test_a_registry_is_refused_with_the_seamless_wallet_until_each_has_its_own(
+        text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every seamless call goes to --wallet-url: a registry's players there would be
+    debited at another operator's wallet, so the combination is refused at start."""
+    from livetable.server.app import Services
+
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    path = tmp_path / "ops.toml"
+    path.write_text(text)
+    with pytest.raises(RegistryError, match="wallet per operator"):
+        Services(Settings(data_dir=tmp_path, operators=path, sqlite_writer="thread",
+                          table_ids=["t1", "t2"], wallet="seamless",
+                          wallet_url="http://127.0.0.1:9/w", wallet_secret=b"s"))
