@@ -10,7 +10,7 @@
 // a filter loads older pages until it reaches the first day asked for (or the record ends).
 
 import { t, lang, onLangChange } from "./i18n.js";
-import { $, h, money, signed, spotName, handLabel, dateTime, initPage } from "./common.js";
+import { $, h, money, setCurrency, signed, spotName, handLabel, dateTime, initPage } from "./common.js";
 import { evaluate, cardEl } from "./cards.js";
 import { getJSON, storedGuest } from "./api.js";
 import { launchedToken } from "./operator.js";
@@ -45,6 +45,7 @@ function player() {
       const bytes = Uint8Array.from(atob(token.split(".")[0].replace(/-/g, "+").replace(/_/g, "/")),
         (c) => c.charCodeAt(0));
       const claims = JSON.parse(new TextDecoder().decode(bytes));
+      setCurrency(claims.cur);
       return { token, player: { id: claims.sub, name: claims.name } };
     } catch { return { token, player: null }; }
   }
