@@ -741,7 +741,25 @@ def cmd_wallet_report(args: argparse.Namespace) -> int:
         finally:
             await wallet_log.close()
 
-    result = report(asyncio.run(calls()))
+    found = asyncio.run(calls())
+    if args.operator is not None:
+        from livetable.operator.registry import operator_of
+
+        found = [call for call in found if operator_of(call.player_id) == args.operator]
+    if args.daily:
+        from livetable.operator.report import daily
+
+        days = daily(found, args.operator)
+        if args.json:
+            print(msgspec.json.encode({"days": days}).decode())
+            return 0
+        print(f"{'day':<11}{'operator':<12}{'table':<8}{'currency':<9}{'rounds':>7}"
+              f"{'players':>8}{'stakes':>12}{'returns':>12}{'ggr':>12}")
+        for d in days:
+            print(f"{d.day:<11}{d.operator:<12}{d.table_id:<8}{d.currency:<9}{d.rounds:>7}"
+                  f"{d.players:>8}{d.stakes:>12}{d.returns:>12}{d.ggr:>12}")
+        return 0
+    result = report(found)
     if args.json:
         print(msgspec.json.encode(result).decode())
         return 0
@@ -766,6 +784,10 @@ def _add_wallet(commands: Commands) -> None:
                                       "the totals per round")
     r.add_argument("--round", help="only this round")
     r.add_argument("--player", help="only this player")
+    r.add_argument("--operator", help="only this operator's players (registry id; "
+                                      "'default' for the single-operator deployment)")
+    r.add_argument("--daily", action="store_true", help="the per-day summary: rounds, "
+                   "players, stakes, returns and GGR by operator, table and currency")
     r.add_argument("--json", action="store_true", help="print JSON")
     _add_store_flags(r)
     _add_table_flags(r)

@@ -3,6 +3,7 @@ reconciles its books with (``livetable wallet report``, ``POST /api/operator/wal
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import msgspec
@@ -81,3 +82,57 @@ def report(calls: list[WalletCall]) -> Report:
                 t.undelivered += 1
             t.net = t.debited + t.debited_unknown - t.credited - t.rolled_back
     return Report(calls=out, rounds=list(rounds.values()), totals=total)
+
+
+class DayTotals(msgspec.Struct, kw_only=True):
+    """One day (UTC) of one operator's play at one table in one currency, as an operator's
+    finance team books it: ``ggr`` (gross gaming revenue) = ``stakes`` − ``returns``, where
+    ``stakes`` are the debits that stood (refunded ones taken out) and ``returns`` the
+    credits. Amounts in the currency's minor unit."""
+
+    day: str
+    operator: str
+    table_id: str
+    currency: str
+    rounds: int = 0
+    players: int = 0
+    stakes: int = 0
+    returns: int = 0
+    ggr: int = 0
+
+
+def daily(calls: list[WalletCall], operator: str | None = None) -> list[DayTotals]:
+    """The per-day summary of ``calls`` (of ``operator``'s players only, when given), by
+    day, operator, table and currency; a call counts on the day its round's first call was
+    made, so a round that crosses midnight is booked on one day."""
+    from livetable.operator.registry import operator_of
+
+    first_seen: dict[str, int] = {}
+    for call in calls:
+        at = first_seen.get(call.round_id)
+        first_seen[call.round_id] = call.created_at if at is None else min(at, call.created_at)
+    rows: dict[tuple[str, str, str, str], DayTotals] = {}
+    rounds: dict[tuple[str, str, str, str], set[str]] = {}
+    players: dict[tuple[str, str, str, str], set[str]] = {}
+    for call in calls:
+        owner = operator_of(call.player_id)
+        if operator is not None and owner != operator:
+            continue
+        day = time.strftime("%Y-%m-%d", time.gmtime(first_seen[call.round_id] / 1000))
+        key = (day, owner, call.table_id, call.currency)
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = DayTotals(day=day, operator=owner, table_id=call.table_id,
+                                        currency=call.currency)
+        rounds.setdefault(key, set()).add(call.round_id)
+        players.setdefault(key, set()).add(call.player_id)
+        if call.method == "debit" and call.state in ("ok", "unknown", "pending"):
+            row.stakes += call.amount
+        elif call.method == "rollback":
+            row.stakes -= call.amount
+        elif call.method == "credit":
+            row.returns += call.amount
+    for key, row in rows.items():
+        row.rounds, row.players = len(rounds[key]), len(players[key])
+        row.ggr = row.stakes - row.returns
+    return sorted(rows.values(), key=lambda r: (r.day, r.operator, r.table_id, r.currency))

@@ -451,6 +451,9 @@ class ReportRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     round_id: Annotated[str, msgspec.Meta(max_length=128)] | None = None
     player_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 10_000
+    #: The per-day summary (rounds, players, stakes, returns, GGR by table and currency)
+    #: instead of the calls.
+    daily: bool = False
 
 
 class BetsQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
@@ -747,13 +750,15 @@ async def wallet_report(request: Request) -> Response:
     wallet_log = services_of(request).wallet_log
     if wallet_log is None:
         return _error(404, "not_seamless", "this server runs the internal wallet")
-    from livetable.operator.report import report
+    from livetable.operator.report import daily, report
 
     player = (None if query.player_id is None
               else registry.ledger_player_id(operator.id, query.player_id))
     calls = await wallet_log.calls(query.round_id, player, query.limit)
     # an operator reads its own players' calls, never another operator's
     calls = [call for call in calls if registry.operator_of(call.player_id) == operator.id]
+    if query.daily:
+        return _json(msgspec.json.encode({"days": daily(calls, operator.id)}))
     return _json(msgspec.json.encode(report(calls)))
 
 

@@ -173,6 +173,8 @@ def test_the_wallet_report_needs_the_operators_signature(
     _, server = calm
     assert signed_post(server, "/api/operator/wallet", {}, secret="wrong").status_code == 401
     assert "totals" in wallet_report(server)
+    days = wallet_report(server, daily=True)["days"]
+    assert all(day["operator"] == "default" for day in days)
 
 
 def test_guests_are_off_with_a_seamless_wallet(calm: tuple[OperatorServer, LiveServer]
