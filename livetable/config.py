@@ -183,6 +183,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: Checks the operator's signature on POST /api/operator/sessions and the wallet
     #: report; unset = those endpoints answer 404 (no operator integration).
     operator_secret: bytes | None = None
+    #: The operator registry (TOML, livetable/operator/registry.py): every operator's
+    #: secrets by reference, wallet, currencies and limits; read again on SIGHUP. Unset =
+    #: one operator, ``default``, from LIVETABLE_OPERATOR_SECRET (if set).
+    operators: Path | None = None
     #: Seconds a launch session's token lives.
     session_ttl: Positive = 8 * 3600
     #: The address players reach this service at (launch URLs start with it); empty = the

@@ -22,6 +22,12 @@ from msgspec import Meta, Struct, field
 ShortText = Annotated[str, Meta(max_length=128)]
 #: Counters kept exactly everywhere (SQLite's integers, Lua's doubles): 0 … 2^53 - 1.
 Counter = Annotated[int, Meta(ge=0, le=2**53 - 1)]
+#: Any other whole number a client sends. What it means is checked where it is used, with
+#: the answer that names it (a bet's ``bad_amount``, the engine's ``bad_command``, a
+#: ``get_bets`` limit clamped to 1…200), but no number a client sends is larger than every
+#: store and every encoder on its way keep exactly: a ``get_bets`` limit of 2^70 once
+#: overflowed the ledger's msgpack frame (docs/security.md, issue 25).
+Integer = Annotated[int, Meta(ge=-(2**53 - 1), le=2**53 - 1)]
 #: A Bet Record page cursor: the ``next`` of the page before (a bet's sequence number).
 Cursor = Annotated[str, Meta(pattern=r"^[0-9]{1,15}$")]
 
@@ -164,7 +170,7 @@ class BetRecordEntry(Struct, kw_only=True):
 
 
 class Hello(Struct, tag="hello", tag_field="type", kw_only=True):
-    v: int
+    v: Integer
     table: ShortText
     token: Annotated[str, Meta(max_length=2048)] | None = None
     resume: ResumePoint | None = None
@@ -174,7 +180,7 @@ class PlaceBet(Struct, tag="place_bet", tag_field="type", kw_only=True):
     bet_id: str  # its length is the store's bad_bet_id, with the bet named
     round_id: ShortText
     spot: ShortText
-    amount: int  # its range is the store's bad_amount, with the bet named
+    amount: Integer  # its range is the store's bad_amount, with the bet named
 
 
 class SlipBet(Struct, kw_only=True, frozen=True):
@@ -182,7 +188,7 @@ class SlipBet(Struct, kw_only=True, frozen=True):
 
     bet_id: str  # its length is the store's bad_bet_id, with the bet named
     spot: ShortText
-    amount: int  # its range is the store's bad_amount, with the bet named
+    amount: Integer  # its range is the store's bad_amount, with the bet named
 
 
 class PlaceBets(Struct, tag="place_bets", tag_field="type", kw_only=True):
@@ -194,12 +200,12 @@ class PlaceBets(Struct, tag="place_bets", tag_field="type", kw_only=True):
 
 
 class GetBets(Struct, tag="get_bets", tag_field="type", kw_only=True):
-    limit: int | None = None  # clamped to 1…200
+    limit: Integer | None = None  # clamped to 1…200
     before: Cursor | None = None
 
 
 class Ping(Struct, tag="ping", tag_field="type", kw_only=True):
-    t: int | float | None = None
+    t: Integer | float | None = None
 
 
 class GetBalance(Struct, tag="get_balance", tag_field="type", kw_only=True):
@@ -217,7 +223,7 @@ class StartShoe(Struct, tag="start_shoe", tag_field="type", kw_only=True):
 
 
 class OpenBetting(Struct, tag="open_betting", tag_field="type", kw_only=True):
-    betting_ms: int | None = None  # its range is the engine's bad_command
+    betting_ms: Integer | None = None  # its range is the engine's bad_command
 
 
 class CloseBetting(Struct, tag="close_betting", tag_field="type", kw_only=True):

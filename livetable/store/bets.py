@@ -56,7 +56,7 @@ REJECTIONS: dict[p.RejectionCode, str] = {
     "wallet_pending": "This bet is still waiting for your wallet.",
 }
 
-#: The refusals that come from a seamless wallet (livetable/server/wallet.py), not a store.
+#: The refusals that come from a seamless wallet (livetable/operator/seamless.py), not a store.
 WALLET_REJECTIONS: frozenset[p.RejectionCode] = frozenset(
     {"wallet_refused", "wallet_unavailable", "wallet_pending"})
 

@@ -14,14 +14,21 @@ How. :class:`WriterProcess` starts ``python -c _CHILD FD`` (:func:`main`) with o
 a socket pair, sends it the store's options (:class:`WriterOptions`: the state key among
 them, never on the command line, where ``ps`` shows it) and waits for it to open the
 database and run the migrations. From then on each call is one frame each way, behind a
-4-byte length: the method's name and its arguments out, its value back, both in msgpack
-(msgspec), decoded by the types the method declares — what a batch of slips costs this
-process to send and read back is what its event loop pays, and pickle cost ten times as
-much (13 µs against 1.3 µs a slip, measured). An exception comes back pickled: any
-exception may cross. The child runs the calls one after another in the order they were
-sent, as the writer thread did, so the answers come back in that order: a queue of futures
-matches them. (So the store can keep two batches of slips in flight: the child starts the
-next as soon as it has sent an answer, not once a busy event loop has read it.) The child
+head of its length and its call's id: the method's name and its arguments out, its value
+back, both in msgpack (msgspec), decoded by the types the method declares — what a batch
+of slips costs this process to send and read back is what its event loop pays, and pickle
+cost ten times as much (13 µs against 1.3 µs a slip, measured). An exception comes back
+pickled: any exception may cross. The child runs the calls one after another, as the
+writer thread did. (So the store can keep two batches of slips in flight: the child starts
+the next as soon as it has sent an answer, not once a busy event loop has read it.)
+
+Each answer is matched to its call by the id the child copies from the request, never by
+the order of a waiting list: a call is registered only once its frame is built (a value
+that cannot be encoded fails that call alone, before anything is queued), and an answer
+that names no waiting call is dropped with an error in the log. A list kept in order was
+one entry off for good after a request failed to encode (a ``get_bets`` with a limit of
+2^70 did), and every later answer went to the caller before — another player's Bet Record
+to a guest (docs/security.md, issue 25). The child
 opens its own :class:`~livetable.store.sqlite.SQLiteStore` and runs the very methods the
 writer thread runs; there is one SQL path.
 
@@ -44,7 +51,6 @@ it; here the server side is one asyncio stream, and the child is a plain blockin
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
 import inspect
@@ -73,7 +79,9 @@ STOP_TIMEOUT = 10.0
 
 #: The child's command line: ``python -c _CHILD FD``.
 _CHILD = "import sys; from livetable.store.writer import main; sys.exit(main(sys.argv))"
-_HEAD = 4  # bytes of a frame's length, big-endian
+_SIZE = 4  # bytes of a frame's length, big-endian
+_CALL = 8  # bytes of its call's id, big-endian (a request's, copied into its answer)
+_HEAD = _SIZE + _CALL  # a frame's head: its length (of what follows the head), its call
 _OK, _RAISED = b"\x00", b"\x01"  # an answer's first byte
 
 
@@ -109,22 +117,24 @@ def _value(method: str) -> msgspec.msgpack.Decoder[Any]:
     return msgspec.msgpack.Decoder(typing.get_type_hints(getattr(SQLiteStore, method))["return"])
 
 
-def _frame(prefix: bytes, value: Any) -> bytearray:
-    """One frame: its length, ``prefix``, then ``value`` in msgpack, written in place (a
-    batch of 2,000 slips or a chunk's results is copied once, not three times). A request's
-    prefix is its method's name and a zero byte; an answer's is :data:`_OK`."""
+def _frame(prefix: bytes, value: Any, call: int = 0) -> bytearray:
+    """One frame of call ``call``: its head, ``prefix``, then ``value`` in msgpack, written
+    in place (a batch of 2,000 slips or a chunk's results is copied once, not three times).
+    A request's prefix is its method's name and a zero byte; an answer's is :data:`_OK`.
+    Raises (OverflowError, TypeError) if ``value`` cannot be encoded."""
     frame = bytearray(_HEAD) + prefix
     _encoder.encode_into(value, frame, len(frame))
-    return _sized(frame)
+    return _sized(frame, call)
 
 
-def _sized(frame: bytearray) -> bytearray:
-    """``frame`` (its first :data:`_HEAD` bytes left for it) with its length written in."""
-    frame[:_HEAD] = (len(frame) - _HEAD).to_bytes(_HEAD, "big")
+def _sized(frame: bytearray, call: int = 0) -> bytearray:
+    """``frame`` (its first :data:`_HEAD` bytes left for it) with its head written in."""
+    frame[:_SIZE] = (len(frame) - _HEAD).to_bytes(_SIZE, "big")
+    frame[_SIZE:_HEAD] = call.to_bytes(_CALL, "big")
     return frame
 
 
-def _raised(exc: BaseException) -> bytearray:
+def _raised(exc: BaseException, call: int = 0) -> bytearray:
     """The answer that raises ``exc`` in the server: SQLite's outages as StoreUnavailable,
     anything else with its traceback in the child as a note (as a RuntimeError if it
     cannot be pickled)."""
@@ -142,19 +152,20 @@ def _raised(exc: BaseException) -> bytearray:
     except Exception:  # an exception that cannot be pickled still reaches the server
         body = pickle.dumps(RuntimeError(f"in the SQLite writer process: {exc!r}\n{trace}"),
                             protocol=pickle.HIGHEST_PROTOCOL)
-    return _sized(bytearray(_HEAD) + _RAISED + body)
+    return _sized(bytearray(_HEAD) + _RAISED + body, call)
 
 
-def _read_body(stream: BinaryIO) -> bytes:
-    """The next frame's body from a blocking stream; EOFError when the other end closed."""
+def _read_body(stream: BinaryIO) -> tuple[int, bytes]:
+    """The next frame's call id and body from a blocking stream; EOFError when the other
+    end closed."""
     head = stream.read(_HEAD)
     if len(head) < _HEAD:
         raise EOFError
-    size = int.from_bytes(head, "big")
+    size = int.from_bytes(head[:_SIZE], "big")
     body = stream.read(size)
     if len(body) < size:
         raise EOFError
-    return body
+    return int.from_bytes(head[_SIZE:], "big"), body
 
 
 class WriterProcess:
@@ -171,9 +182,9 @@ class WriterProcess:
         self._sock: socket.socket | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._reading: asyncio.Task[None] | None = None
-        #: the calls sent and not answered yet, in the order sent: (method, its future)
-        self._waiting: collections.deque[tuple[str, asyncio.Future[Any]]] = \
-            collections.deque()
+        #: the calls sent and not answered yet, by call id: (method, its future)
+        self._waiting: dict[int, tuple[str, asyncio.Future[Any]]] = {}
+        self._last_call = 0  # the id of the last call sent (0: the ``open`` of a child)
         self._connecting: asyncio.Lock | None = None
         self._closing = False
         self._start()
@@ -199,7 +210,7 @@ class WriterProcess:
             ours.settimeout(START_TIMEOUT)
             ours.sendall(_frame(b"open\x00", (self._options,)))
             with ours.makefile("rb") as stream:
-                body = _read_body(stream)
+                _, body = _read_body(stream)
         except (OSError, EOFError) as exc:
             proc.kill()
             proc.wait()
@@ -232,25 +243,42 @@ class WriterProcess:
 
     async def call(self, method: str, *args: Any) -> Any:
         """Run ``SQLiteStore.<method>(*args)`` in the child; its result or its exception."""
+        self._last_call = call = self._last_call + 1
+        # the frame first: arguments that cannot be encoded fail this call, and nothing
+        # has been registered that an answer could be matched to
+        frame = _frame(method.encode() + b"\x00", args, call)
         writer = self._writer or await self._connect()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting.append((method, future))
-        writer.write(_frame(method.encode() + b"\x00", args))
-        return await future
+        self._waiting[call] = (method, future)
+        try:
+            writer.write(frame)
+            return await future
+        finally:
+            self._waiting.pop(call, None)  # answered, cancelled, or never sent
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         why: BaseException | None = None
         try:
             while True:
                 head = await reader.readexactly(_HEAD)
-                body = await reader.readexactly(int.from_bytes(head, "big"))
-                method, future = self._waiting.popleft()
-                if future.done():  # its caller was cancelled
+                body = await reader.readexactly(int.from_bytes(head[:_SIZE], "big"))
+                call = int.from_bytes(head[_SIZE:], "big")
+                waiting = self._waiting.pop(call, None)
+                if waiting is None:  # its caller was cancelled (or a bug: said below)
+                    if not 0 < call <= self._last_call:
+                        log.error("the SQLite writer process answered call %d, never "
+                                  "sent: dropped", call)
                     continue
-                if body[:1] == _OK:
-                    future.set_result(_value(method).decode(memoryview(body)[1:]))
-                else:
-                    future.set_exception(pickle.loads(body[1:]))
+                method, future = waiting
+                if future.done():
+                    continue
+                try:
+                    if body[:1] == _OK:
+                        future.set_result(_value(method).decode(memoryview(body)[1:]))
+                    else:
+                        future.set_exception(pickle.loads(body[1:]))
+                except Exception as exc:  # an answer this process cannot read: its
+                    future.set_exception(exc)  # caller's failure, no other call's
         except (asyncio.IncompleteReadError, OSError) as exc:
             why = exc
         finally:
@@ -263,8 +291,9 @@ class WriterProcess:
             writer.close()
         proc = self._proc
         code = None if proc is None else proc.poll()
-        while self._waiting:
-            _, future = self._waiting.popleft()
+        waiting = list(self._waiting.values())
+        self._waiting.clear()
+        for _, future in waiting:
             if not future.done():
                 future.set_exception(StoreUnavailable(
                     f"the SQLite writer process ended (exit code {code})"))
@@ -323,7 +352,8 @@ def main(argv: list[str]) -> int:
             return False
 
     try:
-        _, _, args = _read_body(stream).partition(b"\x00")  # "open"
+        _, body = _read_body(stream)
+        _, _, args = body.partition(b"\x00")  # "open"
         options: WriterOptions = msgspec.msgpack.decode(args, type=tuple[WriterOptions])[0]
         store = SQLiteStore(options.path, options.event_retention,
                             None if options.seal_key is None else StateSeal(options.seal_key),
@@ -337,18 +367,20 @@ def main(argv: list[str]) -> int:
         return 0
     while True:
         try:
-            name, _, args = _read_body(stream).partition(b"\x00")
+            call, body = _read_body(stream)
         except EOFError:  # the server closed it, or died
             break
+        name, _, args = body.partition(b"\x00")
         method = name.decode()
         if method == "close":
             store.db.close()
-            answer(_frame(_OK, None))
+            answer(_frame(_OK, None, call))
             return 0
         try:
-            frame = _frame(_OK, getattr(store, method)(*_arguments(method).decode(args)))
+            frame = _frame(_OK, getattr(store, method)(*_arguments(method).decode(args)),
+                           call)
         except Exception as exc:
-            frame = _raised(exc)
+            frame = _raised(exc, call)
         if not answer(frame):
             break
     store.db.close()
