@@ -192,7 +192,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: The address players reach this service at (launch URLs start with it); empty = the
     #: address the operator's request came to.
     public_url: str = ""
-    #: SQLite ``PRAGMA synchronous`` of the ledger and the wallet log (store/sqlite.py).
+    #: SQLite ``PRAGMA synchronous`` of the ledger and the wallet log (store/ledger/schema.py).
     sqlite_sync: Literal["NORMAL", "FULL", "EXTRA"] = "NORMAL"
     #: Where the SQLite ledger's writer runs: a child process with its own interpreter
     #: lock (store/writer.py), or a thread of the server.

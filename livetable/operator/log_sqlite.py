@@ -1,46 +1,16 @@
 """The wallet log in the embedded SQLite database file (its contract and records:
-:mod:`livetable.operator.log`)."""
+:mod:`livetable.operator.log`). Its table is among the ledger's migrations
+(store/ledger/schema.py), which it applies too if it opens the file first."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import msgspec
 
 from livetable.operator.log import CallState, WalletCall
 from livetable.store.base import surface_outages
-from livetable.store.sqlite import check_synchronous, is_sqlite_outage
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS wallet_calls (
-    tx_id TEXT PRIMARY KEY,
-    method TEXT NOT NULL,
-    player_id TEXT NOT NULL,
-    currency TEXT NOT NULL,
-    table_id TEXT NOT NULL,
-    round_id TEXT NOT NULL,
-    amount INTEGER NOT NULL,
-    body BLOB NOT NULL,
-    state TEXT NOT NULL,
-    answer TEXT,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    slip_key TEXT,
-    deadline INTEGER NOT NULL DEFAULT 0,
-    closed_by TEXT,
-    next_at INTEGER NOT NULL DEFAULT 0,
-    debits TEXT NOT NULL DEFAULT ''
-);
-CREATE UNIQUE INDEX IF NOT EXISTS wallet_slips ON wallet_calls (player_id, slip_key)
-    WHERE method = 'debit';
-CREATE INDEX IF NOT EXISTS wallet_open ON wallet_calls (created_at)
-    WHERE method = 'debit' AND closed_by IS NULL;
-CREATE INDEX IF NOT EXISTS wallet_due ON wallet_calls (next_at) WHERE state = 'queued';
-CREATE INDEX IF NOT EXISTS wallet_rounds ON wallet_calls (round_id, player_id);
-CREATE INDEX IF NOT EXISTS wallet_players ON wallet_calls (player_id, created_at)
-"""
+from livetable.store.ledger.schema import connect, is_sqlite_outage, transaction
 
 _FIELDS = tuple(WalletCall.__struct_fields__)
 _COLUMNS = ", ".join(_FIELDS)
@@ -60,23 +30,19 @@ class SQLiteWalletLog:
     The file locked past ``busy_timeout``, or a disk I/O error, surfaces as
     :class:`~livetable.store.base.StoreUnavailable` (:func:`surface_outages`).
 
-    Its own connection (and tables created if missing, apart from the ledger's numbered
-    migrations): the log never shares a transaction with the ledger — every step that
-    touches both is idempotent by id instead (see :mod:`livetable.operator.seamless`) — so
-    it needs nothing of the ledger's connection, and nothing waits on the other's work
-    beyond SQLite's own write lock (``busy_timeout``).
+    Its own connection (its table is among the ledger's migrations, which it applies too
+    if it opens the file first): the log never shares a transaction with the ledger —
+    every step that touches both is idempotent by id instead (see
+    :mod:`livetable.operator.seamless`) — so it needs nothing of the ledger's connection, and
+    nothing waits on the other's work beyond SQLite's own write lock (``busy_timeout``).
     """
 
     def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
-        self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
+        # the ledger's durability (store/ledger/schema.py): NORMAL survives a process
+        # crash, which is what the outbox must; WAL's default (FULL) would fsync every
+        # debit twice
+        self.db = connect(str(path), synchronous)
         self.db.execute("PRAGMA busy_timeout=5000")
-        # the ledger's durability (store/sqlite.py): NORMAL survives a process crash, which
-        # is what the outbox must; WAL's default (FULL) would fsync every debit twice
-        self.db.execute(f"PRAGMA synchronous={check_synchronous(synchronous)}")
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                self.db.execute(statement)
 
     def _select(self, where: str, args: tuple[object, ...]) -> list[WalletCall]:
         rows = self.db.execute(f"SELECT {_COLUMNS} FROM wallet_calls WHERE {where}",
@@ -84,16 +50,11 @@ class SQLiteWalletLog:
         return [_row(r) for r in rows]
 
     async def begin_debit(self, call: WalletCall) -> WalletCall | None:
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(self.db):
             prior = self._select("method = 'debit' AND player_id = ? AND slip_key = ?",
                                  (call.player_id, call.slip_key))
             if not prior:
                 self._insert(call)
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
         return prior[0] if prior else None
 
     def _insert(self, call: WalletCall) -> None:
@@ -111,35 +72,25 @@ class SQLiteWalletLog:
         return cur.rowcount == 1
 
     async def expire_debits(self, before: int, now: int) -> list[WalletCall]:
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(self.db):
             expired = self._select("method = 'debit' AND state = 'pending' AND deadline < ?",
                                    (before,))
             self.db.executemany(
                 "UPDATE wallet_calls SET state = 'unknown', answer = 'no answer by the "
                 "deadline', updated_at = ? WHERE tx_id = ? AND state = 'pending'",
                 [(now, c.tx_id) for c in expired])
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
         for call in expired:
             call.state = "unknown"
         return expired
 
     async def enqueue(self, calls: list[WalletCall], closes: list[str], now: int) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(self.db):
             for call in calls:
                 self._insert(call)
             closer = calls[0].tx_id if calls else None
             self.db.executemany(
                 "UPDATE wallet_calls SET closed_by = ?, updated_at = ? "
                 "WHERE tx_id = ? AND closed_by IS NULL", [(closer, now, t) for t in closes])
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
 
     async def open_debits(self, limit: int) -> list[WalletCall]:
         return self._select("method = 'debit' AND closed_by IS NULL ORDER BY created_at "

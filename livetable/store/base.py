@@ -249,7 +249,7 @@ def surface_outages(is_outage: Callable[[BaseException], bool]) -> Callable[[C],
     errors (``is_outage``) surface as :class:`StoreUnavailable`.
 
     One wrapping point per store, so that no method forgets it and no call site repeats
-    it. (The SQLite store's one point is its writer thread, ``SQLiteStore._run``.)
+    it. (The SQLite store's one point is its writer, ``SQLiteStore._run``.)
     """
     def wrap(cls: C) -> C:
         for name, method in list(vars(cls).items()):

@@ -14,10 +14,12 @@ How. :class:`WriterProcess` starts ``python -c _CHILD FD`` (:func:`main`) with o
 a socket pair, sends it the store's options (:class:`WriterOptions`: the state key among
 them, never on the command line, where ``ps`` shows it) and waits for it to open the
 database and run the migrations. From then on each call is one frame each way, behind a
-head of its length and its call's id: the method's name and its arguments out, its value
-back, both in msgpack (msgspec), decoded by the types the method declares — what a batch
-of slips costs this process to send and read back is what its event loop pays, and pickle
-cost ten times as much (13 µs against 1.3 µs a slip, measured). An exception comes back
+head of its length and its call's id: the call out (a
+:class:`~livetable.store.ledger.calls.Call`, a typed Struct per operation of the ledger),
+its answer back, both in msgpack (msgspec), the call decoded by the union of every call
+and the answer by the call's own answer type — what a batch of slips costs this process
+to send and read back is what its event loop pays, and pickle cost ten times as much
+(13 µs against 1.3 µs a slip, measured). An exception comes back
 pickled: any exception may cross. The child runs the calls one after another, as the
 writer thread did. (So the store can keep two batches of slips in flight: the child starts
 the next as soon as it has sent an answer, not once a busy event loop has read it.)
@@ -28,13 +30,15 @@ that cannot be encoded fails that call alone, before anything is queued), and an
 that names no waiting call is dropped with an error in the log. A list kept in order was
 one entry off for good after a request failed to encode (a ``get_bets`` with a limit of
 2^70 did), and every later answer went to the caller before — another player's Bet Record
-to a guest (docs/security.md, issue 25). The child
-opens its own :class:`~livetable.store.sqlite.SQLiteStore` and runs the very methods the
-writer thread runs; there is one SQL path.
+to a guest (docs/security.md, issue 25). The child opens its own
+:class:`~livetable.store.ledger.Ledger` and runs each call with
+:func:`~livetable.store.ledger.calls.perform`, as the writer thread does: there is one SQL
+path.
 
 Faults. The child turns SQLite's outages into
 :class:`~livetable.store.base.StoreUnavailable` before they cross (with
-``store.sqlite.is_sqlite_outage``, as the writer thread's ``SQLiteStore._run`` does); a
+``store.ledger.schema.is_sqlite_outage``, as the writer thread's ``SQLiteStore._run``
+does); a
 bug crosses as itself, its traceback in the child added as a note. If the child dies,
 every call waiting on it fails with ``StoreUnavailable`` and the next call starts a new
 child (a store outage to the runner and the gateway: retried, answered ``unavailable``).
@@ -53,22 +57,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import inspect
 import logging
 import os
 import pickle
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import traceback
-import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import msgspec
 
 from livetable.store.base import StoreUnavailable
+from livetable.store.ledger.calls import (
+    Call,
+    CloseLedger,
+    LedgerCall,
+    answer_type,
+    perform,
+)
+from livetable.store.ledger.core import Ledger
+from livetable.store.ledger.schema import is_sqlite_outage, outage
+from livetable.store.sealing import StateSeal
+
+A = TypeVar("A")
 
 log = logging.getLogger("livetable.store.writer")
 
@@ -86,41 +102,28 @@ _OK, _RAISED = b"\x00", b"\x01"  # an answer's first byte
 
 
 class WriterOptions(msgspec.Struct, frozen=True):
-    """What the child opens its store with (the first call, ``open``)."""
+    """What the child opens its ledger with (its first frame)."""
 
     path: str
     event_retention: int
     seal_key: bytes | None
-    settle_chunk: int
     synchronous: str
 
 
 _encoder = msgspec.msgpack.Encoder()
+_calls = msgspec.msgpack.Decoder(LedgerCall)
 
 
 @functools.cache
-def _arguments(method: str) -> msgspec.msgpack.Decoder[Any]:
-    """How the child reads the arguments of ``SQLiteStore.<method>``: by its signature."""
-    from livetable.store.sqlite import SQLiteStore
-
-    fn = getattr(SQLiteStore, method)
-    hints = typing.get_type_hints(fn)
-    kinds = tuple(hints[name] for name in inspect.signature(fn).parameters if name != "self")
-    return msgspec.msgpack.Decoder(tuple[kinds] if kinds else tuple[()])  # type: ignore[valid-type]
-
-
-@functools.cache
-def _value(method: str) -> msgspec.msgpack.Decoder[Any]:
-    """How the server reads the value of ``SQLiteStore.<method>``: by its return type."""
-    from livetable.store.sqlite import SQLiteStore
-
-    return msgspec.msgpack.Decoder(typing.get_type_hints(getattr(SQLiteStore, method))["return"])
+def _answer(kind: type[Call[Any]]) -> msgspec.msgpack.Decoder[Any]:
+    """How the server reads the answer to a call of ``kind``: by its answer type."""
+    return msgspec.msgpack.Decoder(answer_type(kind))
 
 
 def _frame(prefix: bytes, value: Any, call: int = 0) -> bytearray:
     """One frame of call ``call``: its head, ``prefix``, then ``value`` in msgpack, written
     in place (a batch of 2,000 slips or a chunk's results is copied once, not three times).
-    A request's prefix is its method's name and a zero byte; an answer's is :data:`_OK`.
+    A request has no prefix (the call is the value); an answer's is :data:`_OK`.
     Raises (OverflowError, TypeError) if ``value`` cannot be encoded."""
     frame = bytearray(_HEAD) + prefix
     _encoder.encode_into(value, frame, len(frame))
@@ -138,13 +141,9 @@ def _raised(exc: BaseException, call: int = 0) -> bytearray:
     """The answer that raises ``exc`` in the server: SQLite's outages as StoreUnavailable,
     anything else with its traceback in the child as a note (as a RuntimeError if it
     cannot be pickled)."""
-    import sqlite3
-
-    from livetable.store.sqlite import is_sqlite_outage
-
     trace = "".join(traceback.format_exception(exc)).rstrip()
     if isinstance(exc, sqlite3.Error) and is_sqlite_outage(exc):
-        exc = StoreUnavailable(f"SQLite: {exc}")
+        exc = outage(exc)
     elif not isinstance(exc, StoreUnavailable):
         exc.add_note("in the SQLite writer process:\n" + trace)
     try:
@@ -169,7 +168,7 @@ def _read_body(stream: BinaryIO) -> tuple[int, bytes]:
 
 
 class WriterProcess:
-    """A :class:`~livetable.store.sqlite.SQLiteStore`'s writer in a child process.
+    """A :class:`~livetable.store.sqlite.SQLiteStore`'s ledger in a child process.
 
     The constructor blocks until the child has opened the database (it runs where the
     store is built, before the server serves); an error opening it is raised here, as the
@@ -182,8 +181,8 @@ class WriterProcess:
         self._sock: socket.socket | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._reading: asyncio.Task[None] | None = None
-        #: the calls sent and not answered yet, by call id: (method, its future)
-        self._waiting: dict[int, tuple[str, asyncio.Future[Any]]] = {}
+        #: the calls sent and not answered yet, by call id: (its kind, its future)
+        self._waiting: dict[int, tuple[type[Call[Any]], asyncio.Future[Any]]] = {}
         self._last_call = 0  # the id of the last call sent (0: the ``open`` of a child)
         self._connecting: asyncio.Lock | None = None
         self._closing = False
@@ -208,7 +207,7 @@ class WriterProcess:
             theirs.close()
         try:
             ours.settimeout(START_TIMEOUT)
-            ours.sendall(_frame(b"open\x00", (self._options,)))
+            ours.sendall(_frame(b"", self._options))
             with ours.makefile("rb") as stream:
                 _, body = _read_body(stream)
         except (OSError, EOFError) as exc:
@@ -241,20 +240,20 @@ class WriterProcess:
             self._writer = writer
             return writer
 
-    async def call(self, method: str, *args: Any) -> Any:
-        """Run ``SQLiteStore.<method>(*args)`` in the child; its result or its exception."""
-        self._last_call = call = self._last_call + 1
+    async def call(self, call: Call[A]) -> A:
+        """Run ``call`` on the child's ledger; its answer or its exception."""
+        self._last_call = number = self._last_call + 1
         # the frame first: arguments that cannot be encoded fail this call, and nothing
         # has been registered that an answer could be matched to
-        frame = _frame(method.encode() + b"\x00", args, call)
+        frame = _frame(b"", call, number)
         writer = self._writer or await self._connect()
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting[call] = (method, future)
+        future: asyncio.Future[A] = asyncio.get_running_loop().create_future()
+        self._waiting[number] = (type(call), future)
         try:
             writer.write(frame)
             return await future
         finally:
-            self._waiting.pop(call, None)  # answered, cancelled, or never sent
+            self._waiting.pop(number, None)  # answered, cancelled, or never sent
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         why: BaseException | None = None
@@ -269,12 +268,12 @@ class WriterProcess:
                         log.error("the SQLite writer process answered call %d, never "
                                   "sent: dropped", call)
                     continue
-                method, future = waiting
+                kind, future = waiting
                 if future.done():
                     continue
                 try:
                     if body[:1] == _OK:
-                        future.set_result(_value(method).decode(memoryview(body)[1:]))
+                        future.set_result(_answer(kind).decode(memoryview(body)[1:]))
                     else:
                         future.set_exception(pickle.loads(body[1:]))
                 except Exception as exc:  # an answer this process cannot read: its
@@ -313,7 +312,7 @@ class WriterProcess:
         self._closing = True
         if self._writer is not None:
             with contextlib.suppress(StoreUnavailable):
-                await self.call("close")
+                await self.call(CloseLedger())
             self._writer.close()
         elif self._sock is not None:
             self._sock.close()
@@ -335,12 +334,9 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """The child: open the store, then run calls until the socket closes."""
+    """The child: open the ledger, then run calls until the socket closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ended by its socket, never by a signal
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    from livetable.store.sealing import StateSeal
-    from livetable.store.sqlite import SQLiteStore
-
     sock = socket.socket(fileno=int(argv[1]))
     stream = sock.makefile("rb")
 
@@ -353,35 +349,34 @@ def main(argv: list[str]) -> int:
 
     try:
         _, body = _read_body(stream)
-        _, _, args = body.partition(b"\x00")  # "open"
-        options: WriterOptions = msgspec.msgpack.decode(args, type=tuple[WriterOptions])[0]
-        store = SQLiteStore(options.path, options.event_retention,
-                            None if options.seal_key is None else StateSeal(options.seal_key),
-                            options.settle_chunk, options.synchronous)
+        options = msgspec.msgpack.decode(body, type=WriterOptions)
+        ledger = Ledger(options.path, options.event_retention,
+                        None if options.seal_key is None else StateSeal(options.seal_key),
+                        options.synchronous)
     except EOFError:
         return 0
     except Exception as exc:
         answer(_raised(exc))
         return 1
-    if not answer(_frame(_OK, None)):
-        return 0
+    if answer(_frame(_OK, None)):
+        _serve(ledger, stream, answer)
+    ledger.close()
+    return 0
+
+
+def _serve(ledger: Ledger, stream: BinaryIO, answer: Callable[[bytearray], bool]) -> None:
+    """Run each call read from ``stream`` and answer it, until the socket closes or the
+    server closes the ledger."""
     while True:
         try:
-            call, body = _read_body(stream)
+            number, body = _read_body(stream)
         except EOFError:  # the server closed it, or died
-            break
-        name, _, args = body.partition(b"\x00")
-        method = name.decode()
-        if method == "close":
-            store.db.close()
-            answer(_frame(_OK, None, call))
-            return 0
+            return
+        call: LedgerCall | None = None
         try:
-            frame = _frame(_OK, getattr(store, method)(*_arguments(method).decode(args)),
-                           call)
+            call = _calls.decode(body)
+            frame = _frame(_OK, perform(ledger, call), number)
         except Exception as exc:
-            frame = _raised(exc, call)
-        if not answer(frame):
-            break
-    store.db.close()
-    return 0
+            frame = _raised(exc, number)
+        if not answer(frame) or isinstance(call, CloseLedger):
+            return

@@ -1030,7 +1030,7 @@ async def test_a_round_settling_across_the_open_bets_index_migration_sqlite(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ledger written before migration 5 (the open-bets index of open bets only), with a
     round half settled, opens migrated, and the rest of the round settles each bet once."""
-    import livetable.store.sqlite as sqlite_store
+    import livetable.store.ledger.schema as sqlite_store
 
     path = tmp_path / "livetable.db"
     with monkeypatch.context() as m:
@@ -1046,7 +1046,7 @@ async def test_a_round_settling_across_the_open_bets_index_migration_sqlite(
     store = SQLiteStore(path, settle_chunk=4)
     try:
         assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(
-            sqlite_store.MIGRATIONS) == 5
+            sqlite_store.MIGRATIONS) == 6  # 6: the wallet log's tables
         index = store.db.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'bets_open'").fetchone()[0]
         assert index.endswith("WHERE state = 'accepted'"), index
@@ -1074,14 +1074,16 @@ async def test_a_chunk_that_fails_half_way_writes_nothing_sqlite(
     await open_round(store)
     await _many_bets(store, 10)
     first = await commit(store, settle_effect(R1, ROUND_A), now=T0 + 20_000)
-    real = store._transfer
+    assert isinstance(store, SQLiteStore) and store.ledger is not None
+    real = store.ledger.post
 
-    def failing(tid: str, *args: Any) -> bool:
-        if tid.startswith("payout:"):
+    def failing(moves: list[Any], **kwargs: Any) -> Any:
+        applied = real(moves, **kwargs)  # written, then the failure
+        if any(m.id.startswith("payout:") for m in moves):
             raise sqlite3.OperationalError("disk I/O error")
-        return real(tid, *args)
+        return applied
 
-    monkeypatch.setattr(store, "_transfer", failing)
+    monkeypatch.setattr(store.ledger, "post", failing)
     before = await store.audit()
     with pytest.raises(sqlite3.OperationalError):
         await store.settle_pending(TABLE, T0 + 21_000)
