@@ -1,9 +1,8 @@
 """The table engine: the round state machine of one table, sans-IO."""
 
+from livetable.engine.state import Mode, TableState, Timing
 from livetable.engine.table import (
-    TRANSITIONS,
     CancelRound,
-    Command,
     Effect,
     EngineError,
     OpenRound,
@@ -12,10 +11,8 @@ from livetable.engine.table import (
     SettleRound,
     Step,
     TableEngine,
-    TableState,
-    Timing,
-    allowed_in,
 )
+from livetable.engine.transitions import TRANSITIONS, Command, allowed_in
 
 __all__ = [
     "TRANSITIONS",
@@ -23,6 +20,7 @@ __all__ = [
     "Command",
     "Effect",
     "EngineError",
+    "Mode",
     "OpenRound",
     "RevealShoe",
     "SetBetting",

@@ -64,7 +64,7 @@ from livetable.engine import (
     Timing,
     allowed_in,
 )
-from livetable.engine.table import Mode
+from livetable.engine.state import Mode
 from livetable.rules import (
     BET_SPOTS,
     DECK,
