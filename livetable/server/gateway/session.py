@@ -163,7 +163,8 @@ async def run(self: Gateway, client: Client) -> None:
         await self._answer(client, command, client.arrived_at)
 
 
-async def answer(self: Gateway, client: Client, command: object, arrived_at: int) -> None:
+async def answer(self: Gateway, client: Client, command: p.PlayerCommand | p.DealerCommand,
+                 arrived_at: int) -> None:
     try:
         await self._handle(client, command, arrived_at)
     except WebSocketDisconnect:
