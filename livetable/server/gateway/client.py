@@ -18,9 +18,9 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from livetable import protocol as p
 from livetable.auth import Identity
+from livetable.server.framed_ws import ABORT, EXTENSION, text_frame
 from livetable.server.gateway.codes import CLOSE_TOO_SLOW
 from livetable.server.ratelimit import TokenBucket
-from livetable.server.wsproto import ABORT, EXTENSION, text_frame
 
 if TYPE_CHECKING:
     from livetable.server.gateway import Gateway
@@ -34,7 +34,7 @@ class Client:
     """One websocket: a bounded send queue and the writer task that drains it.
 
     The writer task exists only while it has work: a frame that can be written straight to
-    an idle connection (see :mod:`livetable.server.wsproto`) needs none, and an idle
+    an idle connection (see :mod:`livetable.server.framed_ws`) needs none, and an idle
     viewer costs no task, event loop wake-ups or their memory.
     """
 
@@ -68,7 +68,7 @@ class Client:
 
     def send(self, frame: str, framed: bytes | None = None) -> None:
         """Queue ``frame``; or, given its websocket framing and an idle connection, write
-        it at once (see :mod:`livetable.server.wsproto`)."""
+        it at once (see :mod:`livetable.server.framed_ws`)."""
         if self.closed:
             return
         if (framed is not None and self.write_frame is not None and not self.queue

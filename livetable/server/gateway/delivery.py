@@ -1,7 +1,7 @@
 """Delivery: the table steps the bus brings, fanned out to the connections watching.
 
 Each table event is encoded once, by the engine, and framed once here: the same bytes go
-to every connection (see :mod:`livetable.server.wsproto`). A step that does not follow the
+to every connection (see :mod:`livetable.server.framed_ws`). A step that does not follow the
 last one delivered tells the table's clients to resume (:data:`CLOSE_RESYNC`) — nothing is
 skipped silently. A player's private results go to that player's connections at the table,
 written together; those of rounds that reached this gateway by repair are read back from
@@ -23,9 +23,9 @@ import msgspec
 from livetable import protocol as p
 from livetable.bus import TableBatch
 from livetable.clock import now_ms
+from livetable.server.framed_ws import text_frame
 from livetable.server.gateway.codes import CLOSE_RESYNC
 from livetable.server.gateway.feed import TableFeed, settled_rounds
-from livetable.server.wsproto import text_frame
 from livetable.store.base import StoreUnavailable
 
 if TYPE_CHECKING:

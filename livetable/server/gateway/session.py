@@ -21,6 +21,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from livetable import protocol as p
 from livetable.clock import now_ms
+from livetable.server.framed_ws import ARRIVED_AT
 from livetable.server.gateway.client import Client, Endpoint
 from livetable.server.gateway.codes import (
     ANSWERED_STRIKES,
@@ -31,7 +32,6 @@ from livetable.server.gateway.codes import (
     CLOSE_TRY_AGAIN_LATER,
 )
 from livetable.server.gateway.intake import MAX_BETS_IN_FLIGHT
-from livetable.server.wsproto import ARRIVED_AT
 from livetable.store.base import StoreUnavailable
 
 if TYPE_CHECKING:
