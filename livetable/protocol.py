@@ -42,7 +42,7 @@ ErrorCode = Literal[
     "table_halted", "table_unavailable",
 ]
 #: ``bet_rejected.code`` and ``slip_rejected.code`` (their messages:
-#: :data:`livetable.store.bets.REJECTIONS`; docs/protocol.md §6 and §14).
+#: :data:`livetable.engine.bets.REJECTIONS`; docs/protocol.md §6 and §14).
 RejectionCode = Literal[
     "not_a_player", "rate_limited", "bad_bet_id", "bad_spot", "bad_amount",
     "duplicate_bet_id", "unknown_round", "paused", "betting_closed", "below_min",
@@ -240,7 +240,10 @@ class ResumeTable(Struct, tag="resume", tag_field="type", kw_only=True):
     pass
 
 
-class CancelRound(Struct, tag="cancel_round", tag_field="type", kw_only=True):
+class CallOffRound(Struct, tag="cancel_round", tag_field="type", kw_only=True):
+    """The dealer's ``cancel_round``: the round is called off, every bet refunded (what the
+    ledger does then is the engine's effect :class:`livetable.engine.table.CancelRound`)."""
+
     reason: Annotated[str, Meta(max_length=200)] = ""
 
 
@@ -267,7 +270,7 @@ class RoundCards(Struct, tag="round_cards", tag_field="type", kw_only=True):
 
 DealerCommand = (
     Hello | StartShoe | OpenBetting | CloseBetting | CardIn | Reveal | Pause | ResumeTable
-    | CancelRound | SetMode | CorrectCards | RoundCards | Ping
+    | CallOffRound | SetMode | CorrectCards | RoundCards | Ping
 )
 
 
@@ -296,7 +299,7 @@ class VoidCards(Struct, tag="void_cards", tag_field="type", kw_only=True):
 #: What a gateway hands to a table's engine (in-process, or through Redis in scale-out).
 TableCommand = (
     StartShoe | OpenBetting | CloseBetting | CardIn | Reveal | Pause | ResumeTable
-    | CancelRound | SetMode | RoundCards | VoidCards
+    | CallOffRound | SetMode | RoundCards | VoidCards
 )
 
 
@@ -525,15 +528,6 @@ class Error(Struct, tag="error", tag_field="type", kw_only=True, omit_defaults=T
 class Ack(Struct, tag="ack", tag_field="type", kw_only=True):
     cmd: str
     detail: dict[str, Any] | None = None
-
-
-ServerMessage = (
-    Welcome | BetAccepted | BetRejected | SlipAccepted | SlipRejected | BetSettled | Bets | Pong
-    | Heartbeat | Balance | Error | Ack | ShoeShuffling | ShoeStarted | RoundOpened | BettingClosed
-    | CardDealt | CardsVoided
-    | HandRevealed | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
-    | CutCardOut | ModeChanged
-)
 
 
 # --- the one encoder and the decoders ---------------------------------------------------------

@@ -53,11 +53,11 @@ from livetable import protocol as p
 from livetable.auth import Identity
 from livetable.clock import now_ms
 from livetable.config import Settings
+from livetable.engine.bets import Rejection, SlipRequest
 from livetable.rules import BetSpot
 from livetable.server.metrics import Metrics
 from livetable.signature import HEADER, sign
 from livetable.store.base import InsufficientBalance, Store
-from livetable.store.bets import Rejection, SlipRequest
 from livetable.store.wallet import (
     CallSummary,
     WalletCall,

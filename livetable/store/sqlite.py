@@ -30,6 +30,21 @@ from typing import Any, Literal, TypeVar
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id, hold_account
+from livetable.engine.bets import (
+    BetRequest,
+    Rejection,
+    RoundFacts,
+    SlipAnswer,
+    SlipFacts,
+    SlipRequest,
+    TakenBet,
+    accepted,
+    bet_answer,
+    closed_deadline,
+    judge_slip,
+    precheck,
+    settled_message,
+)
 from livetable.engine.table import (
     CancelRound,
     Effect,
@@ -52,28 +67,15 @@ from livetable.store.base import (
 )
 from livetable.store.bets import (
     SQLITE_SETTLE_CHUNK,
-    BetRequest,
     BetRow,
     OpenBet,
-    Rejection,
-    RoundFacts,
     RoundView,
-    SlipAnswer,
-    SlipFacts,
-    SlipRequest,
-    TakenBet,
-    accepted,
-    bet_answer,
-    closed_deadline,
-    judge_slip,
     limits_dict,
     payout_transfer_id,
-    precheck,
     record_entry,
     refund_transfer_id,
     settle_chunk,
     settle_transfer_id,
-    settled_message,
 )
 from livetable.store.sealing import StateSeal, open_state, seal_state
 from livetable.store.writer import WriterOptions, WriterProcess

@@ -20,6 +20,7 @@ from livetable import protocol as p
 from livetable.auth import Identity
 from livetable.config import Settings
 from livetable.engine import CancelRound, OpenRound, SettleRound
+from livetable.engine.bets import BetRequest, Rejection, SlipRequest, bet_answer
 from livetable.operator_demo import Books, Call, Faults, create_operator_app
 from livetable.rules import Position, hand_of, parse_cards, settle_round
 from livetable.server.metrics import Metrics
@@ -30,8 +31,6 @@ from livetable.server.wallet import (
     report,
 )
 from livetable.signature import HEADER, sign, valid
-from livetable.store.base import BetRequest
-from livetable.store.bets import Rejection, SlipRequest, bet_answer
 from livetable.store.sqlite import SQLiteStore
 from livetable.store.wallet import SQLiteWalletLog, credit_tx_id, rollback_tx_id
 

@@ -56,7 +56,7 @@ class Commands:
             case p.CorrectCards():
                 await self._correct(client, command)
             case (p.StartShoe() | p.OpenBetting() | p.CloseBetting() | p.CardIn()
-                  | p.Reveal() | p.Pause() | p.ResumeTable() | p.CancelRound() | p.SetMode()
+                  | p.Reveal() | p.Pause() | p.ResumeTable() | p.CallOffRound() | p.SetMode()
                   | p.RoundCards()):
                 client.send_message(await self.execute(_dealers_table(client), command))
             case _:

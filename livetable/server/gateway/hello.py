@@ -22,6 +22,7 @@ from livetable import protocol as p
 from livetable.auth import Identity, TokenError, verify
 from livetable.clock import now_ms
 from livetable.config import Settings
+from livetable.engine.bets import settled_message
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.codes import (
     CLOSE_FORBIDDEN,
@@ -34,7 +35,6 @@ from livetable.server.gateway.feed import TableFeed, Tables, settled_rounds
 from livetable.server.gateway.players import Players
 from livetable.server.metrics import Metrics
 from livetable.store.base import Store
-from livetable.store.bets import settled_from_record
 
 
 class Admission:
@@ -201,5 +201,5 @@ class Admission:
         """When a resume cannot replay: the player's latest results at this table, so the
         client still sees what was paid while it was away (it de-duplicates by bet_id)."""
         entries, _ = await self.store.bet_record(player_id, 20, None)
-        return [settled_from_record(e) for e in reversed(entries)
+        return [settled_message(e) for e in reversed(entries)
                 if e.table == table and e.state != "accepted"]

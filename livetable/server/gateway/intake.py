@@ -1,7 +1,7 @@
 """Bet intake: a bet or a slip from a player's connection to its answer.
 
 Checked here only for what the gateway knows (a player's token, the bet rate); the store
-judges the rest in its batch (:mod:`livetable.store.bets`), or, in seamless mode, the
+judges the rest in its batch (by :mod:`livetable.engine.bets`), or, in seamless mode, the
 operator's wallet debits within the betting window. Each bet is judged by when its frame
 arrived, not by when a busy server got to it.
 
@@ -16,12 +16,7 @@ from typing import TYPE_CHECKING
 
 from livetable import protocol as p
 from livetable.config import Settings
-from livetable.server.gateway.client import Client
-from livetable.server.gateway.feed import TableFeed
-from livetable.server.metrics import Metrics
-from livetable.server.ratelimit import RateLimits
-from livetable.store.base import Store
-from livetable.store.bets import (
+from livetable.engine.bets import (
     BetRequest,
     Rejection,
     SlipRequest,
@@ -30,6 +25,11 @@ from livetable.store.bets import (
     rejected,
     slip_answer,
 )
+from livetable.server.gateway.client import Client
+from livetable.server.gateway.feed import TableFeed
+from livetable.server.metrics import Metrics
+from livetable.server.ratelimit import RateLimits
+from livetable.store.base import Store
 
 if TYPE_CHECKING:  # the wallet's module is the operator's side, not needed to run without it
     from livetable.server.wallet import SeamlessWallet
