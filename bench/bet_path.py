@@ -28,7 +28,7 @@ from livetable import protocol as p
 from livetable.auth import mint
 from livetable.bus import TableBatch
 from livetable.config import Settings
-from livetable.engine.table import OpenRound
+from livetable.engine.effects import OpenRound
 from livetable.server.gateway import Gateway
 from livetable.server.metrics import Metrics
 from livetable.store.sqlite import SQLiteStore

@@ -54,7 +54,7 @@ def main() -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from livetable import protocol as p
     from livetable.engine.bets import SlipRequest
-    from livetable.engine.table import OpenRound, SetBetting
+    from livetable.engine.effects import OpenRound, SetBetting
     from livetable.rules import BET_SPOTS
     from livetable.store.sqlite import SQLiteStore
     from livetable.store.writer import _HEAD, _OK, _frame, _value

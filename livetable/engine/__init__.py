@@ -1,7 +1,6 @@
 """The table engine: the round state machine of one table, sans-IO."""
 
-from livetable.engine.state import Mode, TableState, Timing
-from livetable.engine.table import (
+from livetable.engine.effects import (
     CancelRound,
     Effect,
     EngineError,
@@ -10,8 +9,9 @@ from livetable.engine.table import (
     SetBetting,
     SettleRound,
     Step,
-    TableEngine,
 )
+from livetable.engine.state import Mode, TableState, Timing
+from livetable.engine.table import TableEngine
 from livetable.engine.transitions import TRANSITIONS, Command, allowed_in
 
 __all__ = [

@@ -40,21 +40,25 @@ until ``closes_at`` — the engine's deadline, not the client's.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
-from typing import Literal, TypedDict
-
-import msgspec
 
 from livetable import protocol as p
-from livetable.engine import views
+from livetable.engine import pacing, views
+from livetable.engine.effects import (
+    CancelRound,
+    EngineError,
+    Numbering,
+    OpenRound,
+    SetBetting,
+    SettleRound,
+    Step,
+)
+from livetable.engine.shoe_keeper import ShoeKeeper
 from livetable.engine.state import (
     STATE_DECODER,
     STATE_ENCODER,
     Mode,
     TableState,
     Timing,
-    parse_shoe,
-    shoe_state,
 )
 from livetable.engine.transitions import (
     BETWEEN_ROUNDS,
@@ -78,102 +82,9 @@ from livetable.rules import (
     settle_round,
 )
 from livetable.rules.cards import Card
-from livetable.rules.fairness import commitment
 
 #: What a dealer types (or a scanner reads) when the cut card comes out of the shoe.
 CUT_CARD_TOKENS = frozenset({"CUT", "CUTCARD", "CUT_CARD"})
-
-
-class EngineError(Exception):
-    """A command that is illegal now. ``code`` is stable (for clients), ``message`` human.
-
-    ``step`` is set when the command was refused but the table still moved (an impossible
-    card pauses the round): the shell stores and announces it, then reports the error.
-    """
-
-    def __init__(self, code: p.ErrorCode, message: str, step: Step | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.step = step
-
-
-class Numbering(TypedDict):
-    """A table event's place in the table's numbering: built into the event, which is
-    frozen (``p.RoundOpened(**self._number(), round_id=…)``)."""
-
-    table: str
-    epoch: int
-    seq: int
-
-
-# --- effects: what the ledger does for a step ---------------------------------------------
-
-
-class OpenRound(msgspec.Struct, tag="open_round", kw_only=True):
-    table: str
-    round_id: str
-    shoe_id: str
-    round_no: int
-    closes_at: int
-    limits: p.Limits
-
-
-class SetBetting(msgspec.Struct, tag="set_betting", kw_only=True):
-    """Bets are taken until ``closes_at`` while ``status`` is "betting"; "paused" and
-    "closed" refuse them (with the codes ``paused`` and ``betting_closed``)."""
-
-    table: str
-    round_id: str
-    status: Literal["betting", "paused", "closed"]
-    closes_at: int | None
-
-
-class SettleRound(msgspec.Struct, tag="settle_round", kw_only=True):
-    table: str
-    round_id: str
-    #: spot → (outcome, odds, returned multiple) for a bet of one unit.
-    spots: dict[str, tuple[str, int, int]]
-    cards: dict[str, list[str]]
-
-
-class CancelRound(msgspec.Struct, tag="cancel_round", kw_only=True):
-    table: str
-    round_id: str
-    reason: str
-
-
-class RevealShoe(msgspec.Struct, tag="reveal_shoe", kw_only=True):
-    """An auto shoe has ended: keep it for ``GET /api/shoes/{shoe_id}`` (DESIGN §7).
-
-    ``rounds``: each round of the shoe (round id, how many cards it took out of the shoe,
-    its burn included), in order.
-    """
-
-    table: str
-    shoe_id: str
-    commitment: str
-    salt: str
-    cut_at: int
-    order: list[str]
-    burn_card: str
-    burned: int
-    rounds: list[tuple[str, int]]
-
-
-Effect = OpenRound | SetBetting | SettleRound | CancelRound | RevealShoe
-
-
-@dataclass
-class Step:
-    events: list[p.TableEvent] = field(default_factory=list)
-    effects: list[Effect] = field(default_factory=list)
-    #: For a manual ``card``: where it went (``{"slot": "P3", "n": 1}`` or ``{"slot": "burn"}``).
-    detail: dict[str, object] | None = None
-
-    def extend(self, other: Step) -> None:
-        self.events.extend(other.events)
-        self.effects.extend(other.effects)
 
 
 class TableEngine:
@@ -182,24 +93,8 @@ class TableEngine:
     def __init__(self, state: TableState, rng: random.Random | None = None) -> None:
         self.state = state
         self.rng = rng if rng is not None else random.SystemRandom()
-        self._live_shoe: tuple[str, Shoe] | None = None  # a parsed copy of state.shoe
-
-    def _shoe(self) -> Shoe:
-        """The live Shoe of ``state.shoe`` (parsed once per shoe, not once per card)."""
-        assert self.state.shoe is not None
-        shoe_id = self.state.shoe.shoe_id
-        if self._live_shoe is None or self._live_shoe[0] != shoe_id:
-            self._live_shoe = (shoe_id, parse_shoe(self.state.shoe))
-        return self._live_shoe[1]
-
-    def _took(self, shoe: Shoe, card: Card) -> None:
-        """Mirror a card taken from the live shoe into the stored state."""
-        state = self.state.shoe
-        assert state is not None
-        state.drawn = shoe.drawn
-        state.cut_out = shoe.cut_out
-        key = str(card)
-        state.seen[key] = state.seen.get(key, 0) + 1
+        #: The shoe: its live parsed copy, cards taken, started, cut, opened, revealed.
+        self.shoes = ShoeKeeper(state, self.rng, self._number)
 
     @classmethod
     def new(
@@ -241,29 +136,11 @@ class TableEngine:
 
     def next_deadline(self) -> int | None:
         """When the runner must call :meth:`tick` next (epoch ms), or None."""
-        s = self.state
-        if s.phase == "betting":
-            close = None if s.closes_at is None else s.closes_at + s.timing.close_grace_ms
-            if s.mode == "auto" and s.next_at is not None:  # the next card, face down
-                return s.next_at if close is None else min(close, s.next_at)
-            return close
-        if s.phase == "paused":
-            return None
-        if s.mode == "auto" or s.phase in BETWEEN_ROUNDS:  # manual: an automatic open
-            return s.next_at
-        return None
+        return views.next_deadline(self.state)
 
     def entered_cards(self) -> list[dict[str, object]]:
-        """The cards of the open round in dealing order, for the dealer console only.
-
-        Manual mode only: those are the cards the dealer scanned. The server's own shoe
-        (auto mode) stays secret until each hand's reveal, from dealer consoles too.
-        """
-        s = self.state
-        if s.mode != "manual":
-            raise EngineError("wrong_mode", "the server's shoe is secret until the reveal; "
-                              "entered cards exist in manual mode only")
-        return [views.entered_card(s, i) for i in range(len(s.round_cards))]
+        """The cards the dealer entered this round (manual mode only)."""
+        return views.entered_cards(self.state)
 
     # --- plumbing ----------------------------------------------------------------------
 
@@ -300,46 +177,13 @@ class TableEngine:
             self._move("all_dealt")
             s.next_at = now + s.timing.reveal_interval_ms if s.mode == "auto" else None
 
-    def _between_rounds_at(self, now: int) -> int | None:
-        """When the next round opens by itself: auto mode always, manual mode if set."""
-        s = self.state
-        if s.mode == "auto":
-            return now + s.timing.between_rounds_ms
-        return now + s.timing.manual_open_ms if s.timing.manual_open_ms > 0 else None
-
     # --- commands ----------------------------------------------------------------------
 
     def start_shoe(self, now: int) -> Step:
         """A new shoe: shuffle and the opening burn (auto), or wait for its first card."""
         self._check("start_shoe")
-        s = self.state
         step = Step()
-        self._reveal_shoe(step)  # the shoe it replaces has ended
-        s.shoe_no += 1
-        shoe_id = f"{s.table}.{s.shoe_no}"
-        s.round_no = 0
-        s.roadmap = []
-        s.last_round = False
-        if s.mode == "auto":
-            shoe = Shoe.shuffled(self.rng, cut_range=s.timing.cut_range)
-            salt = self.rng.randbytes(32).hex()
-            burn_card, burned = shoe.open()
-            s.shoe = shoe_state(shoe, shoe_id)
-            s.shoe.salt = salt
-            s.shoe.commitment = commitment(salt, shoe.cut_at, s.shoe.order)
-            self._live_shoe = (shoe_id, shoe)
-            step.events.append(p.ShoeStarted(
-                **self._number(), shoe_id=shoe_id, burn_card=str(burn_card), burned=burned,
-                commitment=s.shoe.commitment, cards_left=views.cards_left(s),
-                opens_at=views.opens_at(s)))
-        else:
-            shoe = Shoe.manual()
-            s.shoe = shoe_state(shoe, shoe_id, awaiting=True)
-            self._live_shoe = (shoe_id, shoe)
-            s.next_at = None  # no round opens by itself before the opening card
-            # players see "shuffling — new shoe" until the opening card is read
-            step.events.append(p.ShoeShuffling(**self._number(), shoe_id=shoe_id))
-            step.detail = {"awaiting": "opening card"}
+        self.shoes.start(step)
         return step
 
     def open_betting(self, now: int, betting_ms: int | None = None) -> Step:
@@ -401,17 +245,7 @@ class TableEngine:
         if s.shoe is None:
             raise EngineError("no_shoe", "start a new shoe first")
         if token.strip().upper() in CUT_CARD_TOKENS:
-            # The live shoe too: the next card's _took copies its cut_out into the state.
-            self._shoe().mark_cut_card()
-            already = s.shoe.cut_out
-            s.shoe.cut_out = True
-            if s.phase in ("betting", "dealing"):
-                s.last_round = True
-            step = Step(detail={"slot": "cut", "last_round": s.last_round})
-            if not already:
-                step.events.append(p.CutCardOut(
-                    **self._number(), shoe_id=s.shoe.shoe_id, last_round=s.last_round))
-            return step
+            return self.shoes.cut()
         try:
             card = parse_card(token)
         except CardError as exc:
@@ -423,20 +257,11 @@ class TableEngine:
             raise EngineError("illegal_command", "the shoe opens between rounds")
         if not between and len(s.round_cards) == len(ROUND_SLOTS):
             raise EngineError("all_dealt", "all thirteen cards of this round are out")
-        shoe = self._shoe()
-        if s.shoe.awaiting_open_card:
-            self._feed(shoe, card, now)
-            shoe.burn_unseen(card.burn_count)
-            self._took(shoe, card)
-            s.shoe.awaiting_open_card = False
-            s.next_at = self._between_rounds_at(now)
-            step = Step(detail={"slot": "opening", "burned": card.burn_count})
-            step.events.append(p.ShoeStarted(
-                **self._number(), shoe_id=s.shoe.shoe_id, burn_card=str(card),
-                burned=card.burn_count, cards_left=views.cards_left(s), opens_at=views.opens_at(s)))
-            return step
+        shoe = self.shoes.live()
         self._feed(shoe, card, now)
-        self._took(shoe, card)
+        if s.shoe.awaiting_open_card:
+            return self.shoes.opened(shoe, card, now)
+        self.shoes.took(shoe, card)
         step = self._place_card(str(card), now)
         self._move("card")
         self._after_card(now)
@@ -464,15 +289,15 @@ class TableEngine:
                 cards_left=views.cards_left(s)))
         return step
 
-    def _deal_from_shoe(self, due: int) -> Step:
+    def deal(self, due: int) -> Step:
         """Auto mode: the next card of the round from the engine's own shoe, face down."""
         self._check("card")
         s = self.state
         assert s.shoe is not None
-        shoe = self._shoe()
+        shoe = self.shoes.live()
         already = s.shoe.cut_out
         card = shoe.draw()
-        self._took(shoe, card)
+        self.shoes.took(shoe, card)
         step = Step()
         if shoe.cut_out:
             s.last_round = True
@@ -507,13 +332,7 @@ class TableEngine:
         assert s.shoe is not None and s.round_id is not None
         voided = [views.entered_card(s, i)
                   for i in range(len(s.round_cards) - count, len(s.round_cards))]
-        for entry in voided:
-            key = str(entry["card"])
-            s.shoe.seen[key] -= 1
-            if not s.shoe.seen[key]:
-                del s.shoe.seen[key]
-        s.shoe.drawn -= count
-        self._live_shoe = None  # re-read from the corrected state
+        self.shoes.put_back([str(entry["card"]) for entry in voided])
         del s.round_cards[-count:]
         self._move("void_cards")
         if s.phase == "dealing":
@@ -566,41 +385,13 @@ class TableEngine:
             spots={k: (v.outcome, v.odds, v.returned_multiple) for k, v in spots.items()},
             cards={pos.value: views.cards_of(s, pos) for pos in DEAL_ORDER},
         ))
-        s.next_at = self._next_round_at(now)
+        s.next_at = views.next_round_at(s, now)
         step.events.append(p.RoundSettled(
             **self._number(), round_id=s.round_id, results=results, last_round=s.last_round,
             opens_at=s.next_at))
         if s.last_round:
-            self._reveal_shoe(step)
+            self.shoes.reveal(step)
         return step
-
-    def _next_round_at(self, now: int) -> int | None:
-        """When the next round opens by itself (None: the dealer opens it)."""
-        s = self.state
-        if s.mode == "manual" and (s.shoe is None or s.shoe.awaiting_open_card
-                                   or s.last_round):
-            return None  # a new shoe first: the dealer starts it and reads its opening card
-        return self._between_rounds_at(now)
-
-    def _reveal_shoe(self, step: Step) -> None:
-        """The shoe has ended: publish its order and salt (an auto shoe, once)."""
-        s = self.state
-        shoe = s.shoe
-        if shoe is None or shoe.commitment is None or shoe.salt is None or shoe.revealed:
-            return
-        shoe.revealed = True
-        ends = [*shoe.round_starts[1:], shoe.drawn]
-        rounds = [(f"{shoe.shoe_id}.{n}", end - start)
-                  for n, (start, end) in enumerate(zip(shoe.round_starts, ends, strict=True),
-                                                   start=1)]
-        opening = parse_card(shoe.order[0])
-        step.effects.append(RevealShoe(
-            table=s.table, shoe_id=shoe.shoe_id, commitment=shoe.commitment, salt=shoe.salt,
-            cut_at=shoe.cut_at, order=list(shoe.order), burn_card=str(opening),
-            burned=opening.burn_count, rounds=rounds))
-        step.events.append(p.ShoeRevealed(
-            **self._number(), shoe_id=shoe.shoe_id, salt=shoe.salt, cut_at=shoe.cut_at,
-            order=list(shoe.order)))
 
     def pause(self, reason: str, now: int) -> Step:
         self._check("pause")
@@ -655,11 +446,11 @@ class TableEngine:
         s.paused_from = None
         s.paused_reason = None
         s.betting_left_ms = None
-        s.next_at = self._next_round_at(now)
+        s.next_at = views.next_round_at(s, now)
         step.events.append(p.RoundCancelled(
             **self._number(), round_id=s.round_id, reason=reason, opens_at=s.next_at))
         if s.last_round:
-            self._reveal_shoe(step)
+            self.shoes.reveal(step)
         return step
 
     def set_mode(self, mode: Mode, now: int) -> Step:
@@ -669,7 +460,7 @@ class TableEngine:
         if s.mode == mode:
             return Step(detail={"mode": mode})
         step = Step(detail={"mode": mode})
-        self._reveal_shoe(step)  # an auto shoe set aside has ended
+        self.shoes.reveal(step)  # an auto shoe set aside has ended
         s.mode = mode
         s.shoe = None
         s.last_round = False
@@ -678,58 +469,9 @@ class TableEngine:
         return step
 
     def tick(self, now: int) -> Step:
-        """The clock: deal (auto mode) and close betting at its deadline; in auto mode
-        reveal and go on; in manual mode open the next round if that is set."""
-        s = self.state
-        step = Step()
-        for _ in range(64):  # bounded: a tick far in the future catches up step by step
-            if s.phase == "betting" and s.closes_at is not None:
-                close = s.closes_at + s.timing.close_grace_ms
-                deal = s.next_at if s.mode == "auto" else None
-                if deal is not None and deal <= now and deal <= close:
-                    step.extend(self._deal_from_shoe(deal))  # face down, bets still open
-                    continue
-                if now >= close:
-                    step.extend(self.close_betting(close))
-                    continue
-                break
-            if s.next_at is None or now < s.next_at or s.phase == "paused":
-                break
-            due = s.next_at
-            if s.phase in BETWEEN_ROUNDS:
-                if s.mode == "manual" and (s.shoe is None or s.shoe.awaiting_open_card
-                                           or s.last_round):
-                    s.next_at = None  # the dealer starts the next shoe
-                    break
-                step.extend(self.open_betting(max(due, now)))
-            elif s.mode != "auto":
-                break
-            elif s.phase == "dealing":
-                step.extend(self._deal_from_shoe(due))
-            elif s.phase == "revealing":
-                step.extend(self.reveal(due))
-            else:
-                break
-        return step
+        """What the clock does to the table by ``now`` (:func:`~.pacing.tick`)."""
+        return pacing.tick(self, now)
 
     def recover(self, now: int) -> Step:
-        """After a crash: a round whose cards are all recorded and whose betting had closed
-        is revealed and settled; any other unfinished round is cancelled with full refunds.
-        Never both, never neither.
-        """
-        s = self.state
-        phase = s.paused_from if s.phase == "paused" else s.phase
-        step = Step()
-        if phase == "revealing":
-            if s.phase == "paused":
-                step.extend(self.resume(now))
-            if s.mode == "auto":
-                s.next_at = now + s.timing.reveal_interval_ms
-            return step
-        if phase in ("betting", "dealing"):
-            step.extend(self.cancel_round("the table restarted before all cards were dealt",
-                                          now))
-            return step
-        if s.phase in BETWEEN_ROUNDS:
-            s.next_at = self._next_round_at(now)
-        return step
+        """After a crash: finish or cancel the round (:func:`~.pacing.recover`)."""
+        return pacing.recover(self, now)

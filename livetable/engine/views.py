@@ -1,4 +1,5 @@
-"""What a table's state shows: the snapshot, a revealed hand, where each card went.
+"""What a table's state shows: the snapshot, a revealed hand, where each card went, when
+the table next needs the clock.
 
 Read-only functions of a :class:`~livetable.engine.state.TableState`, apart from the engine
 that changes it: the snapshot and the events show the same counts (cards left, cards per
@@ -9,6 +10,7 @@ hand's reveal, but :func:`entered_card`'s, which only a dealer console is answer
 from __future__ import annotations
 
 from livetable import protocol as p
+from livetable.engine.effects import EngineError
 from livetable.engine.state import TableState
 from livetable.engine.transitions import BETWEEN_ROUNDS
 from livetable.rules import DEAL_ORDER, ROUND_SLOTS, Position, hand_of, parse_card
@@ -92,3 +94,46 @@ def slot_detail(index: int) -> dict[str, object]:
 def entered_card(s: TableState, index: int) -> dict[str, object]:
     """The round's ``index``-th card and where it went: for the dealer console only."""
     return slot_detail(index) | {"card": s.round_cards[index]}
+
+
+def entered_cards(s: TableState) -> list[dict[str, object]]:
+    """The cards of the open round in dealing order, for the dealer console only.
+
+    Manual mode only: those are the cards the dealer scanned. The server's own shoe
+    (auto mode) stays secret until each hand's reveal, from dealer consoles too.
+    """
+    if s.mode != "manual":
+        raise EngineError("wrong_mode", "the server's shoe is secret until the reveal; "
+                          "entered cards exist in manual mode only")
+    return [entered_card(s, i) for i in range(len(s.round_cards))]
+
+
+# --- when ---------------------------------------------------------------------------------
+
+
+def next_deadline(s: TableState) -> int | None:
+    """When the clock must tick the table next (epoch ms), or None."""
+    if s.phase == "betting":
+        close = None if s.closes_at is None else s.closes_at + s.timing.close_grace_ms
+        if s.mode == "auto" and s.next_at is not None:  # the next card, face down
+            return s.next_at if close is None else min(close, s.next_at)
+        return close
+    if s.phase == "paused":
+        return None
+    if s.mode == "auto" or s.phase in BETWEEN_ROUNDS:  # manual: an automatic open
+        return s.next_at
+    return None
+
+
+def between_rounds_at(s: TableState, now: int) -> int | None:
+    """When the next round opens by itself: auto mode always, manual mode if set."""
+    if s.mode == "auto":
+        return now + s.timing.between_rounds_ms
+    return now + s.timing.manual_open_ms if s.timing.manual_open_ms > 0 else None
+
+
+def next_round_at(s: TableState, now: int) -> int | None:
+    """When the next round opens by itself after this one (None: the dealer opens it)."""
+    if s.mode == "manual" and (s.shoe is None or s.shoe.awaiting_open_card or s.last_round):
+        return None  # a new shoe first: the dealer starts it and reads its opening card
+    return between_rounds_at(s, now)

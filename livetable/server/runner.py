@@ -31,8 +31,8 @@ from livetable import protocol as p
 from livetable.bus import Bus, TableBatch
 from livetable.clock import now_ms
 from livetable.engine import EngineError, Step, TableEngine, Timing
+from livetable.engine.effects import CancelRound, SettleRound
 from livetable.engine.state import Mode
-from livetable.engine.table import CancelRound, SettleRound
 from livetable.rules.cards import CardError
 from livetable.store.base import Settled, Store, StoreUnavailable
 from livetable.tasks import cancel

@@ -46,7 +46,7 @@ import msgspec
 
 from livetable import protocol as p
 from livetable.engine.bets import BetRequest, Rejection, SlipRequest, settled_message
-from livetable.engine.table import Effect
+from livetable.engine.effects import Effect
 from livetable.rules.fairness import ShoeRecord
 from livetable.store.bets import RoundView
 

@@ -45,7 +45,7 @@ from livetable.engine.bets import (
     precheck,
     settled_message,
 )
-from livetable.engine.table import (
+from livetable.engine.effects import (
     CancelRound,
     Effect,
     OpenRound,

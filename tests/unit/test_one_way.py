@@ -14,7 +14,7 @@ from typing import get_args
 import livetable
 from livetable import protocol as p
 from livetable.engine import bets
-from livetable.engine.table import Effect
+from livetable.engine.effects import Effect
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "livetable").rglob("*.py"))
