@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from livetable.engine.table import SettleRound
+    from livetable.engine.effects import SettleRound
     from livetable.protocol import Limits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -385,7 +385,7 @@ def wide_limits() -> Limits:
 def settle_effect(table: str, round_id: str) -> SettleRound:
     """The SettleRound of one fixed round (P1 9D 7C, …, Banker 6S 8S), by the rules: every
     spot a result, some won, some lost."""
-    from livetable.engine.table import SettleRound
+    from livetable.engine.effects import SettleRound
     from livetable.rules import DEAL_ORDER, hand_of, parse_cards, settle_round
 
     cards = ["9D", "7C", "KH", "9H", "5C", "5S", "JD", "AC", "2H", "4H", "6S", "8S"]

@@ -164,7 +164,7 @@ class Bench:
 
 def livetable_ws() -> Any:
     """The websocket protocol ``livetable serve`` gives uvicorn (its framed-write one)."""
-    from livetable.server.wsproto import FramedWebSocketProtocol
+    from livetable.server.framed_ws import FramedWebSocketProtocol
 
     return FramedWebSocketProtocol
 

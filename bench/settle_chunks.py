@@ -54,9 +54,9 @@ def main() -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from livetable import protocol as p
-    from livetable.engine.table import OpenRound, SetBetting
+    from livetable.engine.bets import SlipRequest
+    from livetable.engine.effects import OpenRound, SetBetting
     from livetable.rules import BET_SPOTS
-    from livetable.store.bets import SlipRequest
     from livetable.store.ledger import calls
     from livetable.store.ledger.core import Ledger
     from livetable.store.writer import _HEAD, _OK, _answer, _frame

@@ -35,9 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import cpu_seconds, settle_effect, wide_limits
 from livetable import protocol as p
-from livetable.engine.table import OpenRound, SetBetting
+from livetable.engine.bets import BetRequest
+from livetable.engine.effects import OpenRound, SetBetting
 from livetable.rules import BET_SPOTS
-from livetable.store.base import BetRequest, Store
+from livetable.store.base import Store
 from livetable.store.sqlite import SQLiteStore
 
 

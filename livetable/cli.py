@@ -310,8 +310,8 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     else:
         print(f"livetable: health and metrics at http://{shown}:{settings.port}/readyz, "
               f"/metrics", flush=True)
+    from livetable.server.framed_ws import FramedWebSocketProtocol
     from livetable.server.guard import ConnectionGuard
-    from livetable.server.wsproto import FramedWebSocketProtocol
 
     guard = ConnectionGuard(head_timeout=settings.request_head_timeout,
                             per_address=settings.connections_per_address,

@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from livetable.engine import Timing
-from livetable.engine.table import Mode
+from livetable.engine.state import Mode
 
 PREFIX = "LIVETABLE_"
 

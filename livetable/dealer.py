@@ -51,7 +51,7 @@ def command_of(line: str) -> p.DealerCommand | None:
         case "resume":
             return p.ResumeTable()
         case "cancel" | "cancel_round":
-            return p.CancelRound(reason=rest)
+            return p.CallOffRound(reason=rest)
         case "cut":
             return p.CardIn(card="CUT")
         case "cards" | "round_cards":

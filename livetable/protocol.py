@@ -48,7 +48,7 @@ ErrorCode = Literal[
     "table_halted", "table_unavailable",
 ]
 #: ``bet_rejected.code`` and ``slip_rejected.code`` (their messages:
-#: :data:`livetable.store.bets.REJECTIONS`; docs/protocol.md §6 and §14).
+#: :data:`livetable.engine.bets.REJECTIONS`; docs/protocol.md §6 and §14).
 RejectionCode = Literal[
     "not_a_player", "rate_limited", "bad_bet_id", "bad_spot", "bad_amount",
     "duplicate_bet_id", "unknown_round", "paused", "betting_closed", "below_min",
@@ -246,7 +246,10 @@ class ResumeTable(Struct, tag="resume", tag_field="type", kw_only=True):
     pass
 
 
-class CancelRound(Struct, tag="cancel_round", tag_field="type", kw_only=True):
+class CallOffRound(Struct, tag="cancel_round", tag_field="type", kw_only=True):
+    """The dealer's ``cancel_round``: the round is called off, every bet refunded (what the
+    ledger does then is the engine's effect :class:`livetable.engine.table.CancelRound`)."""
+
     reason: Annotated[str, Meta(max_length=200)] = ""
 
 
@@ -273,7 +276,7 @@ class RoundCards(Struct, tag="round_cards", tag_field="type", kw_only=True):
 
 DealerCommand = (
     Hello | StartShoe | OpenBetting | CloseBetting | CardIn | Reveal | Pause | ResumeTable
-    | CancelRound | SetMode | CorrectCards | RoundCards | Ping
+    | CallOffRound | SetMode | CorrectCards | RoundCards | Ping
 )
 
 
@@ -302,29 +305,30 @@ class VoidCards(Struct, tag="void_cards", tag_field="type", kw_only=True):
 #: What a gateway hands to a table's engine (in-process, or through Redis in scale-out).
 TableCommand = (
     StartShoe | OpenBetting | CloseBetting | CardIn | Reveal | Pause | ResumeTable
-    | CancelRound | SetMode | RoundCards | VoidCards
+    | CallOffRound | SetMode | RoundCards | VoidCards
 )
 
 
 # --- server → client: table events --------------------------------------------------------
 
 
-class TableEvent(Struct, tag_field="type", kw_only=True):
-    """Every table event: numbered per table by its engine (``epoch``, ``seq`` +1 each)."""
+class TableEvent(Struct, tag_field="type", kw_only=True, frozen=True):
+    """Every table event: numbered per table by its engine (``epoch``, ``seq`` +1 each),
+    built with its number and never changed after (frozen)."""
 
     table: str = ""
     epoch: int = 0
     seq: int = 0
 
 
-class ShoeShuffling(TableEvent, tag="shoe_shuffling"):
+class ShoeShuffling(TableEvent, tag="shoe_shuffling", frozen=True):
     """A new shoe is being shuffled (manual mode): its ``shoe_started`` comes with the
     opening card."""
 
     shoe_id: str
 
 
-class ShoeStarted(TableEvent, tag="shoe_started"):
+class ShoeStarted(TableEvent, tag="shoe_started", frozen=True):
     shoe_id: str
     burn_card: str
     burned: int
@@ -336,7 +340,7 @@ class ShoeStarted(TableEvent, tag="shoe_started"):
     opens_at: int | None = None
 
 
-class ShoeRevealed(TableEvent, tag="shoe_revealed"):
+class ShoeRevealed(TableEvent, tag="shoe_revealed", frozen=True):
     """An auto shoe has ended: what its commitment was computed from."""
 
     shoe_id: str
@@ -345,18 +349,18 @@ class ShoeRevealed(TableEvent, tag="shoe_revealed"):
     order: list[str]
 
 
-class RoundOpened(TableEvent, tag="round_opened"):
+class RoundOpened(TableEvent, tag="round_opened", frozen=True):
     round_id: str
     shoe_id: str
     round_no: int
     closes_at: int
 
 
-class BettingClosed(TableEvent, tag="betting_closed"):
+class BettingClosed(TableEvent, tag="betting_closed", frozen=True):
     round_id: str
 
 
-class CardDealt(TableEvent, tag="card_dealt"):
+class CardDealt(TableEvent, tag="card_dealt", frozen=True):
     round_id: str
     to: str
     n: int
@@ -364,7 +368,7 @@ class CardDealt(TableEvent, tag="card_dealt"):
     cards_left: int | None = None
 
 
-class CardsVoided(TableEvent, tag="cards_voided"):
+class CardsVoided(TableEvent, tag="cards_voided", frozen=True):
     """The last ``count`` cards of the round were voided (a mis-scan), with a supervisor's
     approval. ``dealt`` is the new count per hand, as in the snapshot; no card identity."""
 
@@ -376,7 +380,7 @@ class CardsVoided(TableEvent, tag="cards_voided"):
     cards_left: int | None = None  # back in the shoe's count: the voided cards
 
 
-class HandRevealed(TableEvent, tag="hand_revealed"):
+class HandRevealed(TableEvent, tag="hand_revealed", frozen=True):
     round_id: str
     hand: str
     cards: list[str]
@@ -387,7 +391,7 @@ class HandRevealed(TableEvent, tag="hand_revealed"):
     pair: bool
 
 
-class RoundSettled(TableEvent, tag="round_settled"):
+class RoundSettled(TableEvent, tag="round_settled", frozen=True):
     round_id: str
     results: list[PositionResult]
     last_round: bool
@@ -395,21 +399,21 @@ class RoundSettled(TableEvent, tag="round_settled"):
     opens_at: int | None = None
 
 
-class RoundCancelled(TableEvent, tag="round_cancelled"):
+class RoundCancelled(TableEvent, tag="round_cancelled", frozen=True):
     round_id: str
     reason: str
     opens_at: int | None = None  # as in round_settled
 
 
-class TablePaused(TableEvent, tag="table_paused"):
+class TablePaused(TableEvent, tag="table_paused", frozen=True):
     reason: str
 
 
-class TableResumed(TableEvent, tag="table_resumed"):
+class TableResumed(TableEvent, tag="table_resumed", frozen=True):
     closes_at: int | None = None  # betting resumes with a fresh deadline
 
 
-class CutCardOut(TableEvent, tag="cut_card_out"):
+class CutCardOut(TableEvent, tag="cut_card_out", frozen=True):
     """The cut card came out of the shoe. ``last_round``: the round in play is the shoe's
     last; false between rounds, when the next round will be."""
 
@@ -417,7 +421,7 @@ class CutCardOut(TableEvent, tag="cut_card_out"):
     last_round: bool
 
 
-class ModeChanged(TableEvent, tag="mode_changed"):
+class ModeChanged(TableEvent, tag="mode_changed", frozen=True):
     """The table switched between auto and manual (between rounds). The shoe went with the
     mode that dealt it: the table has none until the next one starts."""
 
@@ -530,15 +534,6 @@ class Error(Struct, tag="error", tag_field="type", kw_only=True, omit_defaults=T
 class Ack(Struct, tag="ack", tag_field="type", kw_only=True):
     cmd: str
     detail: dict[str, Any] | None = None
-
-
-ServerMessage = (
-    Welcome | BetAccepted | BetRejected | SlipAccepted | SlipRejected | BetSettled | Bets | Pong
-    | Heartbeat | Balance | Error | Ack | ShoeShuffling | ShoeStarted | RoundOpened | BettingClosed
-    | CardDealt | CardsVoided
-    | HandRevealed | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
-    | CutCardOut | ModeChanged
-)
 
 
 # --- the one encoder and the decoders ---------------------------------------------------------

@@ -1,9 +1,7 @@
 """The table engine: the round state machine of one table, sans-IO."""
 
-from livetable.engine.table import (
-    TRANSITIONS,
+from livetable.engine.effects import (
     CancelRound,
-    Command,
     Effect,
     EngineError,
     OpenRound,
@@ -11,11 +9,10 @@ from livetable.engine.table import (
     SetBetting,
     SettleRound,
     Step,
-    TableEngine,
-    TableState,
-    Timing,
-    allowed_in,
 )
+from livetable.engine.state import Mode, TableState, Timing
+from livetable.engine.table import TableEngine
+from livetable.engine.transitions import TRANSITIONS, Command, allowed_in
 
 __all__ = [
     "TRANSITIONS",
@@ -23,6 +20,7 @@ __all__ = [
     "Command",
     "Effect",
     "EngineError",
+    "Mode",
     "OpenRound",
     "RevealShoe",
     "SetBetting",

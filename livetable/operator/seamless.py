@@ -52,6 +52,7 @@ from livetable import protocol as p
 from livetable.auth import Identity
 from livetable.clock import now_ms
 from livetable.config import Settings
+from livetable.engine.bets import Rejection, SlipRequest
 from livetable.operator.calls import (
     ANSWER_DECODER,
     DEBIT_DECODER,
@@ -74,7 +75,6 @@ from livetable.operator.log import (
 from livetable.rules import BetSpot
 from livetable.server.metrics import Metrics
 from livetable.store.base import InsufficientBalance, Store
-from livetable.store.bets import Rejection, SlipRequest
 from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.wallet")

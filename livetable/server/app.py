@@ -473,7 +473,7 @@ def compression(settings: Settings) -> list[Middleware]:
 
     HTTP only: the middleware passes every non-``http`` scope through untouched, so
     websocket frames are never compressed here — they are small, latency-bound and sent
-    pre-framed to many clients (server/wsproto.py). Responses under 500 bytes stay as they
+    pre-framed to many clients (server/framed_ws.py). Responses under 500 bytes stay as they
     are. Quality 4 costs little CPU per response; ``LIVETABLE_COMPRESS=0`` turns it off
     behind a proxy that compresses (deploy/nginx.conf does, for what arrives uncompressed).
     """

@@ -14,8 +14,10 @@ guard adds two checks below the ASGI app, where the app cannot see:
   address is exempt (its own ``limit_conn`` limits each client: deploy/nginx.conf), because
   every client behind it shares that address.
 
-uvicorn's h11 protocol is subclassed (httptools is not a dependency). The state is plain:
-a dict of open transports per address, pruned of closed ones as it is used.
+uvicorn's h11 protocol is subclassed (httptools is not a dependency); it reads uvicorn's
+``client``, ``cycle.response_complete``, ``loop`` and ``transport``, which are not public
+API: tests/unit/test_uvicorn_internals.py checks them against the pinned uvicorn. The state
+is plain: a dict of open transports per address, pruned of closed ones as it is used.
 """
 
 from __future__ import annotations

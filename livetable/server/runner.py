@@ -31,7 +31,8 @@ from livetable import protocol as p
 from livetable.bus import Bus, TableBatch
 from livetable.clock import now_ms
 from livetable.engine import EngineError, Step, TableEngine, Timing
-from livetable.engine.table import CancelRound, Mode, SettleRound
+from livetable.engine.effects import CancelRound, SettleRound
+from livetable.engine.state import Mode
 from livetable.rules.cards import CardError
 from livetable.store.base import Settled, Store, StoreUnavailable
 from livetable.tasks import cancel
@@ -317,7 +318,7 @@ class TableRunner:
         """A dealer command: run it on the engine, store and publish the step."""
         assert self.engine is not None
         name = _command_name(command)
-        if self.halted is not None and not isinstance(command, p.Pause | p.CancelRound
+        if self.halted is not None and not isinstance(command, p.Pause | p.CallOffRound
                                                       | p.RoundCards):
             return p.Error(code="table_halted", message=f"the table is held: {self.halted}")
         async with self._lock:
@@ -376,7 +377,7 @@ def _dispatch(engine: TableEngine, command: DealerAction, now: int) -> Step:
             return engine.pause(reason, now)
         case p.ResumeTable():
             return engine.resume(now)
-        case p.CancelRound(reason=reason):
+        case p.CallOffRound(reason=reason):
             return engine.cancel_round(reason, now)
         case p.SetMode(auto=auto):
             return engine.set_mode("auto" if auto else "manual", now)

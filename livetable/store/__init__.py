@@ -1,29 +1,15 @@
-"""Stores: the ledger, bets, rounds and event logs (SQLite embedded, Redis scale-out)."""
+"""Stores: the ledger, bets, rounds and event logs (SQLite embedded, Redis scale-out).
 
-from livetable.store.base import (
-    REJECTIONS,
-    AuditReport,
-    BetRequest,
-    Rejection,
-    RoundView,
-    Settled,
-    SlipRequest,
-    Store,
-    precheck,
-    rejected,
-)
+The betting rules both stores follow are :mod:`livetable.engine.bets` (and imported from
+there); what the stores share below them is :mod:`livetable.store.bets`.
+"""
+
+from livetable.store.base import AuditReport, Settled, Store
 from livetable.store.sqlite import SQLiteStore
 
 __all__ = [
-    "REJECTIONS",
     "AuditReport",
-    "BetRequest",
-    "Rejection",
-    "RoundView",
     "SQLiteStore",
     "Settled",
-    "SlipRequest",
     "Store",
-    "precheck",
-    "rejected",
 ]

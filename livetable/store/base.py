@@ -8,13 +8,13 @@ both:
   (``hold:<round_id>``) and ``external``, the other side of every deposit. Every money
   move is a transfer with an id, applied once; so the sum over all accounts is always 0
   and :meth:`Store.audit` can prove it.
-* Bets come in slips (:class:`~livetable.store.bets.SlipRequest`, docs/design.md §6), taken by
+* Bets come in slips (:class:`~livetable.engine.bets.SlipRequest`, docs/design.md §6), taken by
   :meth:`Store.place_slip` atomically and all together or not at all: the round must be
   open (``betting``, before ``closes_at`` by the time the slip reached the gateway), the
   limits and the balance must allow every bet of it, and ``(player, slip_id)`` is an
   idempotency key. :meth:`Store.place_bet` is a slip of one, idempotent by
   ``(player, bet_id)``. The semantics — check order, codes, messages, mappers — are in
-  :mod:`livetable.store.bets`; slips arriving together share one transaction or script call.
+  :mod:`livetable.engine.bets`; slips arriving together share one transaction or script call.
 * :meth:`Store.commit_step` stores one engine step — its effects on the ledger, its events
   and the engine's new state — in one transaction, *before* the step is announced.
   Settling or cancelling a round marks it ``settling`` / ``refunding`` and settles its
@@ -28,7 +28,7 @@ could not be reached or timed out (retry: every write is idempotent), a domain e
 the request itself is refused (:class:`UnknownPlayer`, :class:`InsufficientBalance`,
 :class:`AmountOverflow`, :class:`StepRefused`, and :class:`~livetable.accounts.AccountError`
 for an id in the ledger's own namespace). A slip's refusals are answers, not errors
-(:class:`~livetable.store.bets.Rejection`). Any other exception out of a store is a bug:
+(:class:`~livetable.engine.bets.Rejection`). Any other exception out of a store is a bug:
 callers let it through (logged, the connection closed, the table halted), never retry it
 as an outage.
 """
@@ -45,46 +45,22 @@ from typing import Any, Protocol, TypeVar, cast
 import msgspec
 
 from livetable import protocol as p
-from livetable.engine.table import Effect
+from livetable.engine.bets import BetRequest, Rejection, SlipRequest, settled_message
+from livetable.engine.effects import Effect
 from livetable.rules.fairness import ShoeRecord
-from livetable.store.bets import (
-    MAX_AMOUNT,
-    MAX_BET_ID,
-    REJECTIONS,
-    WALLET_REJECTIONS,
-    BetRequest,
-    Rejection,
-    RoundView,
-    SlipRequest,
-    bet_answer,
-    precheck,
-    rejected,
-    spot_limits,
-)
+from livetable.store.bets import RoundView
 
 __all__ = [
-    "MAX_AMOUNT",
-    "MAX_BET_ID",
-    "REJECTIONS",
-    "WALLET_REJECTIONS",
     "AmountOverflow",
     "AuditReport",
-    "BetRequest",
     "InsufficientBalance",
-    "Rejection",
-    "RoundView",
     "Settled",
-    "SlipRequest",
     "StepRefused",
     "Store",
     "StoreError",
     "StoreUnavailable",
     "UnknownPlayer",
-    "bet_answer",
     "cursor_of",
-    "precheck",
-    "rejected",
-    "spot_limits",
     "take_in_batches",
 ]
 
@@ -158,7 +134,7 @@ class Unanswered:
     """The slips a store has been handed and not answered yet.
 
     A slip that reached the gateway before ``closes_at`` is taken until the round starts
-    settling (:func:`livetable.store.bets.judge_slip`). A busy store may still have such
+    settling (:func:`livetable.engine.bets.judge_slip`). A busy store may still have such
     slips in its queue when the engine's settling step comes: the step would be stored
     first and they would be refused. So the settling step waits (at most
     :data:`SETTLE_WAITS_FOR_SLIPS`) for the slips handed to the store before it — the
@@ -286,13 +262,16 @@ class Settled(msgspec.Struct, frozen=True, array_like=True, gc=False):
     outcome: str
     odds: int
     returned: int
-    balance: int
+    balance: int  # the player's, after the round's settlement
+
+    @property
+    def balance_after(self) -> int:
+        """:attr:`balance`, by the name a stored bet gives it (for :func:`settled_message`)."""
+        return self.balance
 
     @property
     def message(self) -> p.BetSettled:
-        return p.BetSettled(bet_id=self.bet_id, round_id=self.round_id, spot=self.spot,
-                            amount=self.amount, outcome=self.outcome, odds=self.odds,
-                            returned=self.returned, balance=self.balance)
+        return settled_message(self)
 
 
 class Store(Protocol):

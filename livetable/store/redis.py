@@ -9,9 +9,9 @@ SQLite's primary key does), ``place_slips.lua``, ``settle.lua`` (one chunk), ``s
 any other command, so a slip script and the step script that settles a round are strictly
 ordered: a slip either lands before (and is in the hold, and is settled or refunded with
 the round) or is refused with ``betting_closed``; never in between. What a slip is and how
-it is judged is :mod:`livetable.store.bets`: the stateless checks run in Python
-(:func:`~livetable.store.bets.precheck`), ``place_slips.lua`` follows
-:func:`~livetable.store.bets.judge_slip` check for check and returns codes and detail
+it is judged is :mod:`livetable.engine.bets`: the stateless checks run in Python
+(:func:`~livetable.engine.bets.precheck`), ``place_slips.lua`` follows
+:func:`~livetable.engine.bets.judge_slip` check for check and returns codes and detail
 values, never messages. The rules never enter Lua: the settle script multiplies each bet by
 the returned multiple that the engine put in :class:`~livetable.engine.table.SettleRound`.
 
@@ -84,7 +84,18 @@ from redis.exceptions import ResponseError
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id
-from livetable.engine.table import (
+from livetable.engine.bets import (
+    SPOT_IS_PAIR,
+    SPOT_MULTIPLE,
+    BetRequest,
+    Rejection,
+    SlipAnswer,
+    SlipRequest,
+    bet_answer,
+    precheck,
+    settled_message,
+)
+from livetable.engine.effects import (
     CancelRound,
     Effect,
     OpenRound,
@@ -108,18 +119,9 @@ from livetable.store.base import (
 )
 from livetable.store.bets import (
     SETTLE_CHUNK,
-    SPOT_IS_PAIR,
-    SPOT_MULTIPLE,
-    BetRequest,
     BetRow,
-    Rejection,
     RoundView,
-    SlipAnswer,
-    SlipRequest,
-    bet_answer,
-    precheck,
     record_entry,
-    settled_message,
 )
 from livetable.store.keys import DEFAULT_PREFIX, RedisKeys, table_tag
 from livetable.store.sealing import StateSeal, open_state, seal_state

@@ -26,7 +26,15 @@ from typing import Literal, TypeVar
 
 from livetable import protocol as p
 from livetable.accounts import check_player_id
-from livetable.engine.table import Effect, SettleRound
+from livetable.engine.bets import (
+    BetRequest,
+    Rejection,
+    SlipAnswer,
+    SlipRequest,
+    bet_answer,
+    precheck,
+)
+from livetable.engine.effects import Effect, SettleRound
 from livetable.rules.fairness import ShoeRecord
 from livetable.store.base import (
     AuditReport,
@@ -35,16 +43,7 @@ from livetable.store.base import (
     Unanswered,
     take_in_batches,
 )
-from livetable.store.bets import (
-    SQLITE_SETTLE_CHUNK,
-    BetRequest,
-    Rejection,
-    RoundView,
-    SlipAnswer,
-    SlipRequest,
-    bet_answer,
-    precheck,
-)
+from livetable.store.bets import SQLITE_SETTLE_CHUNK, RoundView
 from livetable.store.ledger import calls as c
 from livetable.store.ledger.core import DEFAULT_EVENT_RETENTION, Ledger
 from livetable.store.ledger.schema import check_synchronous, is_sqlite_outage, outage

@@ -48,8 +48,8 @@ from redis_util import RedisServer, start_redis
 
 from livetable import protocol as p
 from livetable.engine import OpenRound, SetBetting, SettleRound
+from livetable.engine.bets import BetRequest
 from livetable.rules import BET_SPOTS
-from livetable.store import BetRequest
 from livetable.store.redis import RedisStore
 
 pytestmark = [

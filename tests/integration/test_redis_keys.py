@@ -23,9 +23,9 @@ from redis_util import start_redis
 from livetable import protocol as p
 from livetable.bus.redis import RedisBus
 from livetable.engine import Timing
+from livetable.engine.bets import BetRequest
 from livetable.server.runner import TableRunner
 from livetable.server.scaleout import LeasedTables, RedisControl
-from livetable.store.bets import BetRequest
 from livetable.store.redis import RedisStore
 
 pytestmark = [pytest.mark.redis]

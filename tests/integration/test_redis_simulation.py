@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from redis_util import RedisServer
 from sim import SimConfig, Simulation
 
+from livetable.engine.bets import REJECTIONS, WALLET_REJECTIONS
 from livetable.store import Store
-from livetable.store.base import REJECTIONS, WALLET_REJECTIONS
 from livetable.store.redis import RedisStore
 
 pytestmark = [pytest.mark.redis]

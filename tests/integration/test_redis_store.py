@@ -46,8 +46,9 @@ from livetable.engine import (
     TableEngine,
     Timing,
 )
+from livetable.engine.bets import BetRequest
 from livetable.rules import BET_SPOTS
-from livetable.store import BetRequest, SQLiteStore, Store
+from livetable.store import SQLiteStore, Store
 from livetable.store.base import StepRefused
 from livetable.store.redis import (  # type: ignore[attr-defined]  # AmountOverflow: store.base
     MAX_EXACT,

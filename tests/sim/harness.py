@@ -64,7 +64,8 @@ from livetable.engine import (
     Timing,
     allowed_in,
 )
-from livetable.engine.table import Mode
+from livetable.engine.bets import MAX_AMOUNT, MAX_BET_ID, BetRequest, spot_limits
+from livetable.engine.state import Mode
 from livetable.rules import (
     BET_SPOTS,
     DECK,
@@ -79,8 +80,7 @@ from livetable.rules import (
     settle_round,
 )
 from livetable.rules.fairness import check_shoe
-from livetable.store import BetRequest, Settled, Store
-from livetable.store.base import MAX_AMOUNT, MAX_BET_ID, spot_limits
+from livetable.store import Settled, Store
 
 T0 = 1_700_000_000_000
 CARD_TOKEN = re.compile(r"(?<![0-9A-Za-z])(?:10|[2-9AJQK])[SHDC](?![0-9A-Za-z])")

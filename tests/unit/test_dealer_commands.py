@@ -17,7 +17,7 @@ import pytest
 
 from livetable import protocol as p
 from livetable.dealer import command_of
-from livetable.engine.table import TRANSITIONS, Command, Move
+from livetable.engine.transitions import TRANSITIONS, Command, Move
 
 ROOT = Path(__file__).resolve().parents[2]
 DEALER = set(p.DEALER_COMMANDS)

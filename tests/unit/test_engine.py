@@ -13,11 +13,13 @@ the round identically).
 
 from __future__ import annotations
 
+import ast
 import json
 import random
 import re
 import typing
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -25,7 +27,8 @@ import pytest
 
 from livetable import protocol as p
 from livetable.engine import TRANSITIONS, Command, EngineError, Step, TableEngine, Timing
-from livetable.engine.table import Mode, allowed_in
+from livetable.engine.state import Mode
+from livetable.engine.transitions import allowed_in
 from livetable.rules import (
     DEAL_ORDER,
     PLAYER_POSITIONS,
@@ -591,6 +594,37 @@ def test_the_transition_table_reads_as_the_rules() -> None:
     assert allowed_in("banker_revealed") == {"revealing"}
     assert {k[0] for k in TRANSITIONS} <= set(PHASES)
     assert set(TRANSITIONS.values()) <= set(PHASES) | {"before_pause"}
+
+
+ENGINE_SOURCES = sorted((Path(__file__).resolve().parents[2] / "livetable/engine").glob("*.py"))
+
+
+def test_the_phase_changes_in_one_place_only() -> None:
+    """issue 29: ``phase`` was assigned at 10 sites, some (a pause) without the table. Now
+    one function checks the move against TRANSITIONS and assigns it."""
+    sites = []
+    for path in ENGINE_SOURCES:
+        tree = ast.parse(path.read_text())
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(func):
+                targets = (node.targets if isinstance(node, ast.Assign)
+                           else [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign)
+                           else [])
+                for t in targets:
+                    for leaf in ast.walk(t):
+                        if isinstance(leaf, ast.Attribute) and leaf.attr == "phase":
+                            sites.append(f"{path.name}:{getattr(node, 'lineno', 0)} in {func.name}")
+    assert [site.split(" in ")[1] for site in sites] == ["_move"], sites
+
+
+def test_events_are_numbered_once_and_frozen() -> None:
+    step = auto_engine().open_betting(T0)
+    assert [ev.seq for ev in step.events] == list(range(1, len(step.events) + 1))
+    for ev in step.events:
+        with pytest.raises(AttributeError):
+            ev.seq = 99  # type: ignore[misc]  # frozen: what mypy says too
 
 
 @pytest.mark.parametrize("betting_ms", [0, 999, 600_001, -1])

@@ -19,9 +19,9 @@ from livetable import protocol as p
 from livetable.auth import mint
 from livetable.bus import TableBatch
 from livetable.config import Settings
+from livetable.server.framed_ws import EXTENSION
 from livetable.server.gateway import CLOSE_INTERNAL_ERROR, CLOSE_TOO_SLOW, Gateway
 from livetable.server.metrics import Metrics
-from livetable.server.wsproto import EXTENSION
 from livetable.store.base import StoreUnavailable
 from livetable.store.sqlite import SQLiteStore
 
@@ -34,7 +34,7 @@ class FakeWebSocket:
     def __init__(self, *frames: dict[str, Any], slow: bool = False,
                  direct: bool = False) -> None:
         self.headers: dict[str, str] = {}
-        # with ``direct``, the connection offers wsproto's write_frame extension; it takes
+        # with ``direct``, the connection offers framed_ws's write_frame extension; it takes
         # frames while ``writable`` and records them (the raw websocket frames) in ``wire``
         self.scope: dict[str, Any] = {"type": "websocket", "extensions": {}}
         self.wire: list[bytes] = []
@@ -202,7 +202,7 @@ async def test_a_short_gap_is_replayed_within_the_queue(gateway: Gateway) -> Non
 
 async def test_table_events_go_straight_to_idle_connections_framed_once(
         gateway: Gateway) -> None:
-    """With wsproto's extension, a table event is written to each idle connection as the
+    """With framed_ws's extension, a table event is written to each idle connection as the
     same framed bytes; a connection whose transport pushes back gets it through its queue,
     in order, and direct writes resume only once that queue is drained."""
     hello = {"type": "hello", "v": 1, "table": "t1"}

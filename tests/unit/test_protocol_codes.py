@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import get_args
 
 from livetable import protocol as p
-from livetable.store.bets import REJECTIONS
+from livetable.engine.bets import REJECTIONS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 

@@ -18,8 +18,9 @@ import msgspec
 from livetable import protocol as p
 from livetable.bus import MemoryBus, TableBatch
 from livetable.engine import SettleRound, Timing
+from livetable.engine.bets import BetRequest
 from livetable.server.runner import TableRunner
-from livetable.store import BetRequest, SQLiteStore
+from livetable.store import SQLiteStore
 
 TABLE = "t1"
 T = TypeVar("T")

@@ -24,8 +24,9 @@ import pytest
 from livetable import protocol as p
 from livetable.bus import MemoryBus, TableBatch
 from livetable.engine import SetBetting, SettleRound, Timing
+from livetable.engine.bets import BetRequest
 from livetable.server.runner import SETTLE_AHEAD, TableRunner
-from livetable.store import BetRequest, SQLiteStore
+from livetable.store import SQLiteStore
 from livetable.store.base import Settled, StoreUnavailable
 
 TABLE = "t1"

@@ -22,6 +22,7 @@ from sim import SimConfig, Simulation, SimulationFailure, Stats
 
 from livetable.engine import Effect
 from livetable.engine import table as engine_table
+from livetable.engine.bets import REJECTIONS, WALLET_REJECTIONS
 from livetable.rules import (
     BetSpot,
     Hand,
@@ -32,7 +33,6 @@ from livetable.rules import (
     settle_round,
 )
 from livetable.store import Settled, SQLiteStore, Store
-from livetable.store.base import REJECTIONS, WALLET_REJECTIONS
 
 ROUNDS = int(os.environ.get("LIVETABLE_SIM_ROUNDS", "10000"))
 SEED = int(os.environ.get("LIVETABLE_SIM_SEED", "20251129"))

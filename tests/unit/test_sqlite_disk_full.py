@@ -19,12 +19,12 @@ import pytest
 
 from livetable import protocol as p
 from livetable.engine import OpenRound
-from livetable.engine.table import SettleRound
-from livetable.store import SlipRequest, SQLiteStore
-from livetable.store.base import StoreUnavailable
-from livetable.store.bets import Rejection
+from livetable.engine.bets import Rejection, SlipRequest
+from livetable.engine.effects import SettleRound
 from livetable.operator.log import WalletCall
 from livetable.operator.log_sqlite import SQLiteWalletLog
+from livetable.store import SQLiteStore
+from livetable.store.base import StoreUnavailable
 
 T0 = 1_700_000_000_000
 LIMITS = p.Limits(min=1, max=500, pair_min=1, pair_max=100, round_max=1_000_000)

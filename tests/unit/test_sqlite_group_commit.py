@@ -18,7 +18,8 @@ import pytest
 
 from livetable import protocol as p
 from livetable.engine import OpenRound
-from livetable.store import SlipRequest, SQLiteStore
+from livetable.engine.bets import SlipRequest
+from livetable.store import SQLiteStore
 from livetable.store.base import take_in_batches
 from livetable.store.sqlite import MAX_SLIPS_PER_TRANSACTION
 

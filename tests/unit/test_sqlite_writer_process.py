@@ -24,7 +24,7 @@ import pytest
 from procutil import kill
 
 from livetable import protocol as p
-from livetable.engine.table import OpenRound
+from livetable.engine.effects import OpenRound
 from livetable.store.base import StoreUnavailable, UnknownPlayer
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import SQLiteStore

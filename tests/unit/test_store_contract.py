@@ -26,6 +26,7 @@ import pytest
 from livetable import protocol as p
 from livetable.accounts import AccountError
 from livetable.engine import CancelRound, OpenRound, RevealShoe, SetBetting, SettleRound
+from livetable.engine.bets import REJECTIONS, BetRequest, Rejection, SlipRequest
 from livetable.rules import (
     DECK,
     BetSpot,
@@ -36,7 +37,7 @@ from livetable.rules import (
     settle_round,
 )
 from livetable.rules.fairness import ShoeRecord, ShoeRound
-from livetable.store import REJECTIONS, BetRequest, Rejection, SlipRequest, SQLiteStore, Store
+from livetable.store import SQLiteStore, Store
 from livetable.store.base import UnknownPlayer
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import DEFAULT_EVENT_RETENTION

@@ -23,6 +23,7 @@ from livetable.auth import Identity
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import CancelRound, OpenRound, SettleRound
+from livetable.engine.bets import BetRequest, Rejection, SlipRequest, bet_answer
 from livetable.operator import signatures
 from livetable.operator.client import WalletClient
 from livetable.operator.log import credit_tx_id, rollback_tx_id
@@ -32,8 +33,6 @@ from livetable.operator.report import report
 from livetable.operator.seamless import TAKEOVER_MS, SeamlessWallet
 from livetable.rules import Position, hand_of, parse_cards, settle_round
 from livetable.server.metrics import Metrics
-from livetable.store.base import BetRequest
-from livetable.store.bets import Rejection, SlipRequest, bet_answer
 from livetable.store.sqlite import SQLiteStore
 
 SECRET = b"wallet-secret"

@@ -3,30 +3,40 @@
 A gateway holds no table state of its own making: per table, what the bus told it last
 (:class:`TableFeed`), fanned out to the connections (:class:`Client`) watching that table.
 
-The :class:`Gateway` is one object; what it does lives in one module per idea, each a set
-of functions taking the gateway as ``self``, bound here as its methods (so a call costs what
-a method call costs — the fan-out and bet paths are tuned):
+The :class:`Gateway` composes objects that each keep their own state behind a narrow
+interface; none of them knows the gateway (a :class:`Client` knows only its
+:class:`~.client.Host`):
 
-- :mod:`.feed` — :class:`TableFeed`: the snapshot, the head, the ring of recent frames;
-- :mod:`.client` — :class:`Client`: one connection's send queue, direct writes, writer task;
-- :mod:`.codes` — the websocket close codes;
-- :mod:`.delivery` — table steps from the bus fanned out, private results, resync, repair,
-  heartbeats;
-- :mod:`.hello` — the origin check, hello, the welcome and resume;
-- :mod:`.session` — one connection's life: the receive loop and its frame budget;
-- :mod:`.commands` — ping, balance, the Bet Record, the dealer's commands;
-- :mod:`.intake` — bets and slips, to their answers.
+- :mod:`.feed` — :class:`TableFeed` per table (the snapshot, the head, the ring of recent
+  frames) and :class:`~.feed.Tables`: the feeds, who watches each, each player's
+  connections;
+- :mod:`.client` — :class:`Client` per connection: its send queue, direct writes, writer
+  task;
+- :mod:`.session` — :class:`~.session.Session` per connection: the receive loop and its
+  frame budget, outages told from bugs;
+- :mod:`.hello` — :class:`~.hello.Admission`: the origin check, hello, the welcome and
+  resume;
+- :mod:`.players` — :class:`~.players.Players`: a player's account and balance as shown;
+- :mod:`.commands` — :class:`~.commands.Commands`: every command after the hello, to its
+  answer (ping, balance, the Bet Record, the dealer's commands);
+- :mod:`.intake` — :class:`~.intake.Intake`: bets and slips, to their answers;
+- :mod:`.delivery` — :class:`~.delivery.Delivery`: table steps from the bus fanned out,
+  private results, resync, repair, heartbeats;
+- :mod:`.codes` — the websocket close codes.
+
+A bet: ``Session`` → ``Commands`` → ``Intake`` → the store, and its answer back through the
+``Client``; a table step: the bus → ``Delivery`` → each ``Client``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
 from typing import TYPE_CHECKING
 
-from livetable import protocol as p
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
 from livetable.config import Settings
-from livetable.server.gateway import commands, delivery, hello, intake, session
 from livetable.server.gateway.client import Client, Endpoint
 from livetable.server.gateway.codes import (
     ANSWERED_STRIKES,
@@ -42,9 +52,13 @@ from livetable.server.gateway.codes import (
     CLOSE_UNAUTHORIZED,
     CLOSE_UNKNOWN_TABLE,
 )
-from livetable.server.gateway.delivery import Repair
-from livetable.server.gateway.feed import TableFeed
-from livetable.server.gateway.intake import MAX_BETS_IN_FLIGHT
+from livetable.server.gateway.commands import Commands, Execute
+from livetable.server.gateway.delivery import Delivery
+from livetable.server.gateway.feed import TableFeed, Tables
+from livetable.server.gateway.hello import Admission
+from livetable.server.gateway.intake import MAX_BETS_IN_FLIGHT, Intake
+from livetable.server.gateway.players import Players
+from livetable.server.gateway.session import Session
 from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits
 from livetable.store.base import Store
@@ -59,39 +73,48 @@ __all__ = [
     "MAX_BETS_IN_FLIGHT", "Client", "Endpoint", "Execute", "Gateway", "TableFeed",
 ]
 
-Execute = Callable[[str, p.TableCommand], Awaitable[p.Ack | p.Error]]
-
 
 class Gateway:
-    """The websockets of one process and the tables they watch: its state is here, its
-    behaviour in the modules bound below (see the module docstring)."""
+    """The websockets of one process and the tables they watch (see the module docstring).
+
+    ``feeds`` and ``players`` are :class:`~.feed.Tables`' own, shared for reading (the HTTP
+    API lists the tables from them); ``deliver`` is :meth:`Delivery.deliver
+    <livetable.server.gateway.delivery.Delivery.deliver>` itself, the bus's callback.
+    """
 
     def __init__(self, settings: Settings, store: Store, execute: Execute, metrics: Metrics,
                  secret: bytes, wallet: SeamlessWallet | None = None) -> None:
         self.settings = settings
-        #: The operator's wallet, in seamless mode (players' money is the operator's).
-        self.wallet = wallet
         self.store = store
-        self.execute = execute
         self.metrics = metrics
-        self.secret = secret
-        self.feeds: dict[str, TableFeed] = {}
-        self.players: dict[str, set[Client]] = {}
         self.limits = RateLimits(
             bets_per_second=settings.player_frames_per_second,
             bet_record=settings.bet_record_rate, api=settings.api_rate,
             guests_per_minute=settings.guests_per_minute)
+        self.tables = Tables()
+        self.feeds = self.tables.feeds
+        self.players = self.tables.players
         self.clients: set[Client] = set()
         self.accepting = True
         self._tasks: set[asyncio.Task[None]] = set()
         self._heartbeat: asyncio.Task[None] | None = None
-        #: Per table repaired lately: the results sent since (see delivery.repair_private).
-        self.repaired: dict[str, Repair] = {}
+        players = Players(settings, store, wallet)
+        self.delivery = Delivery(settings, store, metrics, self.tables, self.keep)
+        self.deliver = self.delivery.deliver
+        self.admission = Admission(settings, secret, store, metrics, self.tables, players)
+        intake = Intake(settings, store, metrics, self.limits, wallet, self.tables.feeds)
+        self.commands = Commands(store, self.limits, execute, secret, intake, players)
+
+    def keep(self, task: asyncio.Task[None]) -> None:
+        """Hold a reference to ``task`` until it is done (asyncio keeps only a weak one)."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def start(self) -> None:
         """Start sending heartbeats (none when ``settings.heartbeat`` is 0)."""
         if self.settings.heartbeat > 0 and self._heartbeat is None:
-            self._heartbeat = asyncio.get_running_loop().create_task(self._heartbeats())
+            self._heartbeat = asyncio.get_running_loop().create_task(
+                self.delivery.heartbeats())
 
     def tables_json(self) -> bytes:
         return b'{"tables":[' + b",".join(f.snapshot for f in self.feeds.values()) + b"]}"
@@ -106,39 +129,33 @@ class Gateway:
             client.close(code, "server restarting")
         await asyncio.sleep(0)
 
+    async def serve(self, ws: WebSocket, kind: Endpoint) -> None:
+        """One websocket, from its upgrade to its close."""
+        if not self.admission.origin_allowed(ws) or not self.accepting:
+            self.metrics.inc("livetable_rejected_upgrades_total")
+            await ws.close(code=1008 if self.accepting else CLOSE_SERVICE_RESTART)
+            return
+        await ws.accept()
+        client = Client(ws, self, kind)
+        self.clients.add(client)
+        self.metrics.connections += 1
+        try:
+            await Session(client, self.settings, self.metrics, self.admission,
+                          self.commands).run()
+        except WebSocketDisconnect:
+            pass
+        finally:
+            self._forget(client)
+            self.metrics.connections -= 1
+            if not client.closed:
+                client.closed = True
+                client.ready.set()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                if client.writer is not None:
+                    await asyncio.wait_for(client.writer, 1.0)
 
-    # --- the bus side: delivery.py ---------------------------------------------------
-    deliver = delivery.deliver
-    _deliver_private = delivery.deliver_private
-    _resync = delivery.resync
-    _repair_private = delivery.repair_private
-    _heartbeat_message = delivery.heartbeat_message
-    _heartbeats = delivery.heartbeats
-
-    # --- joining a table: hello.py ---------------------------------------------------
-    _origin_allowed = hello.origin_allowed
-    _hello = hello.read_hello
-    _close_at_expiry = hello.close_at_expiry
-    _welcome = hello.welcome
-    _player_view = hello.player_view
-    _plan_replay = hello.plan_replay
-    _recent_results = hello.recent_results
-
-    # --- a connection's life: session.py ---------------------------------------------
-    serve = session.serve
-    _forget = session.forget
-    _receive = session.receive
-    _session = session.run
-    _answer = session.answer
-    _internal_error = session.internal_error
-    _undecodable = staticmethod(session.undecodable)
-
-    # --- commands: commands.py -------------------------------------------------------
-    _handle = commands.handle
-    _approve = commands.approve
-
-    # --- bet intake: intake.py -------------------------------------------------------
-    _may_bet = intake.may_bet
-    _place_bet = intake.place_bet
-    _place_bets = intake.place_bets
-    _place_seamless = intake.place_seamless
+    def _forget(self, client: Client) -> None:
+        if client.expiry is not None:
+            client.expiry.cancel()
+        self.clients.discard(client)
+        self.tables.leave(client)

@@ -1,7 +1,9 @@
 """One websocket connection: a bounded send queue and the writer task that drains it.
 
 Each connection has its own queue, so a slow client never delays the others; a client whose
-queue overflows is closed with :data:`CLOSE_TOO_SLOW` and can resume.
+queue overflows is closed with :data:`CLOSE_TOO_SLOW` and can resume. A client knows of the
+process it belongs to only what :class:`Host` says: the settings, the metrics, and where to
+keep a task it starts.
 """
 
 from __future__ import annotations
@@ -11,72 +13,74 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import msgspec
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from livetable import protocol as p
 from livetable.auth import Identity
+from livetable.config import Settings
+from livetable.server.framed_ws import ABORT, EXTENSION, text_frame
 from livetable.server.gateway.codes import CLOSE_TOO_SLOW
-from livetable.server.ratelimit import TokenBucket
-from livetable.server.wsproto import ABORT, EXTENSION, text_frame
-
-if TYPE_CHECKING:
-    from livetable.server.gateway import Gateway
+from livetable.server.metrics import Metrics
 
 #: The websocket a connection came in on: ``/ws`` (players, guests and viewers) or
 #: ``/ws/dealer`` (dealer and supervisor consoles).
 Endpoint = Literal["player", "dealer"]
 
 
+class Host(Protocol):
+    """What a connection needs of its gateway (:class:`~livetable.server.gateway.Gateway`)."""
+
+    settings: Settings
+    metrics: Metrics
+
+    def keep(self, task: asyncio.Task[None]) -> None:
+        """Hold a reference to ``task`` until it is done."""
+
+
 class Client:
     """One websocket: a bounded send queue and the writer task that drains it.
 
     The writer task exists only while it has work: a frame that can be written straight to
-    an idle connection (see :mod:`livetable.server.wsproto`) needs none, and an idle
+    an idle connection (see :mod:`livetable.server.framed_ws`) needs none, and an idle
     viewer costs no task, event loop wake-ups or their memory.
     """
 
-    def __init__(self, ws: WebSocket, gateway: Gateway, kind: Endpoint) -> None:
+    def __init__(self, ws: WebSocket, host: Host, kind: Endpoint) -> None:
         self.ws = ws
-        self.gateway = gateway
+        self.host = host
         self.kind = kind
         self.table: str | None = None
         self.identity: Identity | None = None
         self.queue: deque[str] = deque()
-        self.limit = gateway.settings.send_queue
+        self.limit = host.settings.send_queue
         self.ready = asyncio.Event()
         self.in_flight = False  # a queued frame is being sent through ASGI
-        self.arrived_at = 0  # when the last frame from this client arrived (epoch ms)
         #: When an answer of its own last went to this client (time.monotonic): a client
         #: that was answered lately needs no heartbeat to know it is still connected.
         self.answered_at = 0.0
         extensions = ws.scope.get("extensions") or {}
         self.write_frame: Callable[[bytes], bool] | None = extensions.get(EXTENSION)
         self.abort_after: Callable[[float], None] | None = extensions.get(ABORT)
-        self.strikes = 0  # frames refused for rate since the last one taken
         self.expiry: asyncio.TimerHandle | None = None  # closes the socket when the token does
         self.closed = False
         self.close_code: int | None = None
         self.close_reason = ""
         self.writer: asyncio.Task[None] | None = None
-        self.bets_in_flight: set[asyncio.Task[None]] = set()
-        # a dealer's scanner reads cards in quick bursts: consoles get five times the rate
-        rate = gateway.settings.frames_per_second * (5 if kind == "dealer" else 1)
-        self.bucket = TokenBucket(rate, rate * 2)
 
     def send(self, frame: str, framed: bytes | None = None) -> None:
         """Queue ``frame``; or, given its websocket framing and an idle connection, write
-        it at once (see :mod:`livetable.server.wsproto`)."""
+        it at once (see :mod:`livetable.server.framed_ws`)."""
         if self.closed:
             return
         if (framed is not None and self.write_frame is not None and not self.queue
                 and not self.in_flight and self.write_frame(framed)):
-            self.gateway.metrics.frames_out += 1
+            self.host.metrics.frames_out += 1
             return
         if len(self.queue) >= self.limit:
-            self.gateway.metrics.inc("livetable_slow_client_closes_total")
+            self.host.metrics.inc("livetable_slow_client_closes_total")
             self.close(CLOSE_TOO_SLOW, "too slow: resume to catch up")
             return
         self.queue.append(frame)
@@ -90,7 +94,7 @@ class Client:
             return
         if (self.write_frame is not None and not self.queue and not self.in_flight
                 and self.write_frame(framed)):
-            self.gateway.metrics.frames_out += len(frames)
+            self.host.metrics.frames_out += len(frames)
             return
         for frame in frames:
             self.send(frame.decode())
@@ -107,7 +111,7 @@ class Client:
 
     async def _write(self) -> None:
         ws = self.ws
-        metrics = self.gateway.metrics
+        metrics = self.host.metrics
         try:
             while True:
                 await self.ready.wait()
@@ -136,14 +140,12 @@ class Client:
         self.close_code = code
         self.close_reason = reason
         if self.abort_after is not None:  # a peer that does not read never takes the close
-            self.abort_after(self.gateway.settings.close_timeout)
+            self.abort_after(self.host.settings.close_timeout)
         if code == CLOSE_TOO_SLOW:
             self.queue.clear()
             if self.writer is not None:
                 self.writer.cancel()
-            task = asyncio.get_running_loop().create_task(self._close_now(code, reason))
-            self.gateway._tasks.add(task)  # keep a reference until it is done
-            task.add_done_callback(self.gateway._tasks.discard)
+            self.host.keep(asyncio.get_running_loop().create_task(self._close_now(code, reason)))
         else:
             self._wake_writer()  # it sends what is queued, then the close
 

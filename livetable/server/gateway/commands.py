@@ -1,44 +1,88 @@
 """Commands other than bets: ping, balance, the Bet Record, and the dealer's commands.
 
-A dealer's command goes to the table's runner (``Gateway.execute``) and its answer back to
-the console; a card correction needs a supervisor's approval first.
-
-These are methods of :class:`~livetable.server.gateway.Gateway`, bound there.
+A dealer's command goes to the table's runner (:data:`Execute`: in process, or through Redis
+to the engine that holds the table) and its answer back to the console; a card correction
+needs a supervisor's approval first. Bets go to the :class:`~.intake.Intake`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import assert_never
 
 from livetable import protocol as p
 from livetable.auth import TokenError, verify
 from livetable.clock import now_ms
 from livetable.server.gateway.client import Client
+from livetable.server.gateway.intake import Intake
+from livetable.server.gateway.players import Players
+from livetable.server.ratelimit import RateLimits
+from livetable.store.base import Store
 
-if TYPE_CHECKING:
-    from livetable.server.gateway import Gateway
+#: How a gateway hands a dealer's command to the table's runner, and gets its answer.
+Execute = Callable[[str, p.TableCommand], Awaitable[p.Ack | p.Error]]
 
 
-async def handle(self: Gateway, client: Client, command: object, arrived_at: int) -> None:
-    if isinstance(command, p.Ping):
-        client.send_message(p.Pong(t=command.t, server_time=now_ms()))
-    elif isinstance(command, p.Hello):
-        client.send_message(p.Error(code="already_hello", message="hello was already sent"))
-    elif isinstance(command, p.PlaceBet):
-        await self._place_bet(client, command, arrived_at)
-    elif isinstance(command, p.PlaceBets):
-        await self._place_bets(client, command, arrived_at)
-    elif isinstance(command, p.GetBalance):
+class Commands:
+    """Every command a connection sends after its hello, to its answer."""
+
+    def __init__(self, store: Store, limits: RateLimits, execute: Execute, secret: bytes,
+                 intake: Intake, players: Players) -> None:
+        self.store = store
+        self.limits = limits
+        self.execute = execute
+        self.secret = secret
+        self.intake = intake
+        self.players = players
+
+    async def handle(self, client: Client, command: p.PlayerCommand | p.DealerCommand,
+                     arrived_at: int) -> None:
+        """Answer ``command``: every command of either endpoint has its case (mypy holds the
+        match to both unions, tests/unit/test_player_commands.py to protocol.md)."""
+        match command:
+            case p.Ping(t=t):
+                client.send_message(p.Pong(t=t, server_time=now_ms()))
+            case p.Hello():
+                client.send_message(p.Error(code="already_hello",
+                                            message="hello was already sent"))
+            case p.PlaceBet():
+                await self.intake.place_bet(client, command, arrived_at)
+            case p.PlaceBets():
+                await self.intake.place_bets(client, command, arrived_at)
+            case p.GetBalance():
+                await self._balance(client)
+            case p.GetBets():
+                await self._bet_record(client, command)
+            case p.CorrectCards():
+                await self._correct(client, command)
+            case (p.StartShoe() | p.OpenBetting() | p.CloseBetting() | p.CardIn()
+                  | p.Reveal() | p.Pause() | p.ResumeTable() | p.CallOffRound() | p.SetMode()
+                  | p.RoundCards()):
+                client.send_message(await self.execute(_dealers_table(client), command))
+            case _:
+                assert_never(command)
+
+    async def _correct(self, client: Client, command: p.CorrectCards) -> None:
+        approved = self._approve(client, command)
+        if isinstance(approved, p.Error):
+            client.send_message(approved)
+            return
+        answer = await self.execute(_dealers_table(client), approved)
+        if isinstance(answer, p.Ack):
+            answer.cmd = "correct_cards"  # the console's name for what it asked
+        client.send_message(answer)
+
+    async def _balance(self, client: Client) -> None:
         identity = client.identity
         if identity is None or not identity.is_player:
             client.send_message(p.Error(code="not_a_player",
                                         message="sign in as a player to see a balance"))
             return
-        view = await self._player_view(identity, p.PlayerView(id=identity.id,
-                                                               name=identity.name,
-                                                               balance=0))
+        view = await self.players.view(identity, p.PlayerView(id=identity.id,
+                                                              name=identity.name, balance=0))
         client.send_message(p.Balance(balance=view.balance, currency=view.currency))
-    elif isinstance(command, p.GetBets):
+
+    async def _bet_record(self, client: Client, command: p.GetBets) -> None:
         if client.identity is None or not client.identity.is_player:
             client.send_message(p.Error(code="not_a_player",
                                         message="sign in as a player to see your bets"))
@@ -50,43 +94,35 @@ async def handle(self: Gateway, client: Client, command: object, arrived_at: int
         entries, cursor = await self.store.bet_record(client.identity.id,
                                                       command.limit or 20, command.before)
         client.send_message(p.Bets(bets=entries, next=cursor))
-    elif client.kind == "dealer":
-        assert client.table is not None
-        if isinstance(command, p.CorrectCards):
-            approved = self._approve(client, command)
-            if isinstance(approved, p.Error):
-                client.send_message(approved)
-                return
-            answer = await self.execute(client.table, approved)
-            if isinstance(answer, p.Ack):
-                answer.cmd = "correct_cards"  # the console's name for what it asked
+
+    def _approve(self, client: Client, command: p.CorrectCards) -> p.VoidCards | p.Error:
+        """A correction with a supervisor's approval, named for the log; or why not.
+
+        A supervisor's own console needs no approval. A dealer's carries a supervisor token
+        scoped to this table (scanned at the console, never stored by it)."""
+        dealer = client.identity
+        assert dealer is not None and client.table is not None
+        if dealer.kind == "supervisor":
+            supervisor = dealer
+        elif not command.approval:
+            return p.Error(code="approval_required",
+                           message="a card correction needs a supervisor's approval")
         else:
-            answer = await self.execute(client.table, command)  # type: ignore[arg-type]  # the dealer decoder yields only table commands here
-        client.send_message(answer)
+            try:
+                supervisor = verify(self.secret, command.approval)
+            except TokenError as exc:
+                return p.Error(code="bad_approval", message=f"the approval: {exc}")
+            if supervisor.kind != "supervisor":
+                return p.Error(code="not_a_supervisor",
+                               message="the approval must be a supervisor token")
+            if not supervisor.may_drive(client.table):
+                return p.Error(code="not_your_table", message=(
+                    f"this supervisor token does not name table {client.table!r}"))
+        return p.VoidCards(count=command.count, dealer=dealer.name, dealer_id=dealer.id,
+                           supervisor=supervisor.name, supervisor_id=supervisor.id)
 
 
-def approve(self: Gateway, client: Client, command: p.CorrectCards) -> p.VoidCards | p.Error:
-    """A correction with a supervisor's approval, named for the log; or why not.
-
-    A supervisor's own console needs no approval. A dealer's carries a supervisor token
-    scoped to this table (scanned at the console, never stored by it)."""
-    dealer = client.identity
-    assert dealer is not None and client.table is not None
-    if dealer.kind == "supervisor":
-        supervisor = dealer
-    elif not command.approval:
-        return p.Error(code="approval_required",
-                       message="a card correction needs a supervisor's approval")
-    else:
-        try:
-            supervisor = verify(self.secret, command.approval)
-        except TokenError as exc:
-            return p.Error(code="bad_approval", message=f"the approval: {exc}")
-        if supervisor.kind != "supervisor":
-            return p.Error(code="not_a_supervisor",
-                           message="the approval must be a supervisor token")
-        if not supervisor.may_drive(client.table):
-            return p.Error(code="not_your_table", message=(
-                f"this supervisor token does not name table {client.table!r}"))
-    return p.VoidCards(count=command.count, dealer=dealer.name, dealer_id=dealer.id,
-                       supervisor=supervisor.name, supervisor_id=supervisor.id)
+def _dealers_table(client: Client) -> str:
+    """The table of a dealer's console (dealer commands decode on /ws/dealer only)."""
+    assert client.kind == "dealer" and client.table is not None
+    return client.table

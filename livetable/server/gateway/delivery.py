@@ -1,13 +1,14 @@
 """Delivery: the table steps the bus brings, fanned out to the connections watching.
 
 Each table event is encoded once, by the engine, and framed once here: the same bytes go
-to every connection (see :mod:`livetable.server.wsproto`). A step that does not follow the
+to every connection (see :mod:`livetable.server.framed_ws`). A step that does not follow the
 last one delivered tells the table's clients to resume (:data:`CLOSE_RESYNC`) — nothing is
 skipped silently. A player's private results go to that player's connections at the table,
 written together; those of rounds that reached this gateway by repair are read back from
 the store. Quiet tables get heartbeats.
 
-These are methods of :class:`~livetable.server.gateway.Gateway`, bound there.
+:class:`Delivery` is the gateway's bus side: it changes the :class:`Tables` (a new feed, a
+step remembered) and writes to the connections watching; it never reads a frame from one.
 """
 
 from __future__ import annotations
@@ -16,97 +17,27 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import msgspec
 
 from livetable import protocol as p
 from livetable.bus import TableBatch
 from livetable.clock import now_ms
+from livetable.config import Settings
+from livetable.server.framed_ws import text_frame
 from livetable.server.gateway.codes import CLOSE_RESYNC
-from livetable.server.gateway.feed import TableFeed, settled_rounds
-from livetable.server.wsproto import text_frame
-from livetable.store.base import StoreUnavailable
-
-if TYPE_CHECKING:
-    from livetable.server.gateway import Gateway
+from livetable.server.gateway.feed import TableFeed, Tables, settled_rounds
+from livetable.server.metrics import Metrics
+from livetable.store.base import Store, StoreUnavailable
 
 log = logging.getLogger("livetable.gateway")
-
-
-def deliver(self: Gateway, batch: TableBatch) -> None:
-    """A table step from the bus: remember it, then fan it out. Synchronous on purpose.
-
-    If the step does not follow what this gateway delivered last (a new epoch, or a gap
-    the bus could not fill), the clients of the table are told to resume
-    (:data:`CLOSE_RESYNC`): their resume, served from the store's log or a snapshot,
-    brings them back in step. Nothing is skipped silently.
-    """
-    feed = self.feeds.get(batch.table)
-    if feed is None or feed.epoch != batch.epoch:
-        if feed is not None:
-            self._resync(feed, "the table's event numbering changed")
-        feed = TableFeed(batch.table, batch.epoch, 0, batch.snapshot,
-                         deque(maxlen=self.settings.event_log_size))
-        self.feeds[batch.table] = feed
-    new = [(seq, raw) for seq, raw in batch.frames if seq > feed.seq]
-    fresh = [(seq, raw.decode()) for seq, raw in new]
-    if feed.seq and ((fresh and fresh[0][0] != feed.seq + 1)
-                     or (not fresh and batch.seq > feed.seq)):
-        self.metrics.inc("livetable_feed_gaps_total")
-        feed.ring.clear()  # resumers fall back to the store's log
-        self._resync(feed, "events were lost on the way to this gateway")
-    if batch.seq >= feed.seq:
-        feed.snapshot = batch.snapshot
-        feed.seq = batch.seq
-    if fresh:
-        sent_at = feed.last_sent = time.monotonic()
-        feed.ring.extend(fresh)
-        # framed once per event: the same bytes go to every connection
-        framed = [(text, text_frame(raw)) for (_, text), (_, raw) in zip(fresh, new,
-                                                                          strict=True)]
-        for client in list(feed.clients):
-            for frame, wire in framed:
-                client.send(frame, wire)
-        self.metrics.fanout(len(fresh) * len(feed.clients), time.monotonic() - sent_at)
-    if batch.private:
-        self._deliver_private(batch.table, batch.private)
-    if batch.repair and fresh:
-        rounds = settled_rounds(fresh)
-        if rounds:
-            task = asyncio.get_running_loop().create_task(
-                self._repair_private(batch.table, rounds))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
 
 #: How long a table remembers the results it sent while repairing: far longer than the
 #: rest of a round's settlement chunks take to come over the bus.
 REPAIR_MEMORY = 60.0
 
 _SETTLED = msgspec.json.Decoder(p.BetSettled)
-
-
-def deliver_private(self: Gateway, table: str, private: list[tuple[str, bytes]]) -> None:
-    """Each player's private results of a step (a settlement chunk holds whole
-    players), framed and written together."""
-    if table in self.repaired:
-        private = _once(self, table, private)
-    by_player: dict[str, list[bytes]] = {}
-    for player_id, frame in private:
-        by_player.setdefault(player_id, []).append(frame)
-    for player_id, frames in by_player.items():
-        clients = [c for c in self.players.get(player_id, ()) if c.table == table]
-        if clients:
-            framed = b"".join([text_frame(frame) for frame in frames])
-            for client in clients:
-                client.send_all(frames, framed)
-
-
-def resync(self: Gateway, feed: TableFeed, why: str) -> None:
-    for client in list(feed.clients):
-        client.close(CLOSE_RESYNC, why)
-    feed.clients.clear()
 
 
 class Repair:
@@ -119,85 +50,160 @@ class Repair:
         self.until = time.monotonic() + REPAIR_MEMORY
 
 
-async def repair_private(self: Gateway, table: str, rounds: list[str]) -> None:
-    """The private results of rounds whose step reached us by repair, not by the bus.
-    With the store unreachable they are left out: the Bet Record holds them.
-
-    The round's later settlement chunks still come over the bus, and one of them may have
-    been stored — so read here — before its batch arrives, or arrive while this reads:
-    each result goes out once, whichever way comes first. From the start of a repair to
-    :data:`REPAIR_MEMORY` seconds later the table remembers what either way sent (the
-    bus's side: :func:`_once`)."""
-    repair = self.repaired.get(table)
-    if repair is None:
-        repair = self.repaired[table] = Repair()
-    repair.until = time.monotonic() + REPAIR_MEMORY
-    for player_id, clients in list(self.players.items()):
-        watching = [c for c in clients if c.table == table]
-        if not watching:
-            continue
-        try:
-            messages = await self.store.settlements_for_rounds(player_id, rounds)
-        except StoreUnavailable as exc:
-            log.warning("table %s: private results not repaired: %s", table, exc)
-            return
-        for message in messages:
-            key = (player_id, message.bet_id)
-            if key in repair.sent:
-                continue  # the bus brought it while this read
-            repair.sent.add(key)
-            for client in watching:
-                client.send_message(message)
-
-
-def _once(self: Gateway, table: str,
-          private: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
-    """The results of ``private`` that the table's repair has not sent, now remembered as
-    sent. Only while a repair is fresh (each frame is decoded here); then forgotten."""
-    repair = self.repaired[table]
-    if time.monotonic() > repair.until:
-        del self.repaired[table]
-        return private
-    fresh = []
-    for player_id, frame in private:
-        key = (player_id, _SETTLED.decode(frame).bet_id)
-        if key not in repair.sent:
-            repair.sent.add(key)
-            fresh.append((player_id, frame))
-    return fresh
-
-
-def heartbeat_message(self: Gateway) -> p.Heartbeat:
-    return p.Heartbeat(interval_ms=round(self.settings.heartbeat * 1000),
+def heartbeat_message(settings: Settings) -> p.Heartbeat:
+    """The heartbeat frame (its interval, and the server's clock)."""
+    return p.Heartbeat(interval_ms=round(settings.heartbeat * 1000),
                        server_time=now_ms())
 
 
-async def heartbeats(self: Gateway) -> None:
-    """A heartbeat to every connection of a table that sent nothing for an interval.
+class Delivery:
+    """Table steps from the bus to the connections watching (see the module docstring)."""
 
-    Why: a connection that the network drops silently (no FIN, no RST: a phone losing
-    its signal) looks open to both ends for minutes. A client that knows a frame comes
-    at least every interval can tell within about two intervals that it is gone, and
-    show it. Only quiet tables get them — a table dealing a round is heard anyway — and
-    one frame, framed once, serves every connection of the table. A new connection gets
-    one right after its welcome, so that it knows the interval before the table is quiet.
-    """
-    interval = self.settings.heartbeat
-    check_every = min(0.25, interval / 4)  # a beat is due at most this late
-    while True:
-        await asyncio.sleep(check_every)
-        now = time.monotonic()
-        for feed in list(self.feeds.values()):
-            if not feed.clients or now - feed.last_sent < interval:
-                continue
-            feed.last_sent = now
-            data = p.encode(self._heartbeat_message())
-            text, wire = data.decode(), text_frame(data)
-            # A client answered within half an interval has just had a frame: it needs no
-            # beat now (in a burst of bets, that is nearly every client: one write each
-            # saved). It hears again at most 1.5 intervals and a check after that answer;
-            # the page waits 2 intervals and a second (static/js/conn.js).
-            answered_since = now - interval / 2
+    def __init__(self, settings: Settings, store: Store, metrics: Metrics, tables: Tables,
+                 keep: Callable[[asyncio.Task[None]], None]) -> None:
+        self.settings = settings
+        self.store = store
+        self.metrics = metrics
+        self.tables = tables
+        self.keep = keep
+        #: Per table repaired lately: the results sent since (see :meth:`_repair_private`).
+        self.repaired: dict[str, Repair] = {}
+
+    def deliver(self, batch: TableBatch) -> None:
+        """A table step from the bus: remember it, then fan it out. Synchronous on purpose.
+
+        If the step does not follow what this gateway delivered last (a new epoch, or a gap
+        the bus could not fill), the clients of the table are told to resume
+        (:data:`CLOSE_RESYNC`): their resume, served from the store's log or a snapshot,
+        brings them back in step. Nothing is skipped silently.
+        """
+        feed = self.tables.feeds.get(batch.table)
+        if feed is None or feed.epoch != batch.epoch:
+            if feed is not None:
+                self._resync(feed, "the table's event numbering changed")
+            feed = TableFeed(batch.table, batch.epoch, 0, batch.snapshot,
+                             deque(maxlen=self.settings.event_log_size))
+            self.tables.feeds[batch.table] = feed
+        new = [(seq, raw) for seq, raw in batch.frames if seq > feed.seq]
+        fresh = [(seq, raw.decode()) for seq, raw in new]
+        if feed.seq and ((fresh and fresh[0][0] != feed.seq + 1)
+                         or (not fresh and batch.seq > feed.seq)):
+            self.metrics.inc("livetable_feed_gaps_total")
+            feed.ring.clear()  # resumers fall back to the store's log
+            self._resync(feed, "events were lost on the way to this gateway")
+        if batch.seq >= feed.seq:
+            feed.snapshot = batch.snapshot
+            feed.seq = batch.seq
+        if fresh:
+            sent_at = feed.last_sent = time.monotonic()
+            feed.ring.extend(fresh)
+            # framed once per event: the same bytes go to every connection
+            framed = [(text, text_frame(raw)) for (_, text), (_, raw) in zip(fresh, new,
+                                                                              strict=True)]
             for client in list(feed.clients):
-                if client.answered_at < answered_since:
-                    client.send(text, wire)
+                for frame, wire in framed:
+                    client.send(frame, wire)
+            self.metrics.fanout(len(fresh) * len(feed.clients), time.monotonic() - sent_at)
+        if batch.private:
+            self._deliver_private(batch.table, batch.private)
+        if batch.repair and fresh:
+            rounds = settled_rounds(fresh)
+            if rounds:
+                self.keep(asyncio.get_running_loop().create_task(
+                    self._repair_private(batch.table, rounds)))
+
+    def _deliver_private(self, table: str, private: list[tuple[str, bytes]]) -> None:
+        """Each player's private results of a step (a settlement chunk holds whole
+        players), framed and written together."""
+        if table in self.repaired:
+            private = self._once(table, private)
+        by_player: dict[str, list[bytes]] = {}
+        for player_id, frame in private:
+            by_player.setdefault(player_id, []).append(frame)
+        for player_id, frames in by_player.items():
+            clients = [c for c in self.tables.players.get(player_id, ()) if c.table == table]
+            if clients:
+                framed = b"".join([text_frame(frame) for frame in frames])
+                for client in clients:
+                    client.send_all(frames, framed)
+
+    def _resync(self, feed: TableFeed, why: str) -> None:
+        for client in list(feed.clients):
+            client.close(CLOSE_RESYNC, why)
+        feed.clients.clear()
+
+    async def _repair_private(self, table: str, rounds: list[str]) -> None:
+        """The private results of rounds whose step reached us by repair, not by the bus.
+        With the store unreachable they are left out: the Bet Record holds them.
+
+        The round's later settlement chunks still come over the bus, and one of them may have
+        been stored — so read here — before its batch arrives, or arrive while this reads:
+        each result goes out once, whichever way comes first. From the start of a repair to
+        :data:`REPAIR_MEMORY` seconds later the table remembers what either way sent (the
+        bus's side: :meth:`_once`)."""
+        repair = self.repaired.get(table)
+        if repair is None:
+            repair = self.repaired[table] = Repair()
+        repair.until = time.monotonic() + REPAIR_MEMORY
+        for player_id, clients in list(self.tables.players.items()):
+            watching = [c for c in clients if c.table == table]
+            if not watching:
+                continue
+            try:
+                messages = await self.store.settlements_for_rounds(player_id, rounds)
+            except StoreUnavailable as exc:
+                log.warning("table %s: private results not repaired: %s", table, exc)
+                return
+            for message in messages:
+                key = (player_id, message.bet_id)
+                if key in repair.sent:
+                    continue  # the bus brought it while this read
+                repair.sent.add(key)
+                for client in watching:
+                    client.send_message(message)
+
+    def _once(self, table: str,
+              private: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+        """The results of ``private`` that the table's repair has not sent, now remembered as
+        sent. Only while a repair is fresh (each frame is decoded here); then forgotten."""
+        repair = self.repaired[table]
+        if time.monotonic() > repair.until:
+            del self.repaired[table]
+            return private
+        fresh = []
+        for player_id, frame in private:
+            key = (player_id, _SETTLED.decode(frame).bet_id)
+            if key not in repair.sent:
+                repair.sent.add(key)
+                fresh.append((player_id, frame))
+        return fresh
+
+    async def heartbeats(self) -> None:
+        """A heartbeat to every connection of a table that sent nothing for an interval.
+
+        Why: a connection that the network drops silently (no FIN, no RST: a phone losing
+        its signal) looks open to both ends for minutes. A client that knows a frame comes
+        at least every interval can tell within about two intervals that it is gone, and
+        show it. Only quiet tables get them — a table dealing a round is heard anyway — and
+        one frame, framed once, serves every connection of the table. A new connection gets
+        one right after its welcome, so that it knows the interval before the table is quiet.
+        """
+        interval = self.settings.heartbeat
+        check_every = min(0.25, interval / 4)  # a beat is due at most this late
+        while True:
+            await asyncio.sleep(check_every)
+            now = time.monotonic()
+            for feed in list(self.tables.feeds.values()):
+                if not feed.clients or now - feed.last_sent < interval:
+                    continue
+                feed.last_sent = now
+                data = p.encode(heartbeat_message(self.settings))
+                text, wire = data.decode(), text_frame(data)
+                # A client answered within half an interval has just had a frame: it needs no
+                # beat now (in a burst of bets, that is nearly every client: one write each
+                # saved). It hears again at most 1.5 intervals and a check after that answer;
+                # the page waits 2 intervals and a second (static/js/conn.js).
+                answered_since = now - interval / 2
+                for client in list(feed.clients):
+                    if client.answered_at < answered_since:
+                        client.send(text, wire)

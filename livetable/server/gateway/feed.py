@@ -2,21 +2,19 @@
 
 A gateway holds no table state of its own making. Per table it keeps a :class:`TableFeed`:
 the snapshot, the head ``(epoch, seq)``, a ring of recent frames (for resumes), and the
-connections watching.
+connections watching. :class:`Tables` holds the feeds and, for private frames, each
+player's connections: who joins and leaves is decided in one place.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from livetable import protocol as p
-
-if TYPE_CHECKING:
-    from livetable.server.gateway.client import Client
+from livetable.server.gateway.client import Client
 
 _SETTLING = msgspec.json.Decoder(p.RoundSettled | p.RoundCancelled | p.TableEvent)
 
@@ -48,6 +46,31 @@ class TableFeed:
             return None
         return [(s, f) for s, f in self.ring if s > seq]
 
+
+class Tables:
+    """Every table this gateway has heard of (its :class:`TableFeed`), the connections
+    watching each, and each player's connections (by player id) for private frames."""
+
+    def __init__(self) -> None:
+        self.feeds: dict[str, TableFeed] = {}
+        self.players: dict[str, set[Client]] = {}
+
+    def join(self, client: Client, feed: TableFeed) -> None:
+        """``client`` gets ``feed``'s live frames from now on (and a player its own)."""
+        feed.clients.add(client)
+        identity = client.identity
+        if identity is not None and identity.is_player:  # private frames are players' only
+            self.players.setdefault(identity.id, set()).add(client)
+
+    def leave(self, client: Client) -> None:
+        if client.table and client.table in self.feeds:
+            self.feeds[client.table].clients.discard(client)
+        if client.identity is not None:
+            others = self.players.get(client.identity.id)
+            if others is not None:
+                others.discard(client)
+                if not others:
+                    del self.players[client.identity.id]
 
 
 def settled_rounds(frames: list[tuple[int, str]]) -> list[str]:

@@ -6,21 +6,23 @@ rounds among them, then every live event ``> head`` — with no gap and no dupli
 client is registered for live frames in the same synchronous block that takes the head, so
 no event can fall between the two.
 
-These are methods of :class:`~livetable.server.gateway.Gateway`, bound there.
+:class:`Admission` checks a connection at the door (its origin, then its hello) and
+welcomes it; the connection's :class:`~livetable.server.gateway.session.Session` reads the
+frames.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
 
-import msgspec
 from starlette.websockets import WebSocket
 
 from livetable import protocol as p
 from livetable.auth import Identity, TokenError, verify
 from livetable.clock import now_ms
+from livetable.config import Settings
+from livetable.engine.bets import settled_message
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.codes import (
     CLOSE_FORBIDDEN,
@@ -28,49 +30,49 @@ from livetable.server.gateway.codes import (
     CLOSE_UNAUTHORIZED,
     CLOSE_UNKNOWN_TABLE,
 )
-from livetable.server.gateway.feed import TableFeed, settled_rounds
-from livetable.store.bets import settled_from_record
-
-if TYPE_CHECKING:
-    from livetable.server.gateway import Gateway
-
-
-def origin_allowed(self: Gateway, ws: WebSocket) -> bool:
-    origin = ws.headers.get("origin")
-    if origin is None:
-        return True  # not a browser: tokens, not origins, protect those
-    allowed = self.settings.allowed_origins
-    if allowed:
-        return "*" in allowed or origin in allowed
-    host = ws.headers.get("host", "")
-    return origin.split("://", 1)[-1] == host
+from livetable.server.gateway.delivery import heartbeat_message
+from livetable.server.gateway.feed import TableFeed, Tables, settled_rounds
+from livetable.server.gateway.players import Players
+from livetable.server.metrics import Metrics
+from livetable.store.base import Store
 
 
-async def read_hello(self: Gateway, client: Client, decoder: p.FrameDecoder[Any]) -> p.Hello | None:
-    while True:
-        text = await self._receive(client)
-        if text is None:
-            continue
-        try:
-            hello = decoder.decode(text)
-        except msgspec.DecodeError as exc:
-            client.send_message(p.Error(code="bad_frame", message=str(exc)))
-            continue
-        if not isinstance(hello, p.Hello):
-            client.send_message(p.Error(code="hello_required",
-                                        message="the first frame must be hello"))
-            continue
+class Admission:
+    """The origin check, hello, the welcome and resume (see the module docstring)."""
+
+    def __init__(self, settings: Settings, secret: bytes, store: Store, metrics: Metrics,
+                 tables: Tables, players: Players) -> None:
+        self.settings = settings
+        self.secret = secret
+        self.store = store
+        self.metrics = metrics
+        self.tables = tables
+        self.players = players
+
+    def origin_allowed(self, ws: WebSocket) -> bool:
+        origin = ws.headers.get("origin")
+        if origin is None:
+            return True  # not a browser: tokens, not origins, protect those
+        allowed = self.settings.allowed_origins
+        if allowed:
+            return "*" in allowed or origin in allowed
+        host = ws.headers.get("host", "")
+        return origin.split("://", 1)[-1] == host
+
+    def admit(self, client: Client, hello: p.Hello) -> bool:
+        """Whether ``hello`` lets ``client`` in (its identity set, its expiry timed); if not,
+        the client has been answered why and closed."""
         if hello.v != p.PROTOCOL_VERSION:
             client.send_message(p.Error(code="bad_version",
                                         message=f"this server speaks protocol v1, not "
                                                 f"v{hello.v}"))
             client.close(CLOSE_PROTOCOL)
-            return None
-        if hello.table not in self.feeds:
+            return False
+        if hello.table not in self.tables.feeds:
             client.send_message(p.Error(code="unknown_table",
                                         message=f"no table {hello.table!r}"))
             client.close(CLOSE_UNKNOWN_TABLE)
-            return None
+            return False
         identity: Identity | None = None
         if hello.token:
             try:
@@ -78,12 +80,12 @@ async def read_hello(self: Gateway, client: Client, decoder: p.FrameDecoder[Any]
             except TokenError as exc:
                 client.send_message(p.Error(code="bad_token", message=str(exc)))
                 client.close(CLOSE_UNAUTHORIZED)
-                return None
+                return False
         if client.kind == "dealer" and (identity is None or not identity.is_staff):
             client.send_message(p.Error(code="not_a_dealer",
                                         message="the dealer console needs a dealer token"))
             client.close(CLOSE_UNAUTHORIZED)
-            return None
+            return False
         if client.kind == "dealer" and identity is not None and not identity.may_drive(
                 hello.table):
             client.send_message(p.Error(code="not_your_table", message=(
@@ -91,136 +93,113 @@ async def read_hello(self: Gateway, client: Client, decoder: p.FrameDecoder[Any]
                 if identity.tables else f"this {identity.kind} token names no tables: "
                 "mint one with --tables or --all-tables")))
             client.close(CLOSE_FORBIDDEN)
-            return None
+            return False
         if client.kind == "player" and identity is not None and not identity.is_player:
             client.send_message(p.Error(code="bad_token",
                                         message="a dealer token is for /ws/dealer only"))
             client.close(CLOSE_UNAUTHORIZED)
-            return None
+            return False
         if identity is not None and identity.kind == "guest" and not self.settings.guests:
             client.send_message(p.Error(code="bad_token",
                                         message="guest play is off on this server"))
             client.close(CLOSE_UNAUTHORIZED)
-            return None
+            return False
         client.identity = identity
         if identity is not None:
             self._close_at_expiry(client, identity)
-        return hello
+        return True
 
+    def _close_at_expiry(self, client: Client, identity: Identity) -> None:
+        """A token is checked at hello; the connection it opened ends when it expires."""
+        def expire() -> None:
+            client.send_message(p.Error(code="token_expired",
+                                        message="your session expired: sign in again"))
+            client.close(CLOSE_UNAUTHORIZED, "token expired")
 
-def close_at_expiry(self: Gateway, client: Client, identity: Identity) -> None:
-    """A token is checked at hello; the connection it opened ends when it expires."""
-    def expire() -> None:
-        client.send_message(p.Error(code="token_expired",
-                                    message="your session expired: sign in again"))
-        client.close(CLOSE_UNAUTHORIZED, "token expired")
+        delay = max(0.0, identity.expires - time.time())
+        client.expiry = asyncio.get_running_loop().call_later(delay, expire)
 
-    delay = max(0.0, identity.expires - time.time())
-    client.expiry = asyncio.get_running_loop().call_later(delay, expire)
-
-
-async def welcome(self: Gateway, client: Client, hello: p.Hello) -> None:
-    table = hello.table
-    identity = client.identity
-    player: p.PlayerView | None = None
-    if identity is not None and identity.is_player:
-        initial = (self.settings.guest_balance if identity.kind == "guest"
-                   else self.settings.player_balance)
-        if self.wallet is not None:  # the operator holds the money: none here
-            initial = 0
-        player = await self.store.ensure_player(identity.id, identity.name, initial, now_ms())
-    resume = hello.resume
-    replay: list[tuple[int, str]] | None = None
-    settled: list[p.BetSettled] = []
-    feed = self.feeds[table]
-    if resume is not None and resume.epoch == feed.epoch:
-        replay, settled = await self._plan_replay(feed, resume.seq, player)
-    elif resume is not None and player is not None:
-        settled = await self._recent_results(player.id, table)
-    if player is not None and identity is not None:
-        player = await self._player_view(identity, player)
-    # Take the head and register in one synchronous block (after the last await), so
-    # that no event falls between the replay and the live frames.
-    for _ in range(8):
-        feed = self.feeds[table]
-        if replay is None or resume is None:
-            break
-        if feed.epoch != resume.epoch:
+    async def welcome(self, client: Client, hello: p.Hello) -> None:
+        table = hello.table
+        identity = client.identity
+        player: p.PlayerView | None = None
+        if identity is not None and identity.is_player:
+            player = await self.players.ensure(identity)
+        resume = hello.resume
+        replay: list[tuple[int, str]] | None = None
+        settled: list[p.BetSettled] = []
+        feed = self.tables.feeds[table]
+        if resume is not None and resume.epoch == feed.epoch:
+            replay, settled = await self._plan_replay(feed, resume.seq, player)
+        elif resume is not None and player is not None:
+            settled = await self._recent_results(player.id, table)
+        if player is not None and identity is not None:
+            player = await self.players.view(identity, player)
+        # Take the head and register in one synchronous block (after the last await), so
+        # that no event falls between the replay and the live frames.
+        for _ in range(8):
+            feed = self.tables.feeds[table]
+            if replay is None or resume is None:
+                break
+            if feed.epoch != resume.epoch:
+                replay = None
+                break
+            more = feed.frames_after(replay[-1][0] if replay else resume.seq)
+            if more is None:
+                replay = None
+                break
+            replay.extend(more)
+            rounds = settled_rounds(more)
+            if not rounds or player is None:
+                break
+            settled += await self.store.settlements_for_rounds(player.id, rounds)
+        else:  # the head kept moving through every await: give the snapshot instead
             replay = None
-            break
-        more = feed.frames_after(replay[-1][0] if replay else resume.seq)
-        if more is None:
+        # The welcome burst is queued at once: a replay that fills the send queue would close
+        # the client as too slow — again at each retry, so it could never catch up. Past half
+        # the queue, a snapshot instead (resumed: false); the Bet Record holds any result left
+        # out here.
+        budget = max(1, client.limit // 2) - 1
+        if replay is not None and len(replay) + len(settled) > budget:
             replay = None
-            break
-        replay.extend(more)
-        rounds = settled_rounds(more)
-        if not rounds or player is None:
-            break
-        settled += await self.store.settlements_for_rounds(player.id, rounds)
-    else:  # the head kept moving through every await: give the snapshot instead
-        replay = None
-    # The welcome burst is queued at once: a replay that fills the send queue would close
-    # the client as too slow — again at each retry, so it could never catch up. Past half
-    # the queue, a snapshot instead (resumed: false); the Bet Record holds any result left
-    # out here.
-    budget = max(1, client.limit // 2) - 1
-    if replay is not None and len(replay) + len(settled) > budget:
-        replay = None
-    settled = settled[-budget:] if budget else []
-    welcome = p.Welcome(v=p.PROTOCOL_VERSION, player=player, table=feed.view(),
-                        epoch=feed.epoch, seq=feed.seq, server_time=now_ms(),
-                        resumed=replay is not None)
-    client.table = table
-    client.send(p.encode(welcome).decode())
-    for _, frame in replay or ():
-        client.send(frame)
-    for message in settled:
-        client.send_message(message)
-    if self.settings.heartbeat > 0:  # the interval, known from the start
-        client.send_message(self._heartbeat_message())
-    feed.clients.add(client)
-    if identity is not None and identity.is_player:  # private frames are players' only
-        self.players.setdefault(identity.id, set()).add(client)
-    self.metrics.inc("livetable_resumes_total" if replay is not None else
-                     "livetable_welcomes_total")
+        settled = settled[-budget:] if budget else []
+        welcome = p.Welcome(v=p.PROTOCOL_VERSION, player=player, table=feed.view(),
+                            epoch=feed.epoch, seq=feed.seq, server_time=now_ms(),
+                            resumed=replay is not None)
+        client.table = table
+        client.send(p.encode(welcome).decode())
+        for _, frame in replay or ():
+            client.send(frame)
+        for message in settled:
+            client.send_message(message)
+        if self.settings.heartbeat > 0:  # the interval, known from the start
+            client.send_message(heartbeat_message(self.settings))
+        self.tables.join(client, feed)
+        self.metrics.inc("livetable_resumes_total" if replay is not None else
+                         "livetable_welcomes_total")
 
+    async def _plan_replay(self, feed: TableFeed, seq: int, player: p.PlayerView | None
+                           ) -> tuple[list[tuple[int, str]] | None, list[p.BetSettled]]:
+        frames = feed.frames_after(seq)
+        if frames is None:
+            stored = await self.store.events_after(
+                feed.table, feed.epoch, seq,
+                min(self.settings.event_log_size * 4, self.settings.send_queue // 2))
+            if stored is None:
+                return None, ([] if player is None else
+                              await self._recent_results(player.id, feed.table))
+            frames = [(seq + 1 + i, f.decode()) for i, f in enumerate(stored)]
+            if frames:
+                more = self.tables.feeds[feed.table].frames_after(frames[-1][0])
+                frames.extend(more or [])
+        settled: list[p.BetSettled] = []
+        if player is not None:
+            settled = await self.store.settlements_for_rounds(player.id, settled_rounds(frames))
+        return frames, settled
 
-async def player_view(self: Gateway, identity: Identity, known: p.PlayerView) -> p.PlayerView:
-    """The player as the page shows it: with a seamless wallet, the operator's balance
-    (0 if it does not answer in time; the page asks again); else the ledger's."""
-    player = await self.store.player(identity.id) or known
-    if self.wallet is not None:
-        balance = await self.wallet.balance(identity)
-        player.balance = 0 if balance is None else balance
-        player.currency = self.wallet.currency_of(identity)
-    else:
-        player.currency = identity.currency
-    return player
-
-
-async def plan_replay(self: Gateway, feed: TableFeed, seq: int, player: p.PlayerView | None
-                       ) -> tuple[list[tuple[int, str]] | None, list[p.BetSettled]]:
-    frames = feed.frames_after(seq)
-    if frames is None:
-        stored = await self.store.events_after(
-            feed.table, feed.epoch, seq,
-            min(self.settings.event_log_size * 4, self.settings.send_queue // 2))
-        if stored is None:
-            return None, ([] if player is None else
-                          await self._recent_results(player.id, feed.table))
-        frames = [(seq + 1 + i, f.decode()) for i, f in enumerate(stored)]
-        if frames:
-            more = self.feeds[feed.table].frames_after(frames[-1][0])
-            frames.extend(more or [])
-    settled: list[p.BetSettled] = []
-    if player is not None:
-        settled = await self.store.settlements_for_rounds(player.id, settled_rounds(frames))
-    return frames, settled
-
-
-async def recent_results(self: Gateway, player_id: str, table: str) -> list[p.BetSettled]:
-    """When a resume cannot replay: the player's latest results at this table, so the
-    client still sees what was paid while it was away (it de-duplicates by bet_id)."""
-    entries, _ = await self.store.bet_record(player_id, 20, None)
-    return [settled_from_record(e) for e in reversed(entries)
-            if e.table == table and e.state != "accepted"]
+    async def _recent_results(self, player_id: str, table: str) -> list[p.BetSettled]:
+        """When a resume cannot replay: the player's latest results at this table, so the
+        client still sees what was paid while it was away (it de-duplicates by bet_id)."""
+        entries, _ = await self.store.bet_record(player_id, 20, None)
+        return [settled_message(e) for e in reversed(entries)
+                if e.table == table and e.state != "accepted"]

@@ -20,10 +20,11 @@ from typing import Any, ClassVar, Generic, TypeVar, assert_never, cast
 import msgspec
 
 from livetable import protocol as p
-from livetable.engine.table import Effect
+from livetable.engine.bets import SlipAnswer, SlipRequest
+from livetable.engine.effects import Effect
 from livetable.rules.fairness import ShoeRecord
 from livetable.store.base import AuditReport, Settled
-from livetable.store.bets import RoundView, SlipAnswer, SlipRequest
+from livetable.store.bets import RoundView
 from livetable.store.ledger import accounts, reads, slips, steps
 from livetable.store.ledger.core import Ledger
 

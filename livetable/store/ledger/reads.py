@@ -8,9 +8,14 @@ import json
 import uuid
 
 from livetable import protocol as p
+from livetable.engine.bets import settled_message
 from livetable.rules.fairness import ShoeRecord, ShoeRound
 from livetable.store.base import AuditReport, cursor_of
-from livetable.store.bets import BetRow, RoundView, record_entry, settled_message
+from livetable.store.bets import (
+    BetRow,
+    RoundView,
+    record_entry,
+)
 from livetable.store.ledger.core import Ledger
 
 BET_COLUMNS = ("player_id, bet_id, table_id, round_id, spot, amount, deducted, placed_at, "

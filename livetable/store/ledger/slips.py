@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from livetable import protocol as p
 from livetable.accounts import hold_account
-from livetable.store.bets import (
+from livetable.engine.bets import (
     RoundFacts,
     SlipAnswer,
     SlipFacts,

@@ -14,7 +14,8 @@ import json
 from typing import assert_never
 
 from livetable.accounts import AccountError, hold_account
-from livetable.engine.table import (
+from livetable.engine.bets import closed_deadline
+from livetable.engine.effects import (
     CancelRound,
     Effect,
     OpenRound,
@@ -25,7 +26,6 @@ from livetable.engine.table import (
 from livetable.store.base import Settled, StepRefused
 from livetable.store.bets import (
     OpenBet,
-    closed_deadline,
     limits_dict,
     payout_transfer_id,
     refund_transfer_id,

@@ -1,4 +1,4 @@
--- Many players' slips in one call: each judged and applied in turn, as store/bets.py's
+-- Many players' slips in one call: each judged and applied in turn, as engine/bets.py's
 -- judge_slip does (the same checks in the same order, the same codes and detail values).
 -- KEYS: ledger(6), bets, bet-seq, slip-seq, then 9 per slip from KEYS[base]: round info,
 --       round bets, round totals, player bet-ids, player bets, player rounds, player slips,

@@ -69,7 +69,7 @@ for _, e in ipairs(effects) do
   elseif kind == 'betting' then
     local r = redis.call('HMGET', info, 'state', 'closes_at')
     local state, closes_at = r[1], e[4]
-    if e[3] == 'closed' then  -- keep the deadline, as store/bets.py's closed_deadline
+    if e[3] == 'closed' then  -- keep the deadline, as engine/bets.py's closed_deadline
       closes_at = ''
       if r[2] and r[2] ~= '' then closes_at = int(math.min(tonumber(r[2]), tonumber(now))) end
     end

@@ -21,6 +21,12 @@ round to it. uvicorn stops reading a connection after each message until the app
 it, so a message's true arrival is only seen if reading goes on: this protocol keeps
 reading until :data:`READ_AHEAD` messages wait, and stamps each message with the time it
 was read (``message["livetable.arrived_at"]``, epoch ms).
+
+uvicorn's internals. This subclasses a protocol whose attributes are not uvicorn's public
+API (``frames``, ``curr_msg_data_type``, ``read_paused``, ``queue``, ``close_sent``,
+``writable`` …; :meth:`send_receive_event_to_app` is overridden, so a rename upstream would
+silently bypass it). pyproject.toml pins uvicorn to the minor release the tests ran on, and
+tests/unit/test_uvicorn_internals.py fails, naming what moved, when one of them does.
 """
 
 from __future__ import annotations

@@ -1,0 +1,47 @@
+"""A player's account as the gateway shows it: created at the first hello, its balance.
+
+With a seamless wallet the operator holds the money: the account here starts at 0 and the
+balance shown is the operator's (asked each time). Otherwise the ledger's. The welcome and
+``get_balance`` both show a player through :class:`Players`, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from livetable import protocol as p
+from livetable.auth import Identity
+from livetable.clock import now_ms
+from livetable.config import Settings
+from livetable.store.base import Store
+
+if TYPE_CHECKING:  # the wallet's module is the operator's side, not needed to run without it
+    from livetable.operator.seamless import SeamlessWallet
+
+
+class Players:
+    def __init__(self, settings: Settings, store: Store,
+                 wallet: SeamlessWallet | None) -> None:
+        self.settings = settings
+        self.store = store
+        self.wallet = wallet
+
+    async def ensure(self, identity: Identity) -> p.PlayerView:
+        """The player's account, created with the demo or the configured balance."""
+        initial = (self.settings.guest_balance if identity.kind == "guest"
+                   else self.settings.player_balance)
+        if self.wallet is not None:  # the operator holds the money: none here
+            initial = 0
+        return await self.store.ensure_player(identity.id, identity.name, initial, now_ms())
+
+    async def view(self, identity: Identity, known: p.PlayerView) -> p.PlayerView:
+        """The player as the page shows it: with a seamless wallet, the operator's balance
+        (0 if it does not answer in time; the page asks again); else the ledger's."""
+        player = await self.store.player(identity.id) or known
+        if self.wallet is not None:
+            balance = await self.wallet.balance(identity)
+            player.balance = 0 if balance is None else balance
+            player.currency = self.wallet.currency_of(identity)
+        else:
+            player.currency = identity.currency
+        return player
