@@ -125,28 +125,20 @@ class Services:
         self.collector: Collector | None = None
         execute = self.execute
         if settings.redis_url and store is None:
-            from redis.asyncio import BlockingConnectionPool, Redis
+            from redis.asyncio import Redis
             from redis.asyncio.cluster import RedisCluster
-            from redis.asyncio.retry import Retry
-            from redis.backoff import ExponentialBackoff
-            from redis.exceptions import ConnectionError as RedisConnectionError
-            from redis.exceptions import TimeoutError as RedisTimeoutError
 
             from livetable.bus.redis import RedisBus
             from livetable.server.scaleout import LeasedTables, RedisControl
-            from livetable.store.redis import FencedOut, RedisStore
+            from livetable.store.redis import FencedOut, RedisStore, connection_pool
 
-            # Retry a command once or twice on a dropped connection (after a Redis restart
-            # the first command on each pooled connection fails). Safe: every write is
-            # idempotent by its id (bet, step, round).
+            # Pooled connections retry a command on a dropped connection (after a Redis
+            # restart the first command on each of them fails): see connection_pool.
             # A round's settlement is one Lua script: a round of 100,000 bets keeps Redis
             # busy for seconds (docs/benchmarks.md), past redis-py's 5 s default timeout.
-            self.redis = Redis(
-                connection_pool=BlockingConnectionPool.from_url(
-                    settings.redis_url, max_connections=512, timeout=10,
-                    health_check_interval=5, socket_timeout=60),
-                retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-                retry_on_error=[RedisConnectionError, RedisTimeoutError])
+            self.redis = Redis(connection_pool=connection_pool(
+                settings.redis_url, max_connections=512, timeout=10,
+                health_check_interval=5, socket_timeout=60))
             self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
                                       if settings.redis_pubsub_cluster else None)
             redis_store = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
@@ -161,7 +153,7 @@ class Services:
             if "engine" in roles:
                 # leases and dealer commands on their own connections: a flood of bets
                 # must never delay a lease renewal
-                self.lease_redis = Redis(connection_pool=BlockingConnectionPool.from_url(
+                self.lease_redis = Redis(connection_pool=connection_pool(
                     settings.redis_url, max_connections=len(settings.table_names) + 8,
                     timeout=5, health_check_interval=5))
                 self.leases = LeasedTables(self.lease_redis, redis_store,

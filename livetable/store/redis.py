@@ -80,6 +80,8 @@ import msgspec
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import ResponseError
 
 from livetable import protocol as p
@@ -147,6 +149,25 @@ REDIS_OUTAGES: tuple[type[BaseException], ...] = (
     redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ReadOnlyError,
     redis_errors.OutOfMemoryError, redis_errors.TryAgainError, redis_errors.ClusterDownError,
     redis_errors.MasterDownError, OSError)
+
+
+def connection_pool(url: str, *, max_connections: int, timeout: float,
+                    **options: Any) -> BlockingConnectionPool:
+    """A pool of connections to ``url`` that retry a command on a dropped connection.
+
+    After a Redis restart or a failover every idle pooled connection is dead, and its next
+    command fails. redis-py retries only as the *connection* says: a ``retry`` given to
+    ``Redis(connection_pool=…)`` is ignored (the pool's own configuration is used, and
+    without one a pooled connection retries 0 times), so the retry goes on the pool's
+    connection options here — the one way every pool of livetable is made. A retry
+    reconnects and sends the command again: safe, every write is idempotent by its id or
+    refused as out of step (an engine step, :class:`~livetable.store.base.StepRefused`).
+    ``options``: the pool's other connection options (``socket_timeout``, …).
+    """
+    return BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=timeout,
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+        retry_on_error=[redis_errors.ConnectionError, redis_errors.TimeoutError], **options)
 
 
 def is_redis_outage(exc: BaseException) -> bool:
@@ -249,8 +270,7 @@ class RedisStore:
         The pool blocks when all ``max_connections`` are busy (a burst of bets waits its
         turn for up to ``pool_timeout`` seconds rather than failing).
         """
-        pool = BlockingConnectionPool.from_url(url, max_connections=max_connections,
-                                               timeout=pool_timeout)
+        pool = connection_pool(url, max_connections=max_connections, timeout=pool_timeout)
         return cls(Redis.from_pool(pool), prefix=prefix, event_retention=event_retention,
                    owns_client=True, seal=seal, settle_chunk=settle_chunk)
 
