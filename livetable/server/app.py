@@ -212,7 +212,8 @@ class Services:
             mode="manual" if self.settings.mode == "manual" else "auto",
             limits=limits_of(self.settings), timing=timing_of(self.settings),
             stream=stream_of(self.settings, table), rng=self.rng,
-            on_settled=self.metrics.settled, fatal=fatal)
+            on_settled=self.metrics.settled, on_refused=self.metrics.step_refused,
+            fatal=fatal)
         self.runners[table] = runner
         return runner
 
@@ -351,6 +352,11 @@ class Services:
         halted = {t: r.halted for t, r in self.runners.items() if r.halted is not None}
         if halted:  # held by a failed audit, or by a bug in a step (see TableRunner)
             checks["halted"] = halted
+        since = now_ms() - REFUSALS_SHOWN_MS
+        refused = {t: r.refused[1] for t, r in self.runners.items()
+                   if r.refused is not None and r.refused[0] >= since}
+        if refused:  # the table reloaded from its store and went on (informative)
+            checks["steps_refused"] = refused
         # the probes that ask the store, together, each bounded: see READY_PROBE_TIMEOUT
         identity, backlog = await asyncio.gather(
             _probe(self.store.identity()),
@@ -374,6 +380,10 @@ class Services:
               and all(checks.get("tables", {}).values()))
         return ok, checks
 
+
+#: How long ``/readyz`` names a table whose step its store refused (out of step: the engine
+#: reloaded from the store): long enough for an operator to look after an alert.
+REFUSALS_SHOWN_MS = 10 * 60_000
 
 #: How long ``/readyz`` waits for any one probe (the store, the wallet log). The probes run
 #: together, so it answers within about this, whatever hangs: a gateway cut off from Redis

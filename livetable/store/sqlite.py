@@ -41,13 +41,16 @@ from livetable.engine.table import (
 from livetable.rules.fairness import ShoeRecord, ShoeRound
 from livetable.store.base import (
     AuditReport,
+    Head,
     InsufficientBalance,
+    OutOfStep,
     Settled,
     StepRefused,
     StoreUnavailable,
     Unanswered,
     UnknownPlayer,
     cursor_of,
+    out_of_step,
     take_in_batches,
 )
 from livetable.store.bets import (
@@ -289,6 +292,8 @@ class SQLiteStore:
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="livetable-sqlite")
         self._pending: list[tuple[SlipRequest, int, asyncio.Future[SlipAnswer]]] = []
         self._unanswered = Unanswered()
+        #: table -> its head after the last step this store wrote (see out_of_step)
+        self._left: dict[str, Head] = {}
         self._draining: asyncio.Task[None] | None = None
         if self._db is not None:
             self._migrate()
@@ -495,13 +500,26 @@ class SQLiteStore:
                           effects: list[Effect], now: int) -> list[Settled]:
         if any(isinstance(effect, SettleRound) for effect in effects):
             await self._unanswered.answered()  # slips that came before it go first
-        return await self._run(self._commit_step, table, state, events, effects, now,
-                               self.settle_chunk)
+        left = self._left.pop(table, None)  # unknown until this call answers
+        settled = await self._run(self._commit_step, table, state, events, effects, now,
+                                  self.settle_chunk, left)
+        if events:
+            self._left[table] = (events[-1][0], events[-1][1])
+        elif left is not None:
+            self._left[table] = left
+        return settled
 
     def _commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                     effects: list[Effect], now: int, chunk: int) -> list[Settled]:
+                     effects: list[Effect], now: int, chunk: int,
+                     left: Head | None = None) -> list[Settled]:
         settled: list[Settled] = []
         with self._transaction():
+            head = self.db.execute("SELECT epoch, seq FROM tables WHERE table_id = ?",
+                                   (table,)).fetchone()
+            why = out_of_step(table, None if head is None else (head[0], head[1]), events,
+                              left)
+            if why is not None:  # the engine is not where the store is: see OutOfStep
+                raise OutOfStep(why)
             for effect in effects:
                 settled.extend(self._apply(effect, now, chunk))
             if events:
@@ -521,9 +539,24 @@ class SQLiteStore:
                 (table, seal_state(self.seal, table, state), *epoch_seq))
         return settled
 
+    def _round_state(self, round_id: str) -> str | None:
+        row = self.db.execute("SELECT state FROM rounds WHERE round_id = ?",
+                              (round_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _expect_open(self, round_id: str, to: str) -> None:
+        """Refuse the step (:class:`OutOfStep`) unless the round is open (betting, paused
+        or closed): the state a step that closes, reopens, settles or cancels it expects."""
+        state = self._round_state(round_id)
+        if state not in ("betting", "paused", "closed"):
+            raise OutOfStep(f"round {round_id} is {state or 'unknown'}: it cannot go {to}")
+
     def _apply(self, effect: Effect, now: int, chunk: int) -> list[Settled]:
         db = self.db
         if isinstance(effect, OpenRound):
+            state = self._round_state(effect.round_id)
+            if state is not None:
+                raise OutOfStep(f"round {effect.round_id} is {state}: it cannot open again")
             db.execute(
                 "INSERT OR IGNORE INTO rounds (round_id, table_id, shoe_id, round_no, state, "
                 "closes_at, limits, opened_at) VALUES (?, ?, ?, ?, 'betting', ?, ?, ?)",
@@ -539,6 +572,7 @@ class SQLiteStore:
                                    f"already exists as a {kind} account")
             return []
         if isinstance(effect, SetBetting):
+            self._expect_open(effect.round_id, effect.status)
             closes_at = effect.closes_at
             if effect.status == "closed":  # keep the deadline: see bets.closed_deadline
                 row = db.execute("SELECT closes_at FROM rounds WHERE round_id = ?",
@@ -567,12 +601,10 @@ class SQLiteStore:
         """Mark the round ``settling`` with its results, then settle its first chunk."""
         db = self.db
         round_id = effect.round_id
-        cur = db.execute(
-            "UPDATE rounds SET state = 'settling', cards = ?, spots = ?, ended_at = ? "
-            "WHERE round_id = ? AND state IN ('betting', 'paused', 'closed')",
-            (json.dumps(effect.cards), json.dumps(effect.spots), now, round_id))
-        if cur.rowcount == 0:
-            return []  # ended before (idempotent by round id), or never opened
+        self._expect_open(round_id, "settling")
+        db.execute("UPDATE rounds SET state = 'settling', cards = ?, spots = ?, ended_at = ? "
+                   "WHERE round_id = ?",
+                   (json.dumps(effect.cards), json.dumps(effect.spots), now, round_id))
         # every bet of a round not settling yet is open: bets_by_round covers this
         spots_bet = {row[0] for row in db.execute(
             "SELECT DISTINCT spot FROM bets WHERE round_id = ?", (round_id,))}
@@ -583,12 +615,10 @@ class SQLiteStore:
 
     def _refund(self, effect: CancelRound, now: int, chunk: int) -> list[Settled]:
         """Mark the round ``refunding``, then refund its first chunk of bets."""
-        cur = self.db.execute(
+        self._expect_open(effect.round_id, "refunding")
+        self.db.execute(
             "UPDATE rounds SET state = 'refunding', reason = ?, closes_at = NULL, ended_at = ? "
-            "WHERE round_id = ? AND state IN ('betting', 'paused', 'closed')",
-            (effect.reason, now, effect.round_id))
-        if cur.rowcount == 0:
-            return []
+            "WHERE round_id = ?", (effect.reason, now, effect.round_id))
         return self._close_chunk(effect.round_id, now, chunk)[0]
 
     def _close_chunk(self, round_id: str, now: int, chunk: int) -> tuple[list[Settled], bool]:
@@ -788,6 +818,15 @@ class SQLiteStore:
             "SELECT a.id, a.balance FROM accounts a JOIN rounds r ON a.id = 'hold:' || r.round_id"
             " WHERE r.state IN ('settled', 'cancelled') AND a.balance != 0").fetchall()
         problems += [f"{r[0]} of an ended round still holds {r[1]}" for r in open_holds]
+        # a round not ended holds exactly what its open bets took (settling moves both)
+        held_wrong = db.execute(
+            "SELECT a.id, a.balance, (SELECT COALESCE(SUM(b.deducted), 0) FROM bets b "
+            "WHERE b.round_id = r.round_id AND b.state = 'accepted') AS open_bets "
+            "FROM rounds r JOIN accounts a ON a.id = 'hold:' || r.round_id "
+            "WHERE r.state NOT IN ('settled', 'cancelled') AND a.balance != open_bets"
+        ).fetchall()
+        problems += [f"{r[0]} holds {r[1]} but the round's open bets took {r[2]}"
+                     for r in held_wrong]
         stuck = db.execute(
             "SELECT COUNT(*) FROM bets b JOIN rounds r USING (round_id) "
             "WHERE r.state IN ('settled', 'cancelled') AND b.state = 'accepted'").fetchone()[0]

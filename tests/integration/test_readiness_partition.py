@@ -23,7 +23,7 @@ from livetable.config import Settings
 from livetable.server.app import Services, create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-from tcpproxy import TcpProxy  # noqa: E402  # tests/e2e is not a package
+from tcpproxy import TcpProxy  # tests/e2e is not a package
 
 pytestmark = [pytest.mark.redis]
 

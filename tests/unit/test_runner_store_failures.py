@@ -15,6 +15,7 @@ same way for ever. The runner logs it and holds the table still (issue 16).
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,7 +24,10 @@ import pytest
 
 from livetable import protocol as p
 from livetable.bus import MemoryBus, TableBatch
-from livetable.engine import SetBetting, SettleRound, Timing
+from livetable.clock import now_ms
+from livetable.config import Settings
+from livetable.engine import OpenRound, SetBetting, SettleRound, TableEngine, Timing
+from livetable.server.app import Services
 from livetable.server.runner import SETTLE_AHEAD, TableRunner
 from livetable.store import BetRequest, SQLiteStore
 from livetable.store.base import Settled, StoreUnavailable
@@ -153,3 +157,91 @@ async def test_a_bug_holds_the_table_instead_of_retrying_forever(
     finally:
         await runner.stop()
         await store.close()
+
+
+class LosingStore:
+    """A store that loses its last write: the first step that opens a round is stored and
+    answered, then the database goes back to what it held before it (as after a failover
+    to a replica that had not got the step yet)."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self.inner = inner
+        self.lost: list[OpenRound] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
+                          effects: list[Any], now: int) -> list[Settled]:
+        opens = [e for e in effects if isinstance(e, OpenRound)]
+        if not opens or self.lost:
+            return await self.inner.commit_step(table, state, events, effects, now)
+        self.lost += opens
+        before = sqlite3.connect(":memory:", check_same_thread=False)
+        await self.inner._run(self.inner.db.backup, before)  # on the store's writer
+        settled = await self.inner.commit_step(table, state, events, effects, now)
+        await self.inner._run(before.backup, self.inner.db)  # the step is lost
+        before.close()
+        return settled
+
+
+async def test_an_engine_ahead_of_its_store_reloads_and_the_table_says_so(
+        tmp_path: Path) -> None:
+    """Issue 27: after a store lost its last writes the engine kept its round in memory
+    and went on publishing steps the store did not have, for good. Now the store refuses
+    the engine's next step (it does not follow on), the engine reloads from the store,
+    /readyz names the table and why, the metric counts it, and the table goes on: the
+    round opens again, in the store this time, and takes bets."""
+    store = LosingStore(SQLiteStore(tmp_path / "db.sqlite3"))
+    bus = MemoryBus()
+    batches: list[TableBatch] = []
+    bus.subscribe(batches.append)
+    settings = Settings(data_dir=tmp_path, secret=b"losing-store-secret-0123456789abcdef",
+                        betting_seconds=2, deal_interval=0.05, reveal_interval=0.01,
+                        between_rounds=0.05, close_grace=0, audit_interval=0)
+    services = Services(settings, store=store, bus=bus)  # type: ignore[arg-type]  # delegation
+    await services.start()
+    runner = services.runners[TABLE]
+    try:
+        await store.ensure_player("p1", "P1", 1_000, 0)
+        async with asyncio.timeout(10):
+            while not runner.refusals:
+                await asyncio.sleep(0.01)
+        (lost,) = store.lost
+        ready, checks = await services.ready()
+        assert ready, checks  # the table goes on: informative, not a verdict
+        why = checks["steps_refused"][TABLE]
+        assert "refused by the store" in why and ("does not follow" in why
+                                                  or "where this engine left it" in why)
+        assert services.metrics.steps_refused[TABLE] == 1
+        assert 'livetable_steps_refused_total{table="t1"} 1.0' in \
+            services.metrics.render().decode()
+
+        # the round opens again, in the store this time, and takes bets
+        async with asyncio.timeout(10):
+            while True:
+                view = await store.round_view(lost.round_id)
+                if view is not None:
+                    break
+                await asyncio.sleep(0.01)
+        assert view.state == "betting"
+        answer = await store.place_bet(BetRequest(player_id="p1", table=TABLE, bet_id="b1",
+                                                  round_id=lost.round_id, spot="P1",
+                                                  amount=100), now_ms())
+        assert isinstance(answer, p.BetAccepted), answer
+        # the gateway went back with the table (its clients resynced)
+        assert services.metrics.counters["livetable_feed_rewinds_total"] == 1
+        assert services.gateway.feeds[TABLE].view().round_id == lost.round_id
+        assert runner.halted is None and runner.refusals == 1
+    finally:
+        await services.stop()
+    # every event in the store once, numbered without a hole, and the ledger is right
+    stored = SQLiteStore(tmp_path / "db.sqlite3")
+    state = await stored.load_table(TABLE)
+    assert state is not None
+    head = TableEngine.from_bytes(state).state
+    logged = await stored.events_after(TABLE, head.epoch, 0, 10_000)
+    assert logged is not None and len(logged) == head.seq
+    report = await stored.audit()
+    assert report.ok, report.problems
+    await stored.close()
