@@ -49,8 +49,14 @@ class RedisBus:
     def __init__(self, client: Redis | RedisCluster, tables: list[str], store: Store, *,
                  on_reconnect: Callable[[], None] | None = None,
                  silence_timeout: float = 3.0, ping_interval: float = 1.0,
-                 prefix: str = DEFAULT_PREFIX) -> None:
+                 prefix: str = DEFAULT_PREFIX,
+                 subscriber: Redis | None = None) -> None:
+        """``subscriber``: the client the subscription is made on (else ``client``). Its
+        connections must not retry (``store.redis.connection_pool(retry=False)``): redis-py
+        reconnects a retrying subscription and subscribes again by itself, and the steps
+        published meanwhile would be gone without this bus ever knowing to catch up."""
         self.redis = client
+        self.subscriber = subscriber or client
         self.keys = RedisKeys(prefix)
         self.sharded = isinstance(client, RedisCluster)
         self.tables = list(tables)
@@ -105,11 +111,11 @@ class RedisBus:
         while True:
             pubsub: Any = None
             try:
-                if isinstance(self.redis, RedisCluster):
+                if isinstance(self.subscriber, RedisCluster):
                     # SSUBSCRIBE routes by the client's slot map, which nothing else may
                     # have loaded yet (a gateway never publishes)
-                    await self.redis.initialize()
-                pubsub = self.redis.pubsub()
+                    await self.subscriber.initialize()
+                pubsub = self.subscriber.pubsub()
                 channels = [self.keys.steps(t) for t in self.tables]
                 if self.sharded:
                     await pubsub.ssubscribe(*channels)

@@ -114,6 +114,7 @@ class Services:
         self.redis: Any = None
         self.pubsub_redis: Any = None
         self.lease_redis: Any = None
+        self.subscriber_redis: Any = None
         self.control: RedisControl | None = None
         self.redis_prefix = DEFAULT_PREFIX
         #: The store's identity when this process started on it (see Store.identity).
@@ -146,8 +147,14 @@ class Services:
             self.store: Store = redis_store
             # one prefix for every name: the store's (livetable/store/keys.py)
             self.redis_prefix = prefix = redis_store.keys.prefix
+            # the subscription on connections of its own that do not retry (see RedisBus)
+            self.subscriber_redis = None if self.pubsub_redis else Redis(
+                connection_pool=connection_pool(settings.redis_url, max_connections=4,
+                                                timeout=10, retry=False,
+                                                health_check_interval=5, socket_timeout=60))
             self.bus: Bus = RedisBus(self.pubsub_redis or self.redis, settings.table_names,
                                      redis_store, prefix=prefix,
+                                     subscriber=self.subscriber_redis,
                                      on_reconnect=lambda: self.metrics.inc(
                                          "livetable_redis_reconnects_total"))
             if "engine" in roles:
@@ -329,7 +336,7 @@ class Services:
         await self.store.close()
         if self.redis is not None:
             await self.redis.aclose()
-        for client in (self.pubsub_redis, self.lease_redis):
+        for client in (self.pubsub_redis, self.lease_redis, self.subscriber_redis):
             if client is not None:
                 await client.aclose()
 

@@ -157,7 +157,7 @@ REDIS_OUTAGES: tuple[type[BaseException], ...] = (
     redis_errors.MasterDownError, OSError)
 
 
-def connection_pool(url: str, *, max_connections: int, timeout: float,
+def connection_pool(url: str, *, max_connections: int, timeout: float, retry: bool = True,
                     **options: Any) -> BlockingConnectionPool:
     """A pool of connections to ``url`` that retry a command on a dropped connection.
 
@@ -168,12 +168,16 @@ def connection_pool(url: str, *, max_connections: int, timeout: float,
     connection options here — the one way every pool of livetable is made. A retry
     reconnects and sends the command again: safe, every write is idempotent by its id or
     refused as out of step (an engine step, :class:`~livetable.store.base.StepRefused`).
-    ``options``: the pool's other connection options (``socket_timeout``, …).
+    ``options``: the pool's other connection options (``socket_timeout``, …). Without
+    ``retry``, a pool whose connections fail at once: the bus's subscription (see
+    :class:`~livetable.bus.redis.RedisBus`).
     """
-    return BlockingConnectionPool.from_url(
-        url, max_connections=max_connections, timeout=timeout,
-        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-        retry_on_error=[redis_errors.ConnectionError, redis_errors.TimeoutError], **options)
+    if retry:
+        options.update(retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+                       retry_on_error=[redis_errors.ConnectionError,
+                                       redis_errors.TimeoutError])
+    return BlockingConnectionPool.from_url(url, max_connections=max_connections,
+                                           timeout=timeout, **options)
 
 
 def is_redis_outage(exc: BaseException) -> bool:
