@@ -30,7 +30,7 @@ from livetable.engine import OpenRound, SetBetting, SettleRound, TableEngine, Ti
 from livetable.server.app import Services
 from livetable.server.runner import SETTLE_AHEAD, TableRunner
 from livetable.store import BetRequest, SQLiteStore
-from livetable.store.base import Settled, StoreUnavailable
+from livetable.store.base import OutOfStep, Settled, StoreUnavailable
 
 TABLE = "t1"
 T = TypeVar("T")
@@ -245,3 +245,47 @@ async def test_an_engine_ahead_of_its_store_reloads_and_the_table_says_so(
     report = await stored.audit()
     assert report.ok, report.problems
     await stored.close()
+
+
+class RefusingStore:
+    """A store that refuses every step after the first as out of step: its rounds and the
+    engine state it holds disagree, so a reload does not help."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self.inner = inner
+        self.steps = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
+                          effects: list[Any], now: int) -> list[Settled]:
+        self.steps += 1
+        if self.steps > 1:
+            raise OutOfStep(f"table {table}: round r1 is settled: it cannot go settling")
+        return await self.inner.commit_step(table, state, events, effects, now)
+
+
+async def test_a_step_refused_again_after_the_reload_holds_the_table(tmp_path: Path) -> None:
+    """The engine reloads once for a refused step; if the store refuses the step the
+    reloaded engine takes too, reloading again would go round for ever: the table is held,
+    as for a bug, and says why."""
+    store = RefusingStore(SQLiteStore(tmp_path / "db.sqlite3"))
+    refused: list[str] = []
+    runner = TableRunner(TABLE, store, MemoryBus(),  # type: ignore[arg-type]  # delegation
+                         timing=Timing(betting_ms=50, deal_interval_ms=1,
+                                       reveal_interval_ms=1, between_rounds_ms=10),
+                         on_refused=refused.append)
+    await runner.start()
+    try:
+        async with asyncio.timeout(10):
+            while runner.halted is None:
+                await asyncio.sleep(0.01)
+        assert refused == [TABLE, TABLE] and runner.refusals == 2
+        assert "refused the step again" in runner.halted
+        steps = store.steps
+        await asyncio.sleep(0.3)
+        assert store.steps == steps  # held: no step tried since
+    finally:
+        await runner.stop()
+        await store.close()
