@@ -1,7 +1,8 @@
 """The SQLite ledger's own work for one big round, in this process: slips taken in batches,
-then the round settled chunk by chunk exactly as the writer runs it (``_take_slips``,
-``_commit_step`` with the SettleRound effect, ``_settle_pending``), with no server, socket
-or event loop around it. Prints JSON per round.
+then the round settled chunk by chunk exactly as the writer runs it (the ledger's calls
+``TakeSlips``, ``CommitStep`` with the SettleRound effect, ``SettlePending``; see
+store/ledger/calls.py), with no server, socket or event loop around it. Prints JSON per
+round.
 
     .venv/bin/python bench/settle_chunks.py [--players 5000] [--per 20] [--rounds 1]
         [--batch 2000] [--shuffle | --clustered] [--sql "DROP INDEX …; CREATE INDEX …"]
@@ -9,7 +10,7 @@ or event loop around it. Prints JSON per round.
 
 ``settle_cpu_ms`` is what the writer (process or thread) spends settling the round — each
 chunk's answer frame to the server included (``store.writer._frame``);
-``server_decode_ms`` what the server spends reading those answers (``store.writer._value``)
+``server_decode_ms`` what the server spends reading those answers (``store.writer._answer``)
 and framing each ``bet_settled``. ``--sql`` runs after the schema
 is created (try an index), ``--root`` imports livetable from another checkout: run two
 alternately to compare code on this noisy machine.
@@ -56,24 +57,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from livetable.engine.table import OpenRound, SetBetting
     from livetable.rules import BET_SPOTS
     from livetable.store.bets import SlipRequest
-    from livetable.store.sqlite import SQLiteStore
-    from livetable.store.writer import _HEAD, _OK, _frame, _value
+    from livetable.store.ledger import calls
+    from livetable.store.ledger.core import Ledger
+    from livetable.store.writer import _HEAD, _OK, _answer, _frame
 
     rng = random.Random(1)
-    store = SQLiteStore(Path(tempfile.mkdtemp()) / "bench.sqlite3", writer="thread")
+    store = Ledger(str(Path(tempfile.mkdtemp()) / "bench.sqlite3"))
     if args.sql:
         store.db.executescript(args.sql)
     now = 1_000
     for i in range(args.players):
-        store._ensure_player(f"p{i}", f"P{i}", 10**12, now)
+        calls.run(store, calls.EnsurePlayer(f"p{i}", f"P{i}", 10**12, now))
     limits = wide_limits()
     spot_names = [s.value for s in BET_SPOTS]
     out: dict[str, Any] = {"players": args.players, "per_player": args.per, "rounds": []}
     for r in range(args.rounds):
         rid = f"r{r}"
-        store._commit_step("t1", b"{}", [], [OpenRound(
+        calls.run(store, calls.CommitStep("t1", b"{}", [], [OpenRound(
             table="t1", round_id=rid, shoe_id="s1", round_no=r + 1, closes_at=10**15,
-            limits=limits)], now, args.chunk)
+            limits=limits)], now, args.chunk))
         order = ([(i, j) for i in range(args.players) for j in range(args.per)]
                  if args.clustered else
                  [(i, j) for j in range(args.per) for i in range(args.players)])
@@ -85,36 +87,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             rng.shuffle(slips)
         t, c = time.perf_counter(), time.process_time()
         for k in range(0, len(slips), args.batch):
-            store._take_slips(slips[k:k + args.batch])
+            calls.run(store, calls.TakeSlips(slips[k:k + args.batch]))
         intake_s, intake_cpu = time.perf_counter() - t, time.process_time() - c
-        store._commit_step("t1", b"{}", [], [SetBetting(
-            table="t1", round_id=rid, status="closed", closes_at=None)], now, args.chunk)
+        calls.run(store, calls.CommitStep("t1", b"{}", [], [SetBetting(
+            table="t1", round_id=rid, status="closed", closes_at=None)], now, args.chunk))
         pages = store.db.execute("PRAGMA page_count").fetchone()[0]
         chunk_ms: list[float] = []
-        answers: list[tuple[str, bytearray]] = []  # each call's answer frame, as the writer's
+        answers: list[tuple[type[calls.Call[Any]], bytearray]] = []  # each answer frame
         settled = 0
         more = True
         c = time.process_time()
         while more:  # the settling step (its first chunk), then the chunks after it
             t = time.perf_counter()
             if not answers:
-                method = "_commit_step"
-                value: Any = store._commit_step("t1", b"{}", [], [settle_effect("t1", rid)],
-                                                now, args.chunk)
+                kind: type[calls.Call[Any]] = calls.CommitStep
+                value: Any = calls.run(store, calls.CommitStep("t1", b"{}", [], [settle_effect(
+                    "t1", rid)], now, args.chunk))
                 chunk = value
             else:
-                method = "_settle_pending"
-                value = chunk, more = store._settle_pending("t1", now, args.chunk)
-            answers.append((method, _frame(_OK, value)))
+                kind = calls.SettlePending
+                value = chunk, more = calls.run(store, calls.SettlePending("t1", now, args.chunk))
+            answers.append((kind, _frame(_OK, value)))
             chunk_ms.append((time.perf_counter() - t) * 1000)
             settled += len(chunk)
         settle_cpu = time.process_time() - c
         assert settled == args.players * args.per, settled
         c = time.process_time()
-        for method, frame in answers:  # as the server reads them and frames each result
-            value = _value(method).decode(memoryview(frame)[_HEAD + len(_OK):])
+        for kind, frame in answers:  # as the server reads them and frames each result
+            value = _answer(kind).decode(memoryview(frame)[_HEAD + len(_OK):])
             frames = [(s.player_id, p.encode(s.message))
-                      for s in (value if method == "_commit_step" else value[0])]
+                      for s in (value if kind is calls.CommitStep else value[0])]
             del frames
         decode_cpu = time.process_time() - c
         out["rounds"].append({
@@ -126,7 +128,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "longest_chunk_ms": round(max(chunk_ms), 1),
             "pages": [pages, store.db.execute("PRAGMA page_count").fetchone()[0]],
             "server_decode_ms": round(decode_cpu * 1000)})
-    audit = store._audit()
+    audit = calls.run(store, calls.Audit())
     assert audit.ok, audit.problems
     return out
 

@@ -24,6 +24,10 @@ MAX_PLAYER_ID = 64
 #: Letters, digits and ``_ - . @ +`` (operators' ids are often e-mail-like); no ``:``, no
 #: spaces, no control characters.
 _PLAYER_ID = re.compile(r"[A-Za-z0-9_.@+\-]{1,64}")
+#: A player of a registered operator, in the ledger: ``<operator id>~<its player id>``
+#: (livetable/operator/registry.py). ``~`` is in no operator's player id, so the
+#: operator's part cannot be forged from inside a player id.
+_NAMESPACED = re.compile(r"[a-z0-9-]{1,32}~[A-Za-z0-9_.@+\-]{1,64}")
 
 
 class AccountError(ValueError):
@@ -31,6 +35,16 @@ class AccountError(ValueError):
 
 
 def is_player_id(candidate: str) -> bool:
+    """A player's ledger id: an operator's player id as it sent it (``p-1``), or
+    namespaced by a registered operator (``acme~p-1``)."""
+    if _NAMESPACED.fullmatch(candidate) is not None:
+        return True
+    return (_PLAYER_ID.fullmatch(candidate) is not None
+            and candidate.lower() not in INTERNAL_ACCOUNTS)
+
+
+def is_operator_player_id(candidate: str) -> bool:
+    """An id an operator may send for its player: never namespaced (no ``~``)."""
     return (_PLAYER_ID.fullmatch(candidate) is not None
             and candidate.lower() not in INTERNAL_ACCOUNTS)
 

@@ -2,8 +2,9 @@
 
 A token is ``base64url(payload).base64url(HMAC-SHA256(secret, payload))`` with a JSON payload
 ``{"k": kind, "sub": id, "name": name, "exp": epoch seconds}``, and for a session an
-operator launched, ``"cur"`` (its currency) and ``"lang"`` (the page's language): the
-session carries them, so no store has to. It is small, needs no store
+operator launched, ``"cur"`` (its currency), ``"lang"`` (the page's language), ``"op"`` (the
+operator, livetable/operator/registry.py) and ``"sid"`` (the session's id, which the
+operator can end): the session carries them, so no store has to. It is small, needs no store
 to check, and cannot be forged without the server's secret; a staff token (dealer or
 supervisor) is accepted only on ``/ws/dealer`` and a player or guest token never is.
 
@@ -50,6 +51,9 @@ class Identity:
     #: The operator's currency and language for this session (launch tokens only).
     currency: str | None = None
     language: str | None = None
+    #: The operator that launched the session, and the session's id (launch tokens only).
+    operator: str | None = None
+    session: str | None = None
 
     @property
     def is_player(self) -> bool:
@@ -85,7 +89,8 @@ def _unb64(text: str) -> bytes:
 
 def mint(secret: bytes, kind: Kind, subject: str, name: str, ttl_seconds: int,
          tables: tuple[str, ...] | list[str] = (), *, currency: str | None = None,
-         language: str | None = None) -> str:
+         language: str | None = None, operator: str | None = None,
+         session: str | None = None) -> str:
     """A signed token. A player's or guest's ``subject`` must be a valid player id
     (:func:`livetable.accounts.check_player_id`): :class:`AccountError` otherwise. Staff
     kinds need ``tables`` (ids, or ``["*"]`` for every table)."""
@@ -103,6 +108,10 @@ def mint(secret: bytes, kind: Kind, subject: str, name: str, ttl_seconds: int,
         claims["cur"] = currency
     if language is not None:
         claims["lang"] = language
+    if operator is not None:
+        claims["op"] = operator
+    if session is not None:
+        claims["sid"] = session
     payload = json.dumps(claims, separators=(",", ":")).encode()
     signature = hmac.new(secret, payload, hashlib.sha256).digest()
     return f"{_b64(payload)}.{_b64(signature)}"
@@ -124,8 +133,9 @@ def verify(secret: bytes, token: str, now: float | None = None) -> Identity:
             raise TypeError("tables")
         identity = Identity(kind=data["k"], id=str(data["sub"]), name=str(data["name"]),
                             expires=int(data["exp"]), tables=tuple(tables),
-                            currency=None if data.get("cur") is None else str(data["cur"]),
-                            language=None if data.get("lang") is None else str(data["lang"]))
+                            currency=_text(data.get("cur")),
+                            language=_text(data.get("lang")), operator=_text(data.get("op")),
+                            session=_text(data.get("sid")))
     except (ValueError, KeyError, TypeError, AttributeError):
         raise TokenError("malformed token payload") from None
     if identity.kind not in KINDS:
@@ -138,6 +148,13 @@ def verify(secret: bytes, token: str, now: float | None = None) -> Identity:
     if identity.expires < (time.time() if now is None else now):
         raise TokenError("token expired")
     return identity
+
+
+def _text(value: object) -> str | None:
+    """An optional claim: absent, or text (anything else is a malformed payload)."""
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError("a claim that must be text")
 
 
 def new_guest_id() -> str:

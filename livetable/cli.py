@@ -289,7 +289,12 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
                          "minted by one must verify on all)")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    services = Services(settings, roles=roles)
+    from livetable.operator.registry import RegistryError
+
+    try:
+        services = Services(settings, roles=roles)
+    except RegistryError as exc:
+        raise UsageError(str(exc)) from None
     services.collector = Collector(
         services.busy, interval=settings.gc_interval,
         on_collect=services.metrics.gc_pause.observe) if settings.gc_interval > 0 else None
@@ -337,6 +342,8 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
              "the operator (seamless: needs --wallet-url and LIVETABLE_WALLET_SECRET)")
     _setting(p, "--wallet-url", "wallet_url", "the operator's wallet, e.g. "
              "https://operator.example/wallet (calls POST {url}/debit …)")
+    _setting(p, "--operators", "operators", "the operator registry (TOML): operators, their "
+             "secrets by reference, wallets, currencies and limits; read again on SIGHUP")
     _setting(p, "--betting-seconds", "betting_seconds", "betting countdown")
     _setting(p, "--reveal-interval", "reveal_interval", "seconds between reveals in auto mode")
     _setting(p, "--next-round-after", "next_round_after",
@@ -528,7 +535,7 @@ def _fetch_shoe(url: str, shoe_id: str) -> bytes:
 
 
 def cmd_verify_shoe(args: argparse.Namespace) -> int:
-    """Check a revealed shoe (DESIGN §7): exit 0 if it is fair, 1 with every problem if not."""
+    """Check a revealed shoe (docs/design.md §7): exit 0 if fair, 1 with every problem if not."""
     import msgspec
 
     from livetable.rules.fairness import ShoeRecord, check_shoe
@@ -664,7 +671,7 @@ def cmd_operator_demo(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from livetable.operator_demo import Faults, create_operator_app
+    from livetable.operator.reference import Faults, create_operator_app
 
     secret = args.secret or os.environ.get("LIVETABLE_WALLET_SECRET", "")
     if not secret:
@@ -710,21 +717,21 @@ def cmd_wallet_report(args: argparse.Namespace) -> int:
 
     import msgspec
 
-    from livetable.server.wallet import report
-    from livetable.store.wallet import WalletCall
+    from livetable.operator.log import WalletCall
+    from livetable.operator.report import report
 
     settings = _settings(args)
 
     async def calls() -> list[WalletCall]:
         if settings.redis_url:
-            from livetable.store.wallet_redis import RedisWalletLog
+            from livetable.operator.log_redis import RedisWalletLog
 
             redis_log = RedisWalletLog.from_url(settings.redis_url, settings.table_names)
             try:
                 return await redis_log.calls(args.round, args.player)
             finally:
                 await redis_log.close()
-        from livetable.store.wallet import SQLiteWalletLog
+        from livetable.operator.log_sqlite import SQLiteWalletLog
 
         if not settings.db_path.exists():
             raise UsageError(f"no database at {settings.db_path} (pass --data-dir or --db)")
@@ -734,7 +741,25 @@ def cmd_wallet_report(args: argparse.Namespace) -> int:
         finally:
             await wallet_log.close()
 
-    result = report(asyncio.run(calls()))
+    found = asyncio.run(calls())
+    if args.operator is not None:
+        from livetable.operator.registry import operator_of
+
+        found = [call for call in found if operator_of(call.player_id) == args.operator]
+    if args.daily:
+        from livetable.operator.report import daily
+
+        days = daily(found, args.operator)
+        if args.json:
+            print(msgspec.json.encode({"days": days}).decode())
+            return 0
+        print(f"{'day':<11}{'operator':<12}{'table':<8}{'currency':<9}{'rounds':>7}"
+              f"{'players':>8}{'stakes':>12}{'returns':>12}{'ggr':>12}")
+        for d in days:
+            print(f"{d.day:<11}{d.operator:<12}{d.table_id:<8}{d.currency:<9}{d.rounds:>7}"
+                  f"{d.players:>8}{d.stakes:>12}{d.returns:>12}{d.ggr:>12}")
+        return 0
+    result = report(found)
     if args.json:
         print(msgspec.json.encode(result).decode())
         return 0
@@ -759,10 +784,47 @@ def _add_wallet(commands: Commands) -> None:
                                       "the totals per round")
     r.add_argument("--round", help="only this round")
     r.add_argument("--player", help="only this player")
+    r.add_argument("--operator", help="only this operator's players (registry id; "
+                                      "'default' for the single-operator deployment)")
+    r.add_argument("--daily", action="store_true", help="the per-day summary: rounds, "
+                   "players, stakes, returns and GGR by operator, table and currency")
     r.add_argument("--json", action="store_true", help="print JSON")
     _add_store_flags(r)
     _add_table_flags(r)
     r.set_defaults(handler=cmd_wallet_report)
+
+
+def cmd_operators_check(args: argparse.Namespace) -> int:
+    """Read a registry as the server would (secrets resolved from this environment); say
+    what it holds, or the line that is wrong (exit 1)."""
+    from livetable.operator.registry import RegistryError, load
+
+    tables = _settings(args).table_names if args.tables or args.table_ids else None
+    try:
+        found = load(Path(args.file), table_ids=tables)
+    except RegistryError as exc:
+        print(f"livetable operators check: {exc}", file=sys.stderr)
+        return 1
+    for operator in found.operators.values():
+        currencies = ", ".join(f"{c.code} ({c.decimals} decimals, chips "
+                               f"{'/'.join(map(str, c.chips))})"
+                               for c in operator.currencies.values()) or "any currency"
+        tables_text = ",".join(sorted(operator.tables)) if operator.tables else "every table"
+        print(f"{operator.id}: {operator.name}; {len(operator.operator_secrets)} operator "
+              f"secret(s), wallet {operator.wallet_url or 'none'}; {tables_text}; {currencies}")
+    print(f"{args.file}: {len(found.operators)} operator(s), good")
+    return 0
+
+
+def _add_operators(commands: Commands) -> None:
+    p = commands.add_parser("operators", help="the operator registry")
+    sub = p.add_subparsers(dest="operators_command", metavar="OPERATORS_COMMAND",
+                           required=True)
+    c = sub.add_parser("check", help="check a registry file (TOML) as the server reads it: "
+                                     "the line of the first mistake, or what it holds")
+    c.add_argument("file", help="the registry file")
+    _add_table_flags(c)
+    c.set_defaults(handler=cmd_operators_check)
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -785,6 +847,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_test_stream(commands)
     _add_operator_demo(commands)
     _add_wallet(commands)
+    _add_operators(commands)
     return parser
 
 

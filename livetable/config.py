@@ -165,7 +165,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: Table id → the URL of its live video's HLS playlist (``t1=URL,t2=URL``); a table
     #: without one has ``stream: null`` in its snapshot and shows the drawn table only.
     streams: dict[str, str] = {}
-    #: Who holds the players' money (DESIGN §5): ``internal`` (this ledger: demo guests,
+    #: Who holds the players' money (docs/design.md §5): ``internal`` (this ledger: demo guests,
     #: deposits) or ``seamless`` (the operator's wallet at ``wallet_url``, called per bet
     #: slip and per settled round; livetable holds no balance of its own for a player).
     wallet: Literal["internal", "seamless"] = "internal"
@@ -183,12 +183,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: Checks the operator's signature on POST /api/operator/sessions and the wallet
     #: report; unset = those endpoints answer 404 (no operator integration).
     operator_secret: bytes | None = None
+    #: The operator registry (TOML, livetable/operator/registry.py): every operator's
+    #: secrets by reference, wallet, currencies and limits; read again on SIGHUP. Unset =
+    #: one operator, ``default``, from LIVETABLE_OPERATOR_SECRET (if set).
+    operators: Path | None = None
     #: Seconds a launch session's token lives.
     session_ttl: Positive = 8 * 3600
     #: The address players reach this service at (launch URLs start with it); empty = the
     #: address the operator's request came to.
     public_url: str = ""
-    #: SQLite ``PRAGMA synchronous`` of the ledger and the wallet log (store/sqlite.py).
+    #: SQLite ``PRAGMA synchronous`` of the ledger and the wallet log (store/ledger/schema.py).
     sqlite_sync: Literal["NORMAL", "FULL", "EXTRA"] = "NORMAL"
     #: Where the SQLite ledger's writer runs: a child process with its own interpreter
     #: lock (store/writer.py), or a thread of the server.

@@ -1,6 +1,6 @@
 """Protocol v1: every frame on the wire, as msgspec Structs.
 
-The names and meanings here are a public contract (DESIGN §3, docs/protocol.md): other
+The names and meanings here are a public contract (docs/design.md §3, docs/protocol.md): other
 clients rely on them, so within v1 fields may be added, never renamed. The schema is the
 validator: each endpoint decodes with one reused ``Decoder`` over a tagged union
 (``tag_field="type"``), and a bad frame yields msgspec's precise message
@@ -22,6 +22,12 @@ from msgspec import Meta, Struct, field
 ShortText = Annotated[str, Meta(max_length=128)]
 #: Counters kept exactly everywhere (SQLite's integers, Lua's doubles): 0 … 2^53 - 1.
 Counter = Annotated[int, Meta(ge=0, le=2**53 - 1)]
+#: Any other whole number a client sends. What it means is checked where it is used, with
+#: the answer that names it (a bet's ``bad_amount``, the engine's ``bad_command``, a
+#: ``get_bets`` limit clamped to 1…200), but no number a client sends is larger than every
+#: store and every encoder on its way keep exactly: a ``get_bets`` limit of 2^70 once
+#: overflowed the ledger's msgpack frame (docs/security.md, issue 25).
+Integer = Annotated[int, Meta(ge=-(2**53 - 1), le=2**53 - 1)]
 #: A Bet Record page cursor: the ``next`` of the page before (a bet's sequence number).
 Cursor = Annotated[str, Meta(pattern=r"^[0-9]{1,15}$")]
 
@@ -97,7 +103,7 @@ class PlayerView(Struct, kw_only=True, omit_defaults=True):
     id: str
     name: str
     balance: int
-    #: The session's currency, for a player an operator launched (DESIGN §5).
+    #: The session's currency, for a player an operator launched (docs/design.md §5).
     currency: str | None = None
 
 
@@ -117,7 +123,7 @@ class TableSnapshot(Struct, kw_only=True):
     round_id: str | None = None
     round_no: int = 0
     shoe_id: str | None = None
-    #: The commitment of this shoe (DESIGN §7); null for a manual shoe.
+    #: The commitment of this shoe (docs/design.md §7); null for a manual shoe.
     shoe_commitment: str | None = None
     closes_at: int | None = None
     limits: Limits = field(default_factory=Limits)
@@ -164,7 +170,7 @@ class BetRecordEntry(Struct, kw_only=True):
 
 
 class Hello(Struct, tag="hello", tag_field="type", kw_only=True):
-    v: int
+    v: Integer
     table: ShortText
     token: Annotated[str, Meta(max_length=2048)] | None = None
     resume: ResumePoint | None = None
@@ -174,7 +180,7 @@ class PlaceBet(Struct, tag="place_bet", tag_field="type", kw_only=True):
     bet_id: str  # its length is the store's bad_bet_id, with the bet named
     round_id: ShortText
     spot: ShortText
-    amount: int  # its range is the store's bad_amount, with the bet named
+    amount: Integer  # its range is the store's bad_amount, with the bet named
 
 
 class SlipBet(Struct, kw_only=True, frozen=True):
@@ -182,11 +188,11 @@ class SlipBet(Struct, kw_only=True, frozen=True):
 
     bet_id: str  # its length is the store's bad_bet_id, with the bet named
     spot: ShortText
-    amount: int  # its range is the store's bad_amount, with the bet named
+    amount: Integer  # its range is the store's bad_amount, with the bet named
 
 
 class PlaceBets(Struct, tag="place_bets", tag_field="type", kw_only=True):
-    """A bet slip (DESIGN §6): all of its bets are accepted together, or none is."""
+    """A bet slip (docs/design.md §6): all of its bets are accepted together, or none is."""
 
     slip_id: str  # its length is the store's bad_slip_id
     round_id: ShortText
@@ -194,12 +200,12 @@ class PlaceBets(Struct, tag="place_bets", tag_field="type", kw_only=True):
 
 
 class GetBets(Struct, tag="get_bets", tag_field="type", kw_only=True):
-    limit: int | None = None  # clamped to 1…200
+    limit: Integer | None = None  # clamped to 1…200
     before: Cursor | None = None
 
 
 class Ping(Struct, tag="ping", tag_field="type", kw_only=True):
-    t: int | float | None = None
+    t: Integer | float | None = None
 
 
 class GetBalance(Struct, tag="get_balance", tag_field="type", kw_only=True):
@@ -217,7 +223,7 @@ class StartShoe(Struct, tag="start_shoe", tag_field="type", kw_only=True):
 
 
 class OpenBetting(Struct, tag="open_betting", tag_field="type", kw_only=True):
-    betting_ms: int | None = None  # its range is the engine's bad_command
+    betting_ms: Integer | None = None  # its range is the engine's bad_command
 
 
 class CloseBetting(Struct, tag="close_betting", tag_field="type", kw_only=True):
@@ -322,7 +328,7 @@ class ShoeStarted(TableEvent, tag="shoe_started"):
     shoe_id: str
     burn_card: str
     burned: int
-    #: SHA-256 over the shoe's order, cut card and salt (DESIGN §7); null for a manual shoe.
+    #: SHA-256 over the shoe's order, cut card and salt (docs/design.md §7); null for a manual shoe.
     commitment: str | None = None
     #: Cards left in the shoe after its opening burn (as the snapshot's ``cards_left``).
     cards_left: int | None = None

@@ -15,7 +15,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def kill(process: subprocess.Popen[bytes] | None) -> None:
+def kill(process: subprocess.Popen[bytes] | subprocess.Popen[str] | None) -> None:
     """kill -9: no graceful shutdown, nothing flushed on the way out."""
     if process is not None and process.poll() is None:
         process.send_signal(signal.SIGKILL)

@@ -559,7 +559,7 @@ async def run_auto(server: Server) -> None:
 
 
 async def fair_shoe(server: Server) -> None:
-    """The provably fair shoe (DESIGN §7): a shoe ends (a dealer sets the auto shoe aside
+    """The provably fair shoe (docs/design.md §7): a shoe ends (a dealer sets the auto shoe aside
     between rounds), is revealed, served by /api/shoes and checked by verify-shoe."""
     dealer_token = server.token("--dealer", "--all-tables")
     t = scenario("fair_shoe", "auto", "a viewer watches; after a settled round the dealer "

@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "tools" / "operator.json"
 sys.path.insert(0, str(ROOT))
 
-from livetable.signature import HEADER, sign  # noqa: E402
+from livetable.clock import now_ms  # noqa: E402
+from livetable.operator import signatures  # noqa: E402
 
 WALLET_SECRET, OPERATOR_SECRET = "wallet-secret", "operator-secret"
 
@@ -54,8 +55,8 @@ def wait(url: str) -> None:
 
 def signed(url: str, body: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     raw = json.dumps(body).encode()
-    response = httpx.post(url, content=raw, headers={HEADER: sign(OPERATOR_SECRET.encode(),
-                                                                  raw)})
+    response = httpx.post(url, content=raw, headers=signatures.headers(
+        OPERATOR_SECRET.encode(), raw, now_ms()))
     return body, response.json()
 
 
@@ -114,7 +115,8 @@ def main() -> None:
             wait(f"http://127.0.0.1:{lt_port}/readyz")
             base = f"http://127.0.0.1:{lt_port}"
             launch = signed(base + "/api/operator/sessions",
-                            {"player_id": "p-10442", "name": "Somchai", "currency": "THB",
+                            {"request_id": "8c1f0e2a-5b7d-4c1e-9f3a-launch-0001",
+                             "player_id": "p-10442", "name": "Somchai", "currency": "THB",
                              "language": "th", "table": "t1"})
             frames = asyncio.run(play(f"ws://127.0.0.1:{lt_port}/ws", launch[1]["token"]))
             round_id = next(f["round_id"] for f in frames if f["type"] == "bet_accepted")

@@ -20,7 +20,7 @@ many cards are out) are checked by the command itself, after the table. The whol
 is one msgspec ``Struct`` (:class:`TableState`) that the shell stores with every step, so
 a crashed engine is rebuilt from the store exactly where it was (:meth:`TableEngine.recover`).
 
-The round follows the rules sheet (DESIGN §1, "When the cards are dealt"): the burn card and
+The round follows the rules sheet (docs/design.md §1, "When the cards are dealt"): the burn card and
 the twelve cards are dealt face down *while betting is open*; the hands are revealed once
 betting has closed and all thirteen cards are out. A dealer slower than the countdown
 finishes dealing after the close (phase ``dealing``). No card identity leaves the engine
@@ -166,7 +166,7 @@ class CancelRound(msgspec.Struct, tag="cancel_round", kw_only=True):
 
 
 class RevealShoe(msgspec.Struct, tag="reveal_shoe", kw_only=True):
-    """An auto shoe has ended: keep it for ``GET /api/shoes/{shoe_id}`` (DESIGN §7).
+    """An auto shoe has ended: keep it for ``GET /api/shoes/{shoe_id}`` (docs/design.md §7).
 
     ``rounds``: each round of the shoe (round id, how many cards it took out of the shoe,
     its burn included), in order.
@@ -209,7 +209,7 @@ class ShoeState(msgspec.Struct, kw_only=True):
     cut_out: bool
     seen: dict[str, int]
     awaiting_open_card: bool = False
-    #: Auto shoes (DESIGN §7): the salt and the commitment published in shoe_started, where
+    #: Auto shoes (docs/design.md §7): the salt and the commitment published in shoe_started, where
     #: in ``order`` each round began, and whether the shoe was revealed. A shoe stored
     #: before commitments existed has none: it is never revealed.
     salt: str | None = None

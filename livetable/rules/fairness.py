@@ -3,13 +3,13 @@
 Why. In auto mode the server shuffles, so a player must otherwise trust that it did not
 pick the next cards after seeing the bets. Before the first bet of a shoe the server
 publishes a *commitment* — a SHA-256 over the whole shoe order, its cut card and a random
-salt (DESIGN §7) — and reveals the order and the salt only when the shoe has ended. The
+salt (docs/design.md §7) — and reveals the order and the salt only when the shoe has ended. The
 hash binds the server to the order (it cannot find another order with the same hash); the
 salt hides it (without the salt, the last few unknown cards could be found by trying every
 arrangement against the hash).
 
 :func:`check_shoe` is the whole check, pure: the hash, a full 8-deck shoe, the opening card
-and its burns (DESIGN §1), and every round's cards as the next slots of ``order`` in the
+and its burns (docs/design.md §1), and every round's cards as the next slots of ``order`` in the
 dealing order (one burn, then P1 … P5, Banker, twice). ``livetable verify-shoe`` runs it on
 ``GET /api/shoes/{shoe_id}``; the browser's static/js/verify.js is the same check in
 JavaScript.
@@ -53,7 +53,7 @@ class ShoeRound(msgspec.Struct, kw_only=True):
 
 
 class ShoeRecord(msgspec.Struct, kw_only=True):
-    """An ended shoe, as ``GET /api/shoes/{shoe_id}`` serves it (DESIGN §7)."""
+    """An ended shoe, as ``GET /api/shoes/{shoe_id}`` serves it (docs/design.md §7)."""
 
     shoe_id: str
     commitment: str

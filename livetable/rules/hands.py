@@ -1,6 +1,6 @@
 """Two-card hands: points, patterns, special combinations and their total order.
 
-DESIGN §1 fixes the reading: points are the units digit of the two cards' points; a special
+docs/design.md §1 fixes the reading: points are the units digit of the two cards' points; a special
 combination sits between 7 and 8 (7.1 … 7.5); a hand that fits two rows takes the higher
 one. Values are kept as integers in tenths (``75`` for 7.5) so that comparison is exact and
 the order is total; the wire shows them as strings (``"7.5"``).

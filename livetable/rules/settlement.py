@@ -5,7 +5,7 @@ enumeration and the tests) goes through :func:`spot_result`, which says, for a b
 unit, what is deducted and what is returned. Amounts are integers, so the money for a bet of
 ``a`` is exactly ``a × multiple``; no rounding ever happens.
 
-Notes 1–6 of the seed, as DESIGN §1 reads them:
+Notes 1–6 of the seed, as docs/design.md §1 reads them:
 
 * A Player bet of ``a`` deducts ``2a`` (bet + withholding).
 * Player wins: 1:1 returns ``3a``; with a special pattern 2:1 returns ``4a`` — unless the

@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 import logging
 import random
+import secrets
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
@@ -29,28 +31,34 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from livetable import protocol as p
-from livetable import signature
-from livetable.accounts import AccountError, check_player_id
+from livetable.accounts import AccountError, is_operator_player_id
 from livetable.auth import Identity, TokenError, mint, new_guest_id, verify
 from livetable.bus import Bus, MemoryBus
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import Timing
+from livetable.operator import registry, signatures
+from livetable.operator.launches import (
+    LaunchRequests,
+    MemoryLaunchRequests,
+    RedisLaunchRequests,
+)
+from livetable.operator.registry import Operator, Registry
 from livetable.server.gateway import Gateway
 from livetable.server.gcpolicy import Collector
 from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits
 from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import Store, StoreUnavailable, UnknownPlayer
-from livetable.store.keys import DEFAULT_PREFIX
+from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import SQLiteStore
 from livetable.tasks import cancel
 
 if TYPE_CHECKING:
+    from livetable.operator.log import WalletLog
+    from livetable.operator.seamless import SeamlessWallet
     from livetable.server.scaleout import LeasedTables, RedisControl
-    from livetable.server.wallet import SeamlessWallet
-    from livetable.store.wallet import WalletLog
 
 log = logging.getLogger("livetable.app")
 
@@ -174,6 +182,11 @@ class Services:
                                               seal=self.seal, synchronous=settings.sqlite_sync,
                                               writer=settings.sqlite_writer)
             self.bus = bus or MemoryBus()
+        #: The operators served (livetable/operator/registry.py); reloaded on SIGHUP.
+        self.operators = self.load_operators()
+        self.launch_requests: LaunchRequests = (
+            RedisLaunchRequests(self.redis, RedisKeys(self.redis_prefix).launch_request)
+            if self.redis is not None else MemoryLaunchRequests())
         self.wallet: SeamlessWallet | None = None
         self.wallet_log: WalletLog | None = None
         if settings.seamless:
@@ -181,23 +194,54 @@ class Services:
         self.gateway = Gateway(settings, self.store, execute, self.metrics, self.secret,
                                self.wallet)
 
+    def load_operators(self) -> Registry:
+        """The registry file if one is set (RegistryError if it is bad), else the
+        single-operator deployment's ``default``."""
+        settings = self.settings
+        if settings.operators is not None:
+            if settings.seamless:
+                # every wallet call goes to --wallet-url today: a registry's players would
+                # be debited at the wrong operator's wallet. Refused, never guessed.
+                raise registry.RegistryError(
+                    f"{settings.operators}: a wallet per operator is not wired into the "
+                    f"seamless wallet yet; run --wallet seamless with the single-operator "
+                    f"settings (LIVETABLE_OPERATOR_SECRET), or the registry with the "
+                    f"internal wallet")
+            return registry.load(settings.operators, table_ids=settings.table_names)
+        return registry.from_settings(settings.operator_secret, settings.wallet_url,
+                                      settings.wallet_secret)
+
+    def reload_operators(self) -> bool:
+        """Read the registry again (SIGHUP): a bad file is refused whole and logged with
+        its line, and the registry in force stays."""
+        try:
+            self.operators = self.load_operators()
+        except registry.RegistryError as exc:
+            log.error("operator registry not reloaded, the one in force stays: %s", exc)
+            self.metrics.inc("livetable_operator_registry_refused_total")
+            return False
+        log.info("operator registry reloaded: %s", ", ".join(sorted(self.operators.operators))
+                 or "no operators")
+        return True
+
     def _seamless(self) -> None:
         """The operator's wallet: its log next to the ledger (same SQLite file, or the
         same Redis), one client for debits and balances and one for the outbox, so that
         a backlog of credits never takes the connections a bet is waiting for."""
-        from livetable.server.wallet import SeamlessWallet, WalletClient
+        from livetable.operator.client import WalletClient
+        from livetable.operator.seamless import SeamlessWallet
 
         settings = self.settings
         assert settings.wallet_url is not None and settings.wallet_secret is not None
         if settings.demo:
             log.warning("seamless wallet: demo guests are off (they have no wallet)")
         if self.redis is not None:
-            from livetable.store.wallet_redis import RedisWalletLog
+            from livetable.operator.log_redis import RedisWalletLog
 
             self.wallet_log = RedisWalletLog(self.redis, settings.table_names,
                                              prefix=self.redis_prefix)
         else:
-            from livetable.store.wallet import SQLiteWalletLog
+            from livetable.operator.log_sqlite import SQLiteWalletLog
 
             self.wallet_log = SQLiteWalletLog(settings.db_path, settings.sqlite_sync)
 
@@ -233,6 +277,11 @@ class Services:
         return await runner.execute(command)
 
     async def start(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            # the main thread's loop only (uvicorn's); tests that run an app elsewhere
+            # reload by calling reload_operators()
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP,
+                                                          self.reload_operators)
         load_scripts = getattr(self.store, "load_scripts", None)
         if load_scripts is not None:
             await load_scripts()
@@ -421,12 +470,18 @@ async def _nothing() -> None:
 MAX_OPERATOR_BODY = 16_384
 
 
-class LaunchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """``POST /api/operator/sessions`` (DESIGN §5): the operator puts a player at a table."""
+#: A launch's request id: unique per launch, kept for ten minutes (operator/launches.py).
+RequestId = Annotated[str, msgspec.Meta(min_length=8, max_length=128,
+                                        pattern=r"^[A-Za-z0-9_.:@+\-]+$")]
 
+
+class LaunchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``POST /api/operator/sessions``: the operator puts a player at a table (launch v2)."""
+
+    request_id: RequestId
     player_id: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
-    #: ISO 4217 style: three capital letters (amounts are in its minor unit).
+    #: ISO 4217 (amounts are in its minor unit); one of the operator's currencies.
     currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$")]
     language: Literal["en", "th", "hi"] | None = None
     table: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
@@ -438,6 +493,9 @@ class ReportRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     round_id: Annotated[str, msgspec.Meta(max_length=128)] | None = None
     player_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 10_000
+    #: The per-day summary (rounds, players, stakes, returns, GGR by table and currency)
+    #: instead of the calls.
+    daily: bool = False
 
 
 class BetsQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
@@ -650,72 +708,99 @@ async def guest(request: Request) -> Response:
     return _json(p.ENCODER.encode({"token": token, "player": player}))
 
 
-# --- the operator: signed requests (DESIGN §5) ----------------------------------------
+# --- the operator: signed requests (docs/design.md §5) ----------------------------------------
 
 
 OperatorRequest = TypeVar("OperatorRequest", bound=msgspec.Struct)
 
 
 async def operator_body(request: Request, kind: type[OperatorRequest]
-                        ) -> OperatorRequest | Response:
-    """The operator's request decoded, once its signature over the raw body checks;
-    else the error response (404 when no operator secret is set: no integration)."""
-    secret = services_of(request).settings.operator_secret
-    if secret is None:
+                        ) -> tuple[Operator, OperatorRequest] | Response:
+    """The operator named by X-Livetable-Operator (``default`` when the header is absent)
+    and its request decoded, once its signature (v2: over the timestamp and the raw body,
+    with any of the operator's secrets) checks; else the error response (404 when no
+    operator is configured: no integration)."""
+    operators = services_of(request).operators
+    if not operators.operators:
         return _error(404, "not_found", "operator integration is not configured")
+    operator_id = request.headers.get(signatures.OPERATOR_HEADER, registry.DEFAULT_OPERATOR)
+    operator = operators.get(operator_id)
+    if operator is None:
+        return _error(401, "unknown_operator",
+                      f"{signatures.OPERATOR_HEADER} names no operator of this platform")
     body = b""
     async for chunk in request.stream():  # bounded: never buffer a huge body
         body += chunk
         if len(body) > MAX_OPERATOR_BODY:
             return _error(413, "too_large", "the body is at most 16 KiB")
-    if not signature.valid(secret, body, request.headers.get(signature.HEADER)):
-        return _error(401, "invalid_signature",
-                      f"{signature.HEADER} must be sha256=<hex HMAC-SHA256 of the body "
-                      f"with the operator secret>")
+    why = signatures.check(operator.operator_secrets, body, request.headers, now_ms())
+    if why is not None:
+        return _error(401, "invalid_signature", why)
     try:
-        return msgspec.json.decode(body, type=kind)
+        return operator, msgspec.json.decode(body, type=kind)
     except msgspec.DecodeError as exc:
         return _error(400, "bad_request", str(exc))
 
 
 async def launch(request: Request) -> Response:
-    launch = await operator_body(request, LaunchRequest)
-    if isinstance(launch, Response):
-        return launch
-    try:
-        check_player_id(launch.player_id)
-    except AccountError as exc:
-        return _error(400, "bad_player_id", str(exc))
-    if launch.player_id.startswith("g_"):
+    signed = await operator_body(request, LaunchRequest)
+    if isinstance(signed, Response):
+        return signed
+    operator, launch = signed
+    if not is_operator_player_id(launch.player_id):
+        return _error(400, "bad_player_id", f"{launch.player_id[:80]!r} is not a valid player "
+                      f"id: 1 to 64 letters, digits or _ - . @ +")
+    if operator.id == registry.DEFAULT_OPERATOR and launch.player_id.startswith("g_"):
         return _error(400, "bad_player_id", "player ids starting g_ are demo guests'")
+    if operator.currencies and launch.currency not in operator.currencies:
+        return _error(400, "unknown_currency", f"{operator.id} plays in "
+                      f"{', '.join(sorted(operator.currencies))}, not {launch.currency}")
+    try:
+        registry.currency_decimals(launch.currency)
+    except ValueError as exc:
+        return _error(400, "unknown_currency", str(exc))
     svc = services_of(request)
     settings = svc.settings
-    table_id = launch.table or settings.table_names[0]
-    if table_id not in settings.table_names:
-        return _error(404, "unknown_table", f"no table {table_id!r}")
-    ttl = settings.session_ttl
-    token = mint(svc.secret, "player", launch.player_id, launch.name, ttl,
-                 currency=launch.currency, language=launch.language)
+    table_id = launch.table or next(
+        (t for t in settings.table_names if operator.may_launch_at(t)), "")
+    if table_id not in settings.table_names or not operator.may_launch_at(table_id):
+        return _error(404, "unknown_table", f"no table {table_id!r} for {operator.id}")
+    if not await svc.launch_requests.first(operator.id, launch.request_id):
+        return _error(409, "duplicate_request", f"request_id {launch.request_id!r} was "
+                      f"used already: each launch has its own")
+    language = launch.language or operator.language
+    session_id = secrets.token_urlsafe(12)
+    player = registry.ledger_player_id(operator.id, launch.player_id)
+    token = mint(svc.secret, "player", player, launch.name, settings.session_ttl,
+                 currency=launch.currency, language=language, operator=operator.id,
+                 session=session_id)
     base = settings.public_url.rstrip("/") or str(request.base_url).rstrip("/")
     # the token rides in the fragment: browsers never send it to a server, so it stays
     # out of access logs, proxies and Referer headers
-    fragment = urlencode({"token": token, **({"lang": launch.language}
-                                             if launch.language else {})})
+    fragment = urlencode({"token": token, **({"lang": language} if language else {})})
     url = f"{base}/table.html?{urlencode({'table': table_id})}#{fragment}"
     expires_at = verify(svc.secret, token).expires * 1000
-    return JSONResponse({"token": token, "url": url, "expires_at": expires_at})
+    return JSONResponse({"session_id": session_id, "token": token, "url": url,
+                         "expires_at": expires_at})
 
 
 async def wallet_report(request: Request) -> Response:
-    query = await operator_body(request, ReportRequest)
-    if isinstance(query, Response):
-        return query
+    signed = await operator_body(request, ReportRequest)
+    if isinstance(signed, Response):
+        return signed
+    operator, query = signed
     wallet_log = services_of(request).wallet_log
     if wallet_log is None:
         return _error(404, "not_seamless", "this server runs the internal wallet")
-    from livetable.server.wallet import report
+    from livetable.operator.report import daily, report
 
-    calls = await wallet_log.calls(query.round_id, query.player_id, query.limit)
+    player = (None if query.player_id is None
+              else registry.ledger_player_id(operator.id, query.player_id))
+    calls = await wallet_log.calls(query.round_id, player, query.limit)
+    # an operator reads its own players' calls, never another operator's
+    calls = [call for call in calls if registry.operator_of(call.player_id) == operator.id]
+    if query.daily:
+        return _json(msgspec.json.encode({"days": daily(calls, operator.id)}))
     return _json(msgspec.json.encode(report(calls)))
 
 

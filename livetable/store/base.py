@@ -8,7 +8,7 @@ both:
   (``hold:<round_id>``) and ``external``, the other side of every deposit. Every money
   move is a transfer with an id, applied once; so the sum over all accounts is always 0
   and :meth:`Store.audit` can prove it.
-* Bets come in slips (:class:`~livetable.store.bets.SlipRequest`, DESIGN §6), taken by
+* Bets come in slips (:class:`~livetable.store.bets.SlipRequest`, docs/design.md §6), taken by
   :meth:`Store.place_slip` atomically and all together or not at all: the round must be
   open (``betting``, before ``closes_at`` by the time the slip reached the gateway), the
   limits and the balance must allow every bet of it, and ``(player, slip_id)`` is an
@@ -295,7 +295,7 @@ def surface_outages(is_outage: Callable[[BaseException], bool]) -> Callable[[C],
     errors (``is_outage``) surface as :class:`StoreUnavailable`.
 
     One wrapping point per store, so that no method forgets it and no call site repeats
-    it. (The SQLite store's one point is its writer thread, ``SQLiteStore._run``.)
+    it. (The SQLite store's one point is its writer, ``SQLiteStore._run``.)
     """
     def wrap(cls: C) -> C:
         for name, method in list(vars(cls).items()):
@@ -395,7 +395,7 @@ class Store(Protocol):
     async def round_view(self, round_id: str) -> RoundView | None: ...
 
     async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
-        """An ended auto shoe, revealed (DESIGN §7); None for any other shoe id."""
+        """An ended auto shoe, revealed (docs/design.md §7); None for any other shoe id."""
         ...
 
     async def audit(self) -> AuditReport: ...

@@ -1,6 +1,6 @@
 """Bet slips: how a store judges, settles and shows them — the one place for the semantics.
 
-A slip (DESIGN §6) is what a player's Confirm sends and what the operator's wallet debits:
+A slip (docs/design.md §6) is what a player's Confirm sends and what the operator's wallet debits:
 all of its bets are taken together, or none is, and ``(player, slip_id)`` is its
 idempotency key. ``place_bet`` is a slip of one without a ``slip_id``: it is idempotent by
 its ``(player, bet_id)`` as it always was.
@@ -56,7 +56,7 @@ REJECTIONS: dict[p.RejectionCode, str] = {
     "wallet_pending": "This bet is still waiting for your wallet.",
 }
 
-#: The refusals that come from a seamless wallet (livetable/server/wallet.py), not a store.
+#: The refusals that come from a seamless wallet (livetable/operator/seamless.py), not a store.
 WALLET_REJECTIONS: frozenset[p.RejectionCode] = frozenset(
     {"wallet_refused", "wallet_unavailable", "wallet_pending"})
 

@@ -48,7 +48,9 @@ Key layout (``lt`` is the default prefix; ``<t>`` a table id, ``<r>`` a round id
     lt:lease:{<t>}:counter        string the last fencing token handed out (INCR)
     lt:lease:{<t>}:token          string the lease holder's fencing token (the store's
                                          scripts compare it before they write)
-    lt:wallet:{<t>}:<name>        the seamless wallet's log of the table (store/wallet_redis.py)
+    lt:launch:<o>:<id>            string a launch request id seen (SET NX PX: a launch is
+                                         used once; operator/launches.py)
+    lt:wallet:{<t>}:<name>        the seamless wallet's log of the table (operator/log_redis.py)
 
 Every key name ends in a fixed suffix, so ids containing ``:`` cannot collide. Table ids
 may not contain ``{`` or ``}`` (they are the hash tag: everything of one table, its lease
@@ -171,6 +173,10 @@ class RedisKeys:
 
     def _lease(self, table: str) -> str:
         return f"{self.prefix}:lease:{{{table_tag(table)}}}"
+
+    def launch_request(self, operator_id: str, request_id: str) -> str:
+        """A launch's request id, kept while a replay could still pass the clock check."""
+        return f"{self.prefix}:launch:{operator_id}:{request_id}"
 
     def lease_owner(self, table: str) -> str:
         return f"{self._lease(table)}:owner"

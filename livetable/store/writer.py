@@ -14,20 +14,31 @@ How. :class:`WriterProcess` starts ``python -c _CHILD FD`` (:func:`main`) with o
 a socket pair, sends it the store's options (:class:`WriterOptions`: the state key among
 them, never on the command line, where ``ps`` shows it) and waits for it to open the
 database and run the migrations. From then on each call is one frame each way, behind a
-4-byte length: the method's name and its arguments out, its value back, both in msgpack
-(msgspec), decoded by the types the method declares — what a batch of slips costs this
-process to send and read back is what its event loop pays, and pickle cost ten times as
-much (13 µs against 1.3 µs a slip, measured). An exception comes back pickled: any
-exception may cross. The child runs the calls one after another in the order they were
-sent, as the writer thread did, so the answers come back in that order: a queue of futures
-matches them. (So the store can keep two batches of slips in flight: the child starts the
-next as soon as it has sent an answer, not once a busy event loop has read it.) The child
-opens its own :class:`~livetable.store.sqlite.SQLiteStore` and runs the very methods the
-writer thread runs; there is one SQL path.
+head of its length and its call's id: the call out (a
+:class:`~livetable.store.ledger.calls.Call`, a typed Struct per operation of the ledger),
+its answer back, both in msgpack (msgspec), the call decoded by the union of every call
+and the answer by the call's own answer type — what a batch of slips costs this process
+to send and read back is what its event loop pays, and pickle cost ten times as much
+(13 µs against 1.3 µs a slip, measured). An exception comes back
+pickled: any exception may cross. The child runs the calls one after another, as the
+writer thread did. (So the store can keep two batches of slips in flight: the child starts
+the next as soon as it has sent an answer, not once a busy event loop has read it.)
+
+Each answer is matched to its call by the id the child copies from the request, never by
+the order of a waiting list: a call is registered only once its frame is built (a value
+that cannot be encoded fails that call alone, before anything is queued), and an answer
+that names no waiting call is dropped with an error in the log. A list kept in order was
+one entry off for good after a request failed to encode (a ``get_bets`` with a limit of
+2^70 did), and every later answer went to the caller before — another player's Bet Record
+to a guest (docs/security.md, issue 25). The child opens its own
+:class:`~livetable.store.ledger.Ledger` and runs each call with
+:func:`~livetable.store.ledger.calls.perform`, as the writer thread does: there is one SQL
+path.
 
 Faults. The child turns SQLite's outages into
 :class:`~livetable.store.base.StoreUnavailable` before they cross (with
-``store.sqlite.is_sqlite_outage``, as the writer thread's ``SQLiteStore._run`` does); a
+``store.ledger.schema.is_sqlite_outage``, as the writer thread's ``SQLiteStore._run``
+does); a
 bug crosses as itself, its traceback in the child added as a note. If the child dies,
 every call waiting on it fails with ``StoreUnavailable`` and the next call starts a new
 child (a store outage to the runner and the gateway: retried, answered ``unavailable``).
@@ -44,25 +55,36 @@ it; here the server side is one asyncio stream, and the child is a plain blockin
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
-import inspect
 import logging
 import os
 import pickle
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import traceback
-import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import msgspec
 
 from livetable.store.base import StoreUnavailable
+from livetable.store.ledger.calls import (
+    Call,
+    CloseLedger,
+    LedgerCall,
+    answer_type,
+    perform,
+)
+from livetable.store.ledger.core import Ledger
+from livetable.store.ledger.schema import is_sqlite_outage, outage
+from livetable.store.sealing import StateSeal
+
+A = TypeVar("A")
 
 log = logging.getLogger("livetable.store.writer")
 
@@ -73,68 +95,55 @@ STOP_TIMEOUT = 10.0
 
 #: The child's command line: ``python -c _CHILD FD``.
 _CHILD = "import sys; from livetable.store.writer import main; sys.exit(main(sys.argv))"
-_HEAD = 4  # bytes of a frame's length, big-endian
+_SIZE = 4  # bytes of a frame's length, big-endian
+_CALL = 8  # bytes of its call's id, big-endian (a request's, copied into its answer)
+_HEAD = _SIZE + _CALL  # a frame's head: its length (of what follows the head), its call
 _OK, _RAISED = b"\x00", b"\x01"  # an answer's first byte
 
 
 class WriterOptions(msgspec.Struct, frozen=True):
-    """What the child opens its store with (the first call, ``open``)."""
+    """What the child opens its ledger with (its first frame)."""
 
     path: str
     event_retention: int
     seal_key: bytes | None
-    settle_chunk: int
     synchronous: str
 
 
 _encoder = msgspec.msgpack.Encoder()
+_calls = msgspec.msgpack.Decoder(LedgerCall)
 
 
 @functools.cache
-def _arguments(method: str) -> msgspec.msgpack.Decoder[Any]:
-    """How the child reads the arguments of ``SQLiteStore.<method>``: by its signature."""
-    from livetable.store.sqlite import SQLiteStore
-
-    fn = getattr(SQLiteStore, method)
-    hints = typing.get_type_hints(fn)
-    kinds = tuple(hints[name] for name in inspect.signature(fn).parameters if name != "self")
-    return msgspec.msgpack.Decoder(tuple[kinds] if kinds else tuple[()])  # type: ignore[valid-type]
+def _answer(kind: type[Call[Any]]) -> msgspec.msgpack.Decoder[Any]:
+    """How the server reads the answer to a call of ``kind``: by its answer type."""
+    return msgspec.msgpack.Decoder(answer_type(kind))
 
 
-@functools.cache
-def _value(method: str) -> msgspec.msgpack.Decoder[Any]:
-    """How the server reads the value of ``SQLiteStore.<method>``: by its return type."""
-    from livetable.store.sqlite import SQLiteStore
-
-    return msgspec.msgpack.Decoder(typing.get_type_hints(getattr(SQLiteStore, method))["return"])
-
-
-def _frame(prefix: bytes, value: Any) -> bytearray:
-    """One frame: its length, ``prefix``, then ``value`` in msgpack, written in place (a
-    batch of 2,000 slips or a chunk's results is copied once, not three times). A request's
-    prefix is its method's name and a zero byte; an answer's is :data:`_OK`."""
+def _frame(prefix: bytes, value: Any, call: int = 0) -> bytearray:
+    """One frame of call ``call``: its head, ``prefix``, then ``value`` in msgpack, written
+    in place (a batch of 2,000 slips or a chunk's results is copied once, not three times).
+    A request has no prefix (the call is the value); an answer's is :data:`_OK`.
+    Raises (OverflowError, TypeError) if ``value`` cannot be encoded."""
     frame = bytearray(_HEAD) + prefix
     _encoder.encode_into(value, frame, len(frame))
-    return _sized(frame)
+    return _sized(frame, call)
 
 
-def _sized(frame: bytearray) -> bytearray:
-    """``frame`` (its first :data:`_HEAD` bytes left for it) with its length written in."""
-    frame[:_HEAD] = (len(frame) - _HEAD).to_bytes(_HEAD, "big")
+def _sized(frame: bytearray, call: int = 0) -> bytearray:
+    """``frame`` (its first :data:`_HEAD` bytes left for it) with its head written in."""
+    frame[:_SIZE] = (len(frame) - _HEAD).to_bytes(_SIZE, "big")
+    frame[_SIZE:_HEAD] = call.to_bytes(_CALL, "big")
     return frame
 
 
-def _raised(exc: BaseException) -> bytearray:
+def _raised(exc: BaseException, call: int = 0) -> bytearray:
     """The answer that raises ``exc`` in the server: SQLite's outages as StoreUnavailable,
     anything else with its traceback in the child as a note (as a RuntimeError if it
     cannot be pickled)."""
-    import sqlite3
-
-    from livetable.store.sqlite import is_sqlite_outage
-
     trace = "".join(traceback.format_exception(exc)).rstrip()
     if isinstance(exc, sqlite3.Error) and is_sqlite_outage(exc):
-        exc = StoreUnavailable(f"SQLite: {exc}")
+        exc = outage(exc)
     elif not isinstance(exc, StoreUnavailable):
         exc.add_note("in the SQLite writer process:\n" + trace)
     try:
@@ -142,23 +151,24 @@ def _raised(exc: BaseException) -> bytearray:
     except Exception:  # an exception that cannot be pickled still reaches the server
         body = pickle.dumps(RuntimeError(f"in the SQLite writer process: {exc!r}\n{trace}"),
                             protocol=pickle.HIGHEST_PROTOCOL)
-    return _sized(bytearray(_HEAD) + _RAISED + body)
+    return _sized(bytearray(_HEAD) + _RAISED + body, call)
 
 
-def _read_body(stream: BinaryIO) -> bytes:
-    """The next frame's body from a blocking stream; EOFError when the other end closed."""
+def _read_body(stream: BinaryIO) -> tuple[int, bytes]:
+    """The next frame's call id and body from a blocking stream; EOFError when the other
+    end closed."""
     head = stream.read(_HEAD)
     if len(head) < _HEAD:
         raise EOFError
-    size = int.from_bytes(head, "big")
+    size = int.from_bytes(head[:_SIZE], "big")
     body = stream.read(size)
     if len(body) < size:
         raise EOFError
-    return body
+    return int.from_bytes(head[_SIZE:], "big"), body
 
 
 class WriterProcess:
-    """A :class:`~livetable.store.sqlite.SQLiteStore`'s writer in a child process.
+    """A :class:`~livetable.store.sqlite.SQLiteStore`'s ledger in a child process.
 
     The constructor blocks until the child has opened the database (it runs where the
     store is built, before the server serves); an error opening it is raised here, as the
@@ -171,9 +181,9 @@ class WriterProcess:
         self._sock: socket.socket | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._reading: asyncio.Task[None] | None = None
-        #: the calls sent and not answered yet, in the order sent: (method, its future)
-        self._waiting: collections.deque[tuple[str, asyncio.Future[Any]]] = \
-            collections.deque()
+        #: the calls sent and not answered yet, by call id: (its kind, its future)
+        self._waiting: dict[int, tuple[type[Call[Any]], asyncio.Future[Any]]] = {}
+        self._last_call = 0  # the id of the last call sent (0: the ``open`` of a child)
         self._connecting: asyncio.Lock | None = None
         self._closing = False
         self._start()
@@ -197,9 +207,9 @@ class WriterProcess:
             theirs.close()
         try:
             ours.settimeout(START_TIMEOUT)
-            ours.sendall(_frame(b"open\x00", (self._options,)))
+            ours.sendall(_frame(b"", self._options))
             with ours.makefile("rb") as stream:
-                body = _read_body(stream)
+                _, body = _read_body(stream)
         except (OSError, EOFError) as exc:
             proc.kill()
             proc.wait()
@@ -230,27 +240,44 @@ class WriterProcess:
             self._writer = writer
             return writer
 
-    async def call(self, method: str, *args: Any) -> Any:
-        """Run ``SQLiteStore.<method>(*args)`` in the child; its result or its exception."""
+    async def call(self, call: Call[A]) -> A:
+        """Run ``call`` on the child's ledger; its answer or its exception."""
+        self._last_call = number = self._last_call + 1
+        # the frame first: arguments that cannot be encoded fail this call, and nothing
+        # has been registered that an answer could be matched to
+        frame = _frame(b"", call, number)
         writer = self._writer or await self._connect()
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting.append((method, future))
-        writer.write(_frame(method.encode() + b"\x00", args))
-        return await future
+        future: asyncio.Future[A] = asyncio.get_running_loop().create_future()
+        self._waiting[number] = (type(call), future)
+        try:
+            writer.write(frame)
+            return await future
+        finally:
+            self._waiting.pop(number, None)  # answered, cancelled, or never sent
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         why: BaseException | None = None
         try:
             while True:
                 head = await reader.readexactly(_HEAD)
-                body = await reader.readexactly(int.from_bytes(head, "big"))
-                method, future = self._waiting.popleft()
-                if future.done():  # its caller was cancelled
+                body = await reader.readexactly(int.from_bytes(head[:_SIZE], "big"))
+                call = int.from_bytes(head[_SIZE:], "big")
+                waiting = self._waiting.pop(call, None)
+                if waiting is None:  # its caller was cancelled (or a bug: said below)
+                    if not 0 < call <= self._last_call:
+                        log.error("the SQLite writer process answered call %d, never "
+                                  "sent: dropped", call)
                     continue
-                if body[:1] == _OK:
-                    future.set_result(_value(method).decode(memoryview(body)[1:]))
-                else:
-                    future.set_exception(pickle.loads(body[1:]))
+                kind, future = waiting
+                if future.done():
+                    continue
+                try:
+                    if body[:1] == _OK:
+                        future.set_result(_answer(kind).decode(memoryview(body)[1:]))
+                    else:
+                        future.set_exception(pickle.loads(body[1:]))
+                except Exception as exc:  # an answer this process cannot read: its
+                    future.set_exception(exc)  # caller's failure, no other call's
         except (asyncio.IncompleteReadError, OSError) as exc:
             why = exc
         finally:
@@ -263,8 +290,9 @@ class WriterProcess:
             writer.close()
         proc = self._proc
         code = None if proc is None else proc.poll()
-        while self._waiting:
-            _, future = self._waiting.popleft()
+        waiting = list(self._waiting.values())
+        self._waiting.clear()
+        for _, future in waiting:
             if not future.done():
                 future.set_exception(StoreUnavailable(
                     f"the SQLite writer process ended (exit code {code})"))
@@ -284,7 +312,7 @@ class WriterProcess:
         self._closing = True
         if self._writer is not None:
             with contextlib.suppress(StoreUnavailable):
-                await self.call("close")
+                await self.call(CloseLedger())
             self._writer.close()
         elif self._sock is not None:
             self._sock.close()
@@ -306,12 +334,9 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """The child: open the store, then run calls until the socket closes."""
+    """The child: open the ledger, then run calls until the socket closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ended by its socket, never by a signal
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    from livetable.store.sealing import StateSeal
-    from livetable.store.sqlite import SQLiteStore
-
     sock = socket.socket(fileno=int(argv[1]))
     stream = sock.makefile("rb")
 
@@ -323,33 +348,35 @@ def main(argv: list[str]) -> int:
             return False
 
     try:
-        _, _, args = _read_body(stream).partition(b"\x00")  # "open"
-        options: WriterOptions = msgspec.msgpack.decode(args, type=tuple[WriterOptions])[0]
-        store = SQLiteStore(options.path, options.event_retention,
-                            None if options.seal_key is None else StateSeal(options.seal_key),
-                            options.settle_chunk, options.synchronous)
+        _, body = _read_body(stream)
+        options = msgspec.msgpack.decode(body, type=WriterOptions)
+        ledger = Ledger(options.path, options.event_retention,
+                        None if options.seal_key is None else StateSeal(options.seal_key),
+                        options.synchronous)
     except EOFError:
         return 0
     except Exception as exc:
         answer(_raised(exc))
         return 1
-    if not answer(_frame(_OK, None)):
-        return 0
+    if answer(_frame(_OK, None)):
+        _serve(ledger, stream, answer)
+    ledger.close()
+    return 0
+
+
+def _serve(ledger: Ledger, stream: BinaryIO, answer: Callable[[bytearray], bool]) -> None:
+    """Run each call read from ``stream`` and answer it, until the socket closes or the
+    server closes the ledger."""
     while True:
         try:
-            name, _, args = _read_body(stream).partition(b"\x00")
+            number, body = _read_body(stream)
         except EOFError:  # the server closed it, or died
-            break
-        method = name.decode()
-        if method == "close":
-            store.db.close()
-            answer(_frame(_OK, None))
-            return 0
+            return
+        call: LedgerCall | None = None
         try:
-            frame = _frame(_OK, getattr(store, method)(*_arguments(method).decode(args)))
+            call = _calls.decode(body)
+            frame = _frame(_OK, perform(ledger, call), number)
         except Exception as exc:
-            frame = _raised(exc)
-        if not answer(frame):
-            break
-    store.db.close()
-    return 0
+            frame = _raised(exc, number)
+        if not answer(frame) or isinstance(call, CloseLedger):
+            return

@@ -32,7 +32,7 @@ function points(rank) { return rank < 10 ? rank : 0; }
 function isFace(rank) { return rank >= 11; }
 
 /**
- * Evaluate two cards as DESIGN §1 reads the rules.
+ * Evaluate two cards as docs/design.md §1 reads the rules.
  * Returns {value: "0".."9" | "7.1".."7.5", tenths, points, flush, pair, combo, special}
  * where combo is null or one of "7.5" … "7.1" (the i18n keys of the combination names).
  */

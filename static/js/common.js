@@ -20,9 +20,38 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// A session an operator launched plays in a currency (ISO 4217); every amount on the wire
+// is an integer in its minor unit. money() then shows it as that currency for the page's
+// language — ฿1,000.00 for 100000 THB, ¥1,000 for 1000 JPY, ₹1,000.00 for 100000 INR — with
+// the currency's decimals as the browser's Intl data has them (ISO 4217's). Demo guests and
+// ledger players without a currency keep plain numbers.
+let currency = null;
+
+/** The session's currency code (null: plain amounts). */
+export function setCurrency(code) {
+  currency = null;
+  if (!code) return;
+  try { new Intl.NumberFormat("en", { style: "currency", currency: code }); currency = code; }
+  catch { /* not a currency this browser knows: plain amounts */ }
+}
+
+export function moneyLocale() {
+  return lang() === "en" ? "en-US" : lang() === "th" ? "th-TH" : "hi-IN";
+}
+
+function currencyFormat() {
+  return new Intl.NumberFormat(moneyLocale(), { style: "currency", currency, currencyDisplay: "narrowSymbol" });
+}
+
+/** The session currency's minor-unit digits (0 without a currency). */
+export function currencyDecimals() {
+  return currency ? currencyFormat().resolvedOptions().maximumFractionDigits : 0;
+}
+
 export function money(n) {
   if (n === null || n === undefined || Number.isNaN(n)) return "—";
-  return Number(n).toLocaleString(lang() === "en" ? "en-US" : lang() === "th" ? "th-TH" : "hi-IN");
+  if (!currency) return Number(n).toLocaleString(moneyLocale());
+  return currencyFormat().format(Number(n) / 10 ** currencyDecimals());
 }
 
 export function signed(n) { return (n > 0 ? "+" : n < 0 ? "−" : "") + money(Math.abs(n)); }

@@ -25,7 +25,10 @@ export function launchedToken() {
 
 export function forgetSession() { sessionStorage.removeItem(SESSION_KEY); }
 
-/** "99,900 THB": the amount as the page formats money, then the session's currency. */
+/** The balance as shown: money() carries the session's currency symbol once setCurrency
+ *  has been told it (common.js); the code is added only where the browser knows no such
+ *  currency. */
 export function withCurrency(text, player) {
-  return player && player.currency ? `${text} ${player.currency}` : text;
+  if (!player || !player.currency || /\p{Sc}|[A-Z]{3}/u.test(text)) return text;
+  return `${text} ${player.currency}`;
 }

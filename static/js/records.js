@@ -1,4 +1,5 @@
-// The Bet Record: the player's bets from GET /api/bets (Bearer = the kept guest token),
+// The Bet Record: the player's bets from GET /api/bets (Bearer = the session this tab was
+// launched with by an operator, else the kept guest token),
 // paged with the `next` cursor, laid out for a dispute: by day (with the day's totals), then
 // by round — the game id (table.shoe.round, e.g. t1.3.12), the round's six hands from
 // GET /api/rounds/{round_id}, the round's totals — then each bet with its bet id, the bet
@@ -9,9 +10,10 @@
 // a filter loads older pages until it reaches the first day asked for (or the record ends).
 
 import { t, lang, onLangChange } from "./i18n.js";
-import { $, h, money, signed, spotName, handLabel, dateTime, initPage } from "./common.js";
+import { $, h, money, setCurrency, signed, spotName, handLabel, dateTime, initPage } from "./common.js";
 import { evaluate, cardEl } from "./cards.js";
 import { getJSON, storedGuest } from "./api.js";
+import { launchedToken } from "./operator.js";
 import { isPairSpot } from "./state.js";
 import { verifyLink } from "./verify.js";
 
@@ -34,8 +36,24 @@ async function main() {
   await load(null);
 }
 
+/** Whose record: the operator's session of this tab first (a launched player has no guest
+ *  token), else this browser's guest. The name shown is the token's own claim. */
+function player() {
+  const token = launchedToken();
+  if (token) {
+    try {
+      const bytes = Uint8Array.from(atob(token.split(".")[0].replace(/-/g, "+").replace(/_/g, "/")),
+        (c) => c.charCodeAt(0));
+      const claims = JSON.parse(new TextDecoder().decode(bytes));
+      setCurrency(claims.cur);
+      return { token, player: { id: claims.sub, name: claims.name } };
+    } catch { return { token, player: null }; }
+  }
+  return storedGuest();
+}
+
 async function load(before) {
-  const g = storedGuest();
+  const g = player();
   const status = $("#records-status");
   if (!g || !g.token) {
     status.textContent = t("records.no_player");

@@ -19,7 +19,7 @@
 // countdown stands still — the table's time is unknown until it is back.
 
 import { t, lang, onLangChange } from "./i18n.js";
-import { $, $$, h, money, signed, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
+import { $, $$, h, money, currencyDecimals, setCurrency, signed, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
 import { Connection } from "./conn.js";
 import { serverNow } from "./clock.js";
 import { fromSnapshot, applyEvent, POSITIONS, SPOTS, isPairSpot, deductedFor } from "./state.js";
@@ -221,7 +221,12 @@ function renderChips() {
   }
 }
 
-function compactMoney(v) { return v >= 1000 ? `${v / 1000}K` : String(v); }
+/** A chip's face: its value in the session currency's major units (a 1000 THB-minor chip
+ *  is "10"), thousands as K; plain amounts without a currency. */
+function compactMoney(v) {
+  const major = v / 10 ** currencyDecimals();
+  return major >= 1000 ? `${major / 1000}K` : String(major);
+}
 
 function selectChip(v) {
   chip = v;
@@ -238,6 +243,7 @@ function selectChip(v) {
 function onWelcome(msg, reconnect) {
   if (msg.player) {
     player = msg.player;
+    setCurrency(player.currency);
     rememberPlayer(player);
     balanceAt = msg.server_time || serverNow();
     shareBalance();

@@ -1,4 +1,4 @@
-// "Verify this shoe": the provably fair check (DESIGN §7) in the browser.
+// "Verify this shoe": the provably fair check (docs/design.md §7) in the browser.
 //
 // When the server shuffles, shoe_started carries a commitment: SHA-256 of
 // salt + ":" + cut_at + ":" + order.join(","). Once the shoe has ended, GET /api/shoes/{id}
@@ -105,7 +105,7 @@ const DECKS = 8;
 const HANDS = ["P1", "P2", "P3", "P4", "P5", "BANKER"];
 const ROUND_CARDS = 13;
 
-/** A–9 burn their value, 10/J/Q/K burn ten (DESIGN §1). */
+/** A–9 burn their value, 10/J/Q/K burn ten (docs/design.md §1). */
 export function burnCount(card) {
   const rank = card.slice(0, -1);
   if (rank === "A") return 1;

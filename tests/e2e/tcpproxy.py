@@ -15,7 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Coroutine
 from types import TracebackType
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class TcpProxy:
@@ -66,7 +70,7 @@ class TcpProxy:
             self._held = set()
         self._call(go())
 
-    def _call(self, coro):  # type: ignore[no-untyped-def]  # any coroutine, run on the loop
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:  # any coroutine, run on the loop
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(10)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -24,7 +24,7 @@ from websockets.sync.client import ClientConnection, connect
 
 pytestmark = pytest.mark.browser
 
-PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2,
+PHONE: dict[str, Any] = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2,
          "is_mobile": True, "has_touch": True}
 
 
@@ -42,7 +42,7 @@ def smallest_chip(page: Page) -> int:
 def phone(browser: Browser, page_errors: list[str]) -> Iterator[BrowserContext]:
     ctx = browser.new_context(**PHONE)
     ctx.set_default_timeout(15_000)
-    ctx.on("page", page_errors.watch)
+    ctx.on("page", page_errors.watch)  # type: ignore[attr-defined, call-overload]  # PageErrors
     try:
         yield ctx
     finally:

@@ -40,7 +40,8 @@ def test_the_launch_url_opens_the_table_as_the_player_with_the_operators_money(
     assert "#" not in page.url and "token" not in page.url  # the fragment is dropped
     assert page.evaluate("() => document.documentElement.lang") == "th"
     expect(page.get_by_test_id("balance")).to_have_attribute("data-value", "50000")
-    expect(page.get_by_test_id("balance")).to_contain_text("THB")
+    # 50000 in THB's minor unit (satang) is ฿500.00, not "50,000 THB"
+    expect(page.get_by_test_id("balance")).to_have_text("฿500.00")
 
     table.wait_betting(at_least_ms=3_000)
     bet = Bet("P1", 100)
@@ -56,3 +57,26 @@ def test_the_launch_url_opens_the_table_as_the_player_with_the_operators_money(
     page.reload()  # the session is kept for the tab
     table.wait_online()
     expect(page.get_by_test_id("balance")).to_have_attribute("data-value", str(after))
+
+    # the Bet Record of a launched player is theirs (the session of this tab), never "play
+    # as a guest": the rules' disconnection policy sends players there
+    page.goto(server.http + "/records.html")
+    expect(page.locator("#records-player")).to_contain_text("Op-7781")
+    expect(page.locator("#records-status")).not_to_contain_text("ผู้เยี่ยมชม")  # "guest"
+    expect(page.locator("[data-bet-id]").first).to_be_visible(timeout=10_000)
+
+
+@pytest.mark.parametrize(("currency", "language", "shown"), [
+    ("THB", "th", "฿500.00"), ("JPY", "en", "¥50,000"), ("INR", "hi", "₹500.00")])
+def test_money_is_shown_in_the_sessions_currency_with_its_decimals(
+        context: BrowserContext, seamless: tuple[OperatorServer, LiveServer],
+        currency: str, language: str, shown: str) -> None:
+    """The operator's amounts are minor units: THB and INR have two decimals, JPY none."""
+    _, server = seamless
+    session = launch(server, f"cur-{currency.lower()}", currency=currency, language=language)
+    page = context.new_page()
+    page.goto(session["url"])
+    TablePage(page, server.http + "/").wait_online()
+    expect(page.get_by_test_id("balance")).to_have_text(shown)
+    expect(page.get_by_test_id("balance")).to_have_attribute("data-value", "50000")
+    page.close()

@@ -71,7 +71,7 @@ def test_lobby_join_bet_watch_reveal_and_payout(
     tp.confirm(bets)
     taken = sum(deducted(x.spot, x.amount) for x in bets)
     expect(page.get_by_test_id("balance")).to_have_attribute("data-value", str(start - taken))
-    # The Confirm went as one bet slip (DESIGN §6), holding both bets.
+    # The Confirm went as one bet slip (docs/design.md §6), holding both bets.
     frames = [json.loads(f) for f in sent]
     slips = [f for f in frames if f.get("type") == "place_bets"]
     assert len(slips) == 1 and not [f for f in frames if f.get("type") == "place_bet"], frames

@@ -138,7 +138,7 @@ def test_every_worked_example_on_the_page_is_what_the_settlement_function_pays(
                                         "illustration-banker-7-2"}
     for item in items:
         check_settled(item)
-    # Example 9: Note 6 keeps 2:1, so 400 comes back (DESIGN §1), in every language.
+    # Example 9: Note 6 keeps 2:1, so 400 comes back (docs/design.md §1), in every language.
     nine = next(i for i in examples if i["data"]["example"] == "9")
     assert nine["data"]["returned"] == "400"
 

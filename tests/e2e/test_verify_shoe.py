@@ -1,4 +1,4 @@
-""""Verify this shoe" in a real browser (DESIGN §7, static/js/verify.js).
+""""Verify this shoe" in a real browser (docs/design.md §7, static/js/verify.js).
 
 The table page watches an auto shoe start (it keeps the commitment announced), a dealer ends
 the shoe (``set_mode`` manual between rounds: the shoe is set aside, so it is revealed), the

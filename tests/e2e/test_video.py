@@ -108,7 +108,7 @@ def start_livetable(data: Path, *args: str) -> Server:
         except OSError:
             pass
         if time.monotonic() > deadline:
-            stop(proc)  # type: ignore[arg-type]  # Popen[bytes]
+            stop(proc)
             raise RuntimeError("livetable serve did not come up in 30 s")
         time.sleep(0.2)
 
@@ -132,7 +132,7 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, M
     finally:
         if server is not None:
             stop(server.process)
-        stop(card)  # type: ignore[arg-type]  # Popen[bytes]
+        stop(card)
         media.stop()
 
 
@@ -322,7 +322,7 @@ def test_screenshots_of_the_table_with_video(studio: tuple[Server, MediaServer],
         ("table-video-phone.png", {"viewport": {"width": 390, "height": 844}, "is_mobile": True,
                                    "has_touch": True, "device_scale_factor": 2}),
     ):
-        ctx = browser.new_context(locale="en-US", **options)  # type: ignore[arg-type]
+        ctx = browser.new_context(locale="en-US", **options)
         ctx.add_init_script(WATCH)
         try:
             page = ctx.new_page()

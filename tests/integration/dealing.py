@@ -24,7 +24,7 @@ Frame = dict[str, Any]
 
 #: The shoe's opening card: it burns nine, and is no card of the round.
 OPENING = "9C"
-#: burn, then P1 … P5, Banker twice (DESIGN §1's dealing order): against the Banker's 5,
+#: burn, then P1 … P5, Banker twice (docs/design.md §1's dealing order): against the Banker's 5,
 #: P1 has a two-card nine of one suit, P2 a pair of queens (0), P3 a pair of threes (6),
 #: P4 a 7 and P5 a two-card eight — wins, a loss and two pairs in one round.
 #: No card here is one of test_server_dealt_in_betting's round: that test searches a fresh

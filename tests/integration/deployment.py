@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-from liveserver import (
+from liveserver import (  # type: ignore[attr-defined]  # free_port: procutil
     TABLE,
     Closed,
     LiveServer,
@@ -194,7 +194,7 @@ class Deployment:
             rows = await store.redis.xrange(store.keys.table_events(TABLE))
         finally:
             await store.close()
-        return [(int(fields[b"epoch"]), int(fields[b"seq"])) for _, fields in rows]
+        return [(int(fields[b"epoch"]), int(fields[b"seq"])) for _, fields in rows]  # type: ignore[index, union-attr]
 
     async def check_event_log(self) -> int:
         """The table's log holds each event once, numbered without a hole; returns its
@@ -214,7 +214,7 @@ class Deployment:
         """One command on the deployment's Redis, from the test process."""
         store = RedisStore.from_url(self.redis.url)
         try:
-            return await store.redis.execute_command(*args)
+            return await store.redis.execute_command(*args)  # type: ignore[no-untyped-call]
         finally:
             await store.close()
 

@@ -399,7 +399,7 @@ def check_no_early_cards(client: WireClient, truth: dict[str, dict[str, list[str
             in_play = frame["round_id"]
         if kind in ("round_settled", "round_cancelled"):
             in_play = None
-        if kind == "shoe_revealed":  # every card of an ended shoe (DESIGN §7)
+        if kind == "shoe_revealed":  # every card of an ended shoe (docs/design.md §7)
             assert in_play is None or not in_play.startswith(frame["shoe_id"] + "."), \
                 (client.name, index, "a shoe revealed while its round", in_play, "is in play")
             ended_shoes.add(frame["shoe_id"])

@@ -113,7 +113,7 @@ def client(server: RedisServer, username: str | None = None,
            password: str | None = None, *, retry: bool = True) -> Redis:
     """``retry=False``: a refusal is final (redis-py retries an AuthenticationError with
     backoff by default, about 4 s per refused login)."""
-    once = {} if retry else {"retry": Retry(NoBackoff(), 0)}
+    once: dict[str, Any] = {} if retry else {"retry": Retry(NoBackoff(), 0)}
     return Redis(host="127.0.0.1", port=server.port, username=username, password=password,
                  socket_timeout=5, **once)
 
@@ -321,12 +321,12 @@ async def test_the_livetable_user_is_refused_the_rest(acl_redis: RedisServer,
         # before the ACL is asked
         with pytest.raises(ResponseError if command[0] in ("DEBUG", "MODULE")
                            else NoPermissionError):
-            await livetable.execute_command(*command)
+            await livetable.execute_command(*command)  # type: ignore[no-untyped-call]
         assert await livetable.get("lt:canary") == b"alive"  # still there, still running
     finally:
         await livetable.aclose()
     # the ACL itself refuses it, whatever else might
-    verdict = await admin.execute_command("ACL", "DRYRUN", "livetable", *command)
+    verdict = await admin.execute_command("ACL", "DRYRUN", "livetable", *command)  # type: ignore[no-untyped-call]
     assert b"no permissions" in verdict, verdict
 
 

@@ -1,5 +1,5 @@
 """The service, embedded (SQLite) and scale-out (Redis): no store holds the upcoming cards,
-and an ended shoe is published and verifies (DESIGN §7).
+and an ended shoe is published and verifies (docs/design.md §7).
 
 Each test runs the real :class:`Services` in-process with fast timings, lets the table deal,
 then — holding the table runner's lock, so that the store and the engine agree — reads
@@ -164,7 +164,7 @@ async def every_redis_value(url: str) -> bytes:
     parts: list[Any] = []
     try:
         async for key in client.scan_iter(count=1000):
-            kind = (await client.type(key)).decode()
+            kind = (await client.type(key)).decode()  # type: ignore[union-attr]
             parts.append(key)
             if kind == "string":
                 parts.append(await client.get(key))
@@ -177,8 +177,8 @@ async def every_redis_value(url: str) -> bytes:
             elif kind == "zset":
                 parts += await client.zrange(key, 0, -1)
             elif kind == "stream":
-                for _, fields in await client.xrange(key):
-                    parts += [x for kv in fields.items() for x in kv]
+                for _, fields in await client.xrange(key):  # type: ignore[union-attr]
+                    parts += [x for kv in fields.items() for x in kv]  # type: ignore[union-attr]
             else:
                 raise AssertionError(f"{key!r}: a {kind} the test does not read")
     finally:

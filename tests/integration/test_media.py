@@ -66,7 +66,7 @@ def test_rtmp_in_low_latency_hls_out(media: MediaServer) -> None:
                 continue
         received = time.time()
     finally:
-        stop(card)  # type: ignore[arg-type]  # Popen[bytes]
+        stop(card)
 
     assert playlist.startswith("#EXTM3U")
     assert "#EXT-X-ENDLIST" not in playlist  # live

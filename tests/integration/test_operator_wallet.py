@@ -16,9 +16,13 @@ cards and the rules' settlement function):
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import json
 import random
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,15 +33,18 @@ import pytest
 from deployment import running
 from liveserver import LiveServer, WireClient, close_all, expected_settlement
 from walletserver import (
+    OPERATOR_SECRET,
     OperatorServer,
     launch,
+    launch_body,
     seamless_deployment,
     seamless_env,
     signed_post,
     wallet_report,
 )
 
-from livetable.signature import HEADER, sign
+from livetable.clock import now_ms
+from livetable.operator import signatures
 from livetable.store.redis import RedisStore
 
 PLAYERS = ["alice", "bob", "chai", "dev"]
@@ -87,13 +94,27 @@ def test_a_launch_opens_the_table_as_that_player_with_the_token_in_the_fragment(
     assert server.get("/table.html").status_code == 200
 
 
-@pytest.mark.parametrize("header", ["forged", "missing", "other-body"])
+@pytest.mark.parametrize("header", ["forged", "missing", "other-body", "body-only (v1)",
+                                    "stale", "future", "non-ascii"])
 def test_a_launch_without_the_operators_signature_is_refused(
         calm: tuple[OperatorServer, LiveServer], header: str) -> None:
     _, server = calm
-    body = b'{"player_id":"mallory","name":"M","currency":"THB"}'
-    headers = {"forged": {HEADER: sign(b"guessed", body)}, "missing": {},
-               "other-body": {HEADER: sign(b"x", b"{}")}}[header]
+    body = (b'{"request_id":"r-0123456789","player_id":"mallory","name":"M",'
+            b'"currency":"THB"}')
+    now = now_ms()
+    secret = OPERATOR_SECRET.encode()
+    v1 = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    headers: Any = {  # "non-ascii" sends bytes, outside httpx's declared types
+        "forged": signatures.headers(b"guessed", body, now),
+        "missing": {},
+        "other-body": signatures.headers(secret, b"{}", now),
+        # version 1 signed the body alone: a capture was a login for ever
+        "body-only (v1)": {signatures.HEADER: v1},
+        "stale": signatures.headers(secret, body, now - 301_000),
+        "future": signatures.headers(secret, body, now + 301_000),
+        "non-ascii": {signatures.TIMESTAMP_HEADER: str(now),
+                      signatures.HEADER: b"sha256=\xe9\xe9"},
+    }[header]
     with httpx.Client(trust_env=False) as http:
         response = http.post(server.http + "/api/operator/sessions", content=body,
                              headers=headers)
@@ -105,7 +126,10 @@ def test_a_launch_without_the_operators_signature_is_refused(
     ({"player_id": "hold:t1.1.1", "name": "x", "currency": "THB"}, "bad_player_id"),
     ({"player_id": "house", "name": "x", "currency": "THB"}, "bad_player_id"),
     ({"player_id": "g_abc", "name": "x", "currency": "THB"}, "bad_player_id"),
+    # a namespaced ledger id is never an operator's player id
+    ({"player_id": "acme~bob", "name": "x", "currency": "THB"}, "bad_player_id"),
     ({"player_id": "bob", "name": "x", "currency": "baht"}, "bad_request"),
+    ({"player_id": "bob", "name": "x", "currency": "XYZ"}, "unknown_currency"),
     ({"player_id": "bob", "name": "x", "currency": "THB", "language": "fr"}, "bad_request"),
     ({"player_id": "bob", "name": "x", "currency": "THB", "table": "t9"}, "unknown_table"),
     ({"player_id": "bob", "currency": "THB"}, "bad_request"),
@@ -113,7 +137,8 @@ def test_a_launch_without_the_operators_signature_is_refused(
 def test_a_launch_with_a_bad_body_is_refused_with_a_reason(
         calm: tuple[OperatorServer, LiveServer], body: dict[str, Any], code: str) -> None:
     _, server = calm
-    response = signed_post(server, "/api/operator/sessions", body)
+    response = signed_post(server, "/api/operator/sessions",
+                           {"request_id": uuid.uuid4().hex, **body})
     assert response.status_code in (400, 404)
     assert response.json()["error"]["code"] == code
 
@@ -126,11 +151,30 @@ def test_a_launch_body_past_16_kib_is_refused_unread(
     assert response.status_code == 413
 
 
+def test_a_replayed_launch_is_refused_and_each_launch_is_its_own_session(
+        calm: tuple[OperatorServer, LiveServer]) -> None:
+    """A captured launch is not a login: the same signed body again is 409, even sent
+    within the timestamp's five minutes; a new request_id is a new session."""
+    _, server = calm
+    body = json.dumps(launch_body("replayed")).encode()
+    at = now_ms()
+    first = signed_post(server, "/api/operator/sessions", body, at=at)
+    assert first.status_code == 200, first.text
+    again = signed_post(server, "/api/operator/sessions", body, at=at)
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "duplicate_request"
+    fresh = launch(server, "replayed")
+    assert fresh["session_id"] != first.json()["session_id"]
+    assert fresh["token"] != first.json()["token"]
+
+
 def test_the_wallet_report_needs_the_operators_signature(
         calm: tuple[OperatorServer, LiveServer]) -> None:
     _, server = calm
     assert signed_post(server, "/api/operator/wallet", {}, secret="wrong").status_code == 401
     assert "totals" in wallet_report(server)
+    days = wallet_report(server, daily=True)["days"]
+    assert all(day["operator"] == "default" for day in days)
 
 
 def test_guests_are_off_with_a_seamless_wallet(calm: tuple[OperatorServer, LiveServer]

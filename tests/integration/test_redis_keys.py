@@ -67,7 +67,7 @@ async def test_every_key_and_channel_starts_with_the_prefix(tmp_path: Path) -> N
                 amount=100), runner.clock())
             assert isinstance(accepted, p.BetAccepted)
             await _until(lambda: _phase(runner, "settled"))
-            channels = [c.decode() for c in await client.pubsub_channels()]
+            channels = [c.decode() for c in await client.pubsub_channels()]  # type: ignore[union-attr]
             assert seen and channels
             keys = [k.decode() async for k in client.scan_iter(count=1000)]
         finally:

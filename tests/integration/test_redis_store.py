@@ -49,7 +49,7 @@ from livetable.engine import (
 from livetable.rules import BET_SPOTS
 from livetable.store import BetRequest, SQLiteStore, Store
 from livetable.store.base import OutOfStep, StepRefused
-from livetable.store.redis import (
+from livetable.store.redis import (  # type: ignore[attr-defined]  # AmountOverflow: store.base
     MAX_EXACT,
     AmountOverflow,
     FencedOut,
@@ -413,7 +413,9 @@ async def test_audit_detects_a_hold_that_is_not_its_open_bets(store: RedisStore)
         assert isinstance(await store.place_bet(bet("alice", bet_id), T0 + 1), p.BetAccepted)
     assert (await store.audit()).ok
     seqs = await store.redis.lrange(store.keys.round_bets(TABLE, R1), 0, -1)
-    record = msgspec.msgpack.decode(await store.redis.hget(store.keys.bets, seqs[1]))
+    raw = await store.redis.hget(store.keys.bets, seqs[1])
+    assert isinstance(raw, bytes)
+    record = msgspec.msgpack.decode(raw)
     record[9] = "refunded"  # its state, without the refund: the money still in the hold
     await store.redis.hset(store.keys.bets, seqs[1], msgspec.msgpack.encode(record))
     report = await store.audit()
@@ -584,7 +586,7 @@ async def test_a_cluster_client_is_refused_up_front() -> None:
     # The bet and step scripts touch {ledger} and {t1} keys together: CROSSSLOT on a cluster.
     cluster = RedisCluster.from_url("redis://127.0.0.1:1")  # connects lazily: never here
     with pytest.raises(TypeError, match="cluster"):
-        RedisStore(cluster)
+        RedisStore(cluster)  # type: ignore[arg-type]  # refused at run time: the test
     await cluster.aclose()
 
 

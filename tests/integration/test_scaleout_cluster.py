@@ -145,7 +145,7 @@ async def test_sharded_pubsub_and_one_slot_per_table(
         slot = slots[KEYS.steps(TABLE)]
         assert slot == key_slot(TABLE.encode())  # the hash tag is the table id
         # ... and every key of the table that was actually written (the rest is the ledger)
-        written = [k.decode() for k in await store.redis.keys("*")]
+        written = [k.decode() for k in await store.redis.keys("*")]  # type: ignore[union-attr]
         await store.close()
         table_keys = [k for k in written if "{" + TABLE + "}" in k]
         assert store.keys.table_state(TABLE) in table_keys

@@ -115,7 +115,7 @@ async def test_silent_or_killed_subscription_is_replaced(
         killed = await d.redis_command("CLIENT", "KILL", "TYPE", "pubsub")
         assert int(killed) == 3  # both gateways', and the proxy's silenced leftover
         for i, gateway in enumerate((gw1, gw2)):
-            await wait_for(lambda i=i: reconnects_above(d, i, before[i]), 10,
+            await wait_for(lambda i=i: reconnects_above(d, i, before[i]), 10,  # type: ignore[misc]
                            f"gateway {i + 1} to re-subscribe")
             await d.wait_gateway_ready(gateway)
         await player.expect("round_settled", round_id=round_id)

@@ -1,4 +1,4 @@
-"""Cards dealt while betting is open (DESIGN §1): no surface shows one before its reveal.
+"""Cards dealt while betting is open (docs/design.md §1): no surface shows one before its reveal.
 
 The round's burn card and twelve cards now exist while bets are still taken, so every
 surface a player, a viewer or anyone on the network can read is searched for them at that

@@ -24,7 +24,7 @@ from liveserver import (
 
 Frame = dict[str, Any]
 
-# burn, then P1 … P5, Banker twice (DESIGN §1's dealing order)
+# burn, then P1 … P5, Banker twice (docs/design.md §1's dealing order)
 BURN = "2C"
 FIRST = ["10C", "KH", "AS", "5D", "2S", "9D"]
 SECOND = ["10H", "9H", "KS", "5C", "3H", "7C"]

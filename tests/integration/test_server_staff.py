@@ -11,6 +11,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from liveserver import LiveServer, WireClient, close_all
@@ -42,7 +43,8 @@ def unscoped_dealer_token(server: LiveServer) -> str:
     return f"{b64(payload)}.{b64(sig)}"
 
 
-async def refused_hello(server: LiveServer, token: str, table: str) -> tuple[dict, int | None]:
+async def refused_hello(server: LiveServer, token: str,
+                        table: str) -> tuple[dict[str, Any], int | None]:
     console = await WireClient.connect(server.ws_dealer, "console")
     try:
         await console.send({"type": "hello", "v": 1, "table": table, "token": token})

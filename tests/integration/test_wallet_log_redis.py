@@ -18,10 +18,10 @@ import test_wallet_log as contract
 from redis.asyncio import Redis
 from redis_util import RedisServer
 
+from livetable.operator.log import WalletLog
+from livetable.operator.log_redis import RedisWalletLog
 from livetable.store.base import Store
 from livetable.store.redis import RedisStore
-from livetable.store.wallet import WalletLog
-from livetable.store.wallet_redis import RedisWalletLog
 
 pytestmark = [pytest.mark.redis]
 

@@ -7,6 +7,7 @@ import contextlib
 import json
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ import httpx
 from liveserver import ROOT, LiveServer, livetable_command
 from procutil import free_port, kill, stop
 
-from livetable.signature import HEADER, sign
+from livetable.clock import now_ms
+from livetable.operator import signatures
 
 WALLET_SECRET = "wallet-secret-for-tests"
 OPERATOR_SECRET = "operator-secret-for-tests"
@@ -89,19 +91,28 @@ def seamless_deployment(base: Path, operator: dict[str, Any] | None = None,
 
 
 def signed_post(server: LiveServer, path: str, body: dict[str, Any] | bytes,
-                secret: str = OPERATOR_SECRET) -> httpx.Response:
+                secret: str = OPERATOR_SECRET, operator: str | None = None,
+                at: int | None = None) -> httpx.Response:
+    """``body`` signed as an operator signs it (v2: its timestamp, ``at`` or now, and the
+    body), from ``operator`` (no X-Livetable-Operator header: the ``default`` one)."""
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    signed = signatures.headers(secret.encode(), raw, now_ms() if at is None else at,
+                                operator)
     with httpx.Client(trust_env=False, timeout=10.0) as http:
         return http.post(server.http + path, content=raw,
-                         headers={HEADER: sign(secret.encode(), raw),
-                                  "content-type": "application/json"})
+                         headers={**signed, "content-type": "application/json"})
+
+
+def launch_body(player_id: str, currency: str = "THB", **fields: Any) -> dict[str, Any]:
+    """A launch's body with a request id of its own (each launch has one)."""
+    return {"request_id": uuid.uuid4().hex, "player_id": player_id,
+            "name": player_id.title(), "currency": currency, **fields}
 
 
 def launch(server: LiveServer, player_id: str, currency: str = "THB",
            **fields: Any) -> dict[str, Any]:
     response = signed_post(server, "/api/operator/sessions",
-                           {"player_id": player_id, "name": player_id.title(),
-                            "currency": currency, **fields})
+                           launch_body(player_id, currency, **fields))
     assert response.status_code == 200, response.text
     return response.json()  # type: ignore[no-any-return]
 

@@ -530,7 +530,7 @@ class Simulation:
         self.check(not by_round, f"bet_settled for rounds that did not end: {list(by_round)}")
 
     async def _revealed(self, effect: RevealShoe, step: Step) -> None:
-        """A shoe revealed (DESIGN §7): only once every round of it has ended, exactly as
+        """A shoe revealed (docs/design.md §7): only once every round of it has ended, exactly as
         announced, and fair by the same check ``livetable verify-shoe`` runs — against the
         commitment announced when the shoe started and the cards the store kept."""
         shoe_id = effect.shoe_id

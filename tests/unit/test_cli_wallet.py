@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from livetable.cli import main
-from livetable.store.wallet import SQLiteWalletLog, WalletCall
+from livetable.operator.log import WalletCall
+from livetable.operator.log_sqlite import SQLiteWalletLog
 
 T0 = 1_800_000_000_000
 
@@ -71,3 +72,54 @@ def test_wallet_flags_that_cannot_work_are_usage_errors(
     monkeypatch.delenv("LIVETABLE_WALLET_SECRET", raising=False)
     code, _, err = run(capsys, *argv)
     assert code == 2 and says in err
+
+
+def test_the_daily_summary_books_each_operators_play_by_table_and_currency(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Stakes are the debits that stood (a rolled-back one nets out), returns the credits,
+    GGR their difference; an operator sees only its players; a round that crosses
+    midnight is booked on the day it began."""
+    from livetable.operator.report import daily
+
+    day = 1_799_971_200_000  # 2027-01-15 00:00 UTC
+    def call(tx: str, method: str, player: str, currency: str, round_id: str, amount: int,
+             state: str = "ok", at: int = day + 3_600_000) -> WalletCall:
+        return WalletCall(tx_id=tx, method=method, player_id=player,  # type: ignore[arg-type]
+                          currency=currency, table_id=round_id.split(".")[0],
+                          round_id=round_id, amount=amount, body=b"{}",
+                          state=state, created_at=at, updated_at=at)  # type: ignore[arg-type]
+    calls = [
+        call("d1", "debit", "acme~p-1", "THB", "t1.1.1", 20_000),
+        call("d2", "debit", "acme~p-2", "THB", "t1.1.1", 10_000),
+        call("c1", "credit", "acme~p-1", "THB", "t1.1.1", 40_000, at=day + 3_700_000),
+        call("c2", "credit", "acme~p-2", "THB", "t1.1.1", 0, at=day + 3_700_000),
+        call("d3", "debit", "acme~p-1", "JPY", "t1.1.2", 500, state="unknown"),
+        call("r3", "rollback", "acme~p-1", "JPY", "t1.1.2", 500),
+        call("d4", "debit", "acme~p-1", "JPY", "t2.1.1", 700),
+        call("c4", "credit", "acme~p-1", "JPY", "t2.1.1", 0),
+        call("x1", "debit", "bet7~p-1", "INR", "t1.1.3", 99_999),
+        call("r9", "debit", "acme~p-3", "THB", "t1.1.4", 100, state="refused"),
+        # begins before midnight, credited after it: the day it began
+        call("d5", "debit", "acme~p-2", "THB", "t1.1.9", 300, at=day - 1_000),
+        call("c5", "credit", "acme~p-2", "THB", "t1.1.9", 600, at=day + 5_000),
+    ]
+    rows = [(d.day, d.operator, d.table_id, d.currency, d.rounds, d.players, d.stakes,
+             d.returns, d.ggr) for d in daily(calls, "acme")]
+    assert rows == [
+        ("2027-01-14", "acme", "t1", "THB", 1, 1, 300, 600, -300),
+        ("2027-01-15", "acme", "t1", "JPY", 1, 1, 0, 0, 0),
+        ("2027-01-15", "acme", "t1", "THB", 2, 3, 30_000, 40_000, -10_000),
+        ("2027-01-15", "acme", "t2", "JPY", 1, 1, 700, 0, 700),
+    ]
+    assert [d.operator for d in daily(calls)] == ["acme"] * 4 + ["bet7"]
+
+    db = tmp_path / "livetable.sqlite3"
+    seed_log(db)
+    code, out, _ = run(capsys, "wallet", "report", "--data-dir", str(tmp_path), "--daily",
+                       "--operator", "default", "--json")
+    assert code == 0
+    assert [(d["operator"], d["stakes"], d["rounds"]) for d in json.loads(out)["days"]] == [
+        ("default", 400, 2)]
+    code, out, _ = run(capsys, "wallet", "report", "--data-dir", str(tmp_path), "--daily",
+                       "--operator", "acme", "--json")
+    assert json.loads(out) == {"days": []}

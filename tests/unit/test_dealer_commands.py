@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import get_args
 
+import msgspec
 import pytest
 
 from livetable import protocol as p
@@ -80,7 +81,7 @@ def test_docs_protocol_tables_every_command() -> None:
 # --- the console follows the table by its events (no polling) -----------------------------
 
 
-def _struct_fields(*kinds: type) -> set[str]:
+def _struct_fields(*kinds: type[msgspec.Struct]) -> set[str]:
     return {name for kind in kinds for name in kind.__struct_fields__} | {"type"}
 
 

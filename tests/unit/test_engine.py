@@ -104,7 +104,7 @@ def refused(e: TableEngine, command: str, *args: Any, **kwargs: Any) -> EngineEr
 
 def shoe_of(ref: Shoe, shoe_id: str, awaiting: bool = False, *, salt: str | None = None,
             round_starts: tuple[int, ...] = ()) -> dict[str, Any]:
-    """The persisted form of a reference shoe (an auto shoe has a ``salt``: DESIGN §7)."""
+    """The persisted form of a reference shoe (an auto shoe has a ``salt``: docs/design.md §7)."""
     order = [str(c) for c in ref.order]
     return {
         "shoe_id": shoe_id,
@@ -860,7 +860,7 @@ def test_set_mode_between_rounds() -> None:
     seq = e.state.seq
     step, diff = act(e, "set_mode", "manual", T0 + 1)
     assert diff == {"seq": seq + 2, "mode": "manual", "shoe": None, "next_at": None}
-    # The auto shoe set aside has ended: it is revealed (DESIGN §7).
+    # The auto shoe set aside has ended: it is revealed (docs/design.md §7).
     assert [strip(f) for f in frames(step)] == [
         {"type": "shoe_revealed", "shoe_id": "t1.1", "salt": shoe.salt, "cut_at": shoe.cut_at,
          "order": shoe.order},
@@ -1223,7 +1223,7 @@ def test_void_the_last_cards_during_betting() -> None:
     assert [strip(f) for f in frames(step)] == [{
         "type": "cards_voided", "round_id": "t1.1.1", "count": 2,
         "dealt": {"P1": 1, "P2": 1}, "dealer": "Dee", "supervisor": "Sue",
-        "cards_left": 416 - e.state.shoe.drawn}]
+        "cards_left": 416 - e.state.shoe.drawn}]  # type: ignore[union-attr]  # dealt from it
     assert step.effects == []
     assert diff["round_cards"] == ["2C", "9H", "KS"]
     assert diff["shoe"]["drawn"] == 6 + 5 - 2  # the opening card, five burned, three dealt

@@ -111,7 +111,7 @@ def _gateway(tmp_path: Path, heartbeat: float) -> Gateway:
                         event_log_size=100, frames_per_second=1000, heartbeat=heartbeat)
 
     async def execute(table: str, command: Any) -> p.Ack | p.Error:
-        return p.Error(code="no", message="no dealer here")
+        return p.Error(code="no", message="no dealer here")  # type: ignore[arg-type]
 
     gw = Gateway(settings, SQLiteStore(tmp_path / "db.sqlite3"), execute, Metrics(),
                  b"s" * 32)
@@ -132,7 +132,7 @@ async def test_a_slow_client_is_closed_4008_and_the_others_get_everything(
         gateway: Gateway) -> None:
     hello = {"type": "hello", "v": 1, "table": "t1"}
     fast, slow = FakeWebSocket(hello), FakeWebSocket(hello, slow=True)
-    sessions = [asyncio.create_task(gateway.serve(ws, "player")) for ws in (fast, slow)]
+    sessions = [asyncio.create_task(gateway.serve(ws, "player")) for ws in (fast, slow)]  # type: ignore[arg-type]
     feed = gateway.feeds["t1"]
     await settle(lambda: len(feed.clients) == 2 and slow.stuck.is_set())
     assert [f["type"] for f in fast.sent] == ["welcome"]
@@ -166,7 +166,7 @@ async def test_a_slow_client_is_closed_4008_and_the_others_get_everything(
 
     # the slow client comes back and resumes: it ends at the table's head, no gap after
     back = FakeWebSocket({**hello, "resume": {"epoch": 1, "seq": 0}})
-    sessions.append(asyncio.create_task(gateway.serve(back, "player")))
+    sessions.append(asyncio.create_task(gateway.serve(back, "player")))  # type: ignore[arg-type]
     await settle(lambda: len(feed.clients) == 2)
     await settle(lambda: len(back.sent) >= 1)
     welcome = back.sent[0]
@@ -191,7 +191,7 @@ async def test_a_short_gap_is_replayed_within_the_queue(gateway: Gateway) -> Non
                                    snapshot=snapshot(seq)))
     ws = FakeWebSocket({"type": "hello", "v": 1, "table": "t1",
                         "resume": {"epoch": 1, "seq": 1}})
-    session = asyncio.create_task(gateway.serve(ws, "player"))
+    session = asyncio.create_task(gateway.serve(ws, "player"))  # type: ignore[arg-type]
     await settle(lambda: len(ws.sent) == 3)
     assert ws.sent[0]["resumed"] is True and ws.sent[0]["seq"] == 3
     assert [f["seq"] for f in ws.sent[1:]] == [2, 3]
@@ -207,7 +207,7 @@ async def test_table_events_go_straight_to_idle_connections_framed_once(
     in order, and direct writes resume only once that queue is drained."""
     hello = {"type": "hello", "v": 1, "table": "t1"}
     a, b = FakeWebSocket(hello, direct=True), FakeWebSocket(hello, direct=True)
-    sessions = [asyncio.create_task(gateway.serve(ws, "player")) for ws in (a, b)]
+    sessions = [asyncio.create_task(gateway.serve(ws, "player")) for ws in (a, b)]  # type: ignore[arg-type]
     feed = gateway.feeds["t1"]
     await settle(lambda: len(feed.clients) == 2 and a.sent and b.sent)
     gateway.deliver(TableBatch(table="t1", epoch=1, seq=1, frames=[(1, event(1))],
@@ -308,7 +308,7 @@ async def test_a_bug_while_taking_a_bet_closes_1011_not_unavailable(
 
     monkeypatch.setattr(gateway.store, "place_slip", broken)
     ws = _player_betting_once()
-    session = asyncio.create_task(gateway.serve(ws, "player"))
+    session = asyncio.create_task(gateway.serve(ws, "player"))  # type: ignore[arg-type]
     async with asyncio.timeout(2):
         await session
     assert ws.close_codes == [CLOSE_INTERNAL_ERROR]
@@ -328,7 +328,7 @@ async def test_an_unreachable_store_answers_unavailable_and_keeps_the_connection
 
     monkeypatch.setattr(gateway.store, "place_slip", down)
     ws = _player_betting_once()
-    session = asyncio.create_task(gateway.serve(ws, "player"))
+    session = asyncio.create_task(gateway.serve(ws, "player"))  # type: ignore[arg-type]
     await settle(lambda: len(ws.sent) == 2)
     assert ws.sent[1]["type"] == "error" and ws.sent[1]["code"] == "unavailable"
     assert ws.sent[1]["bet_id"] == "b1" and ws.close_codes == []
@@ -420,7 +420,7 @@ async def test_a_head_gone_backwards_resyncs_the_clients_with_a_fresh_snapshot(
                                    snapshot=snapshot(seq)))
     hello = {"type": "hello", "v": 1, "table": "t1"}
     ws = FakeWebSocket({**hello, "resume": {"epoch": 1, "seq": 5}})
-    session = asyncio.create_task(gateway.serve(ws, "player"))
+    session = asyncio.create_task(gateway.serve(ws, "player"))  # type: ignore[arg-type]
     feed = gateway.feeds["t1"]
     await settle(lambda: len(feed.clients) == 1)
 
@@ -443,12 +443,12 @@ async def test_a_head_gone_backwards_resyncs_the_clients_with_a_fresh_snapshot(
 
     # the client resumes from what it saw (seq 5): a fresh snapshot at the table's head
     back = FakeWebSocket({**hello, "resume": {"epoch": 1, "seq": 5}})
-    session = asyncio.create_task(gateway.serve(back, "player"))
+    session = asyncio.create_task(gateway.serve(back, "player"))  # type: ignore[arg-type]
     await settle(lambda: len(back.sent) >= 1)
     assert (back.sent[0]["resumed"], back.sent[0]["seq"]) == (False, 4)
     # one that saw only events both histories share is replayed the new one
     early = FakeWebSocket({**hello, "resume": {"epoch": 1, "seq": 3}})
-    sessions = [session, asyncio.create_task(gateway.serve(early, "player"))]
+    sessions = [session, asyncio.create_task(gateway.serve(early, "player"))]  # type: ignore[arg-type]
     await settle(lambda: len(early.sent) >= 2)
     assert early.sent[0]["resumed"] is True and early.sent[1]["type"] == "round_cancelled"
 

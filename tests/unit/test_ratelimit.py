@@ -21,7 +21,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
-    monkeypatch.setattr(ratelimit.time, "monotonic", c)
+    monkeypatch.setattr(ratelimit.time, "monotonic", c)  # type: ignore[attr-defined]
     return c
 
 

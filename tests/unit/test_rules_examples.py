@@ -1,7 +1,7 @@
 """The nine worked examples of the English seed, as the seed reads them.
 
 Given these cards and this bet, this is deducted and this is returned. Example 9 returns 400,
-not the 300 printed in the English text: DESIGN §1 explains why (Note 6, the Thai text and
+not the 300 printed in the English text: docs/design.md §1 explains why (Note 6, the Thai text and
 the Hindi "Return 400" all say 2:1).
 """
 

@@ -1,11 +1,11 @@
 """Every two-card hand, and every settlement, against expectations written from the seed.
 
 The expectations here do not call the implementation: hands are classified from card
-*strings* ("10H", "KS") through a literal table copied from the seed's Special Combinations
-(DESIGN §1), and Player bets are paid from a function written from DESIGN §1's settlement
-table. Then all 52×52 ordered hands are checked field by field, and settlement is checked for
-every Banker hand class against every Player hand, and every Banker hand against every Player
-hand class.
+*strings* ("10H", "KS") through a literal table copied from the seed's Special
+Combinations (docs/design.md §1), and Player bets are paid from a function written from that
+section's settlement table. Then all 52×52 ordered hands are checked field by field, and
+settlement is checked for every Banker hand class against every Player hand, and every Banker
+hand against every Player hand class.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def classify(first: str, second: str) -> Expected:
 
 
 def expected_player_return(banker: Expected, player: Expected, amount: int) -> int:
-    """DESIGN §1's table for a Player bet of ``amount`` (``2 × amount`` deducted)."""
+    """docs/design.md §1's table for a Player bet of ``amount`` (``2 × amount`` deducted)."""
     b, p = banker.number, player.number
     if p == b:
         return 2 * amount  # tie: what was deducted
@@ -233,7 +233,7 @@ def test_pair_bet_for_every_player_hand() -> None:
 @pytest.mark.parametrize(
     ("banker", "player", "returned"),
     [
-        # Literal rows of DESIGN §1's table, for a bet of 100 (200 deducted).
+        # Literal rows of docs/design.md §1's table, for a bet of 100 (200 deducted).
         ("9D 7C", "3H 4S", 300),  # Player wins without a pattern: 1:1
         ("2D 3C", "4H 3H", 400),  # Player wins with a flush: 2:1
         ("KD 10C", "QH JS", 400),  # 7.3 beats 7.2, a special combination: 2:1

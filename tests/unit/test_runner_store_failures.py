@@ -67,7 +67,7 @@ async def test_failed_commits_lose_no_step(tmp_path: Path) -> None:
     bus = MemoryBus()
     batches: list[TableBatch] = []
     bus.subscribe(batches.append)
-    runner = TableRunner(TABLE, store, bus,  # type: ignore[arg-type]  # a Store by delegation
+    runner = TableRunner(TABLE, store, bus,  # a Store by delegation
                          timing=Timing(betting_ms=300, deal_interval_ms=5,
                                        reveal_interval_ms=5, between_rounds_ms=50))
     await store.ensure_player("p1", "P1", 1000, 0)
@@ -137,7 +137,7 @@ class BuggyStore:
 async def test_a_bug_holds_the_table_instead_of_retrying_forever(
         tmp_path: Path, where: str, caplog: pytest.LogCaptureFixture) -> None:
     store = BuggyStore(SQLiteStore(tmp_path / "db.sqlite3"), where)
-    runner = TableRunner(TABLE, store, MemoryBus(),  # type: ignore[arg-type]  # a Store by delegation
+    runner = TableRunner(TABLE, store, MemoryBus(),  # a Store by delegation
                          timing=Timing(betting_ms=50, deal_interval_ms=1,
                                        reveal_interval_ms=1, between_rounds_ms=10))
     await runner.start()
@@ -178,9 +178,10 @@ class LosingStore:
             return await self.inner.commit_step(table, state, events, effects, now)
         self.lost += opens
         before = sqlite3.connect(":memory:", check_same_thread=False)
-        await self.inner._run(self.inner.db.backup, before)  # on the store's writer
+        loop = asyncio.get_running_loop()  # on the store's writer thread, between its calls
+        await loop.run_in_executor(self.inner.writer, self.inner.db.backup, before)
         settled = await self.inner.commit_step(table, state, events, effects, now)
-        await self.inner._run(before.backup, self.inner.db)  # the step is lost
+        await loop.run_in_executor(self.inner.writer, before.backup, self.inner.db)  # lost
         before.close()
         return settled
 
@@ -199,7 +200,7 @@ async def test_an_engine_ahead_of_its_store_reloads_and_the_table_says_so(
     settings = Settings(data_dir=tmp_path, secret=b"losing-store-secret-0123456789abcdef",
                         betting_seconds=2, deal_interval=0.05, reveal_interval=0.01,
                         between_rounds=0.05, close_grace=0, audit_interval=0)
-    services = Services(settings, store=store, bus=bus)  # type: ignore[arg-type]  # delegation
+    services = Services(settings, store=store, bus=bus)  # a Store by delegation
     await services.start()
     runner = services.runners[TABLE]
     try:
@@ -272,7 +273,7 @@ async def test_a_step_refused_again_after_the_reload_holds_the_table(tmp_path: P
     as for a bug, and says why."""
     store = RefusingStore(SQLiteStore(tmp_path / "db.sqlite3"))
     refused: list[str] = []
-    runner = TableRunner(TABLE, store, MemoryBus(),  # type: ignore[arg-type]  # delegation
+    runner = TableRunner(TABLE, store, MemoryBus(),  # a Store by delegation
                          timing=Timing(betting_ms=50, deal_interval_ms=1,
                                        reveal_interval_ms=1, between_rounds_ms=10),
                          on_refused=refused.append)

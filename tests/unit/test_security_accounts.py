@@ -23,6 +23,7 @@ from livetable.accounts import AccountError, check_player_id, is_player_id
 from livetable.auth import TokenError, mint, verify
 from livetable.cli import main
 from livetable.engine import OpenRound
+from livetable.store.ledger.core import Transfer
 from livetable.store.sqlite import SQLiteStore
 
 SECRET = b"s" * 32
@@ -124,7 +125,8 @@ async def test_sqlite_has_no_transfer_from_an_account_to_itself() -> None:
         await store.ensure_player("alice", "Alice", 500, 1)
         store.db.execute("BEGIN IMMEDIATE")
         with pytest.raises(AccountError, match="same account"):
-            store._transfer("t-self", "alice", "alice", 100, "bet", "r", 1)
+            assert store.ledger is not None
+            store.ledger.transfer(Transfer("t-self", "alice", "alice", 100, "bet", "r", 1))
         store.db.execute("ROLLBACK")
         assert (await store.audit()).ok
     finally:

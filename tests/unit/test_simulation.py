@@ -139,7 +139,7 @@ async def test_the_harness_catches_an_engine_that_misreads_the_zero_or_six_rule(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The engine settles as if "Banker 0 or 6" were raw points (a Banker 10+J would be 0):
-    # DESIGN §1 says it is the hand *value*. The harness recomputes from the stored cards.
+    # docs/design.md §1 says it is the hand *value*. The harness recomputes from the stored cards.
     real = settle_round
 
     def misread(hands: dict[Position, Hand]) -> dict[BetSpot, SpotResult]:

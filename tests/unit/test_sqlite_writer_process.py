@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import msgspec
@@ -51,9 +52,9 @@ def wait_gone(pid: int, seconds: float = 10.0) -> bool:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> SQLiteStore:
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
     store = SQLiteStore(tmp_path / "db.sqlite3", writer="process")
-    yield store  # type: ignore[misc]
+    yield store
     await store.close()
 
 

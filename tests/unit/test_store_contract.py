@@ -9,7 +9,7 @@ keeps for resume).
 The tests drive the store the way the runner does — ``commit_step`` with engine effects
 (:class:`OpenRound`, :class:`SetBetting`, :class:`SettleRound`, :class:`CancelRound`) — but
 build those effects by hand, so that each test says exactly what the ledger was told. The
-money expected back is written out from DESIGN §1 (and cross-checked with
+money expected back is written out from docs/design.md §1 (and cross-checked with
 :func:`settle_bet`), as the seed's examples are.
 """
 
@@ -391,7 +391,7 @@ ROUND_B = {"P1": "3S 5S", "P2": "AH 9H", "P3": "7D 2C", "P4": "2S 2H", "P5": "10
 ROUND_C = {"P1": "9D 9C", "P2": "3C 4D", "P3": "JD QS", "P4": "6S 6C", "P5": "8C AC",
            "BANKER": "AS KS"}
 
-# (round, cards, spot, amount, outcome, odds, returned) — written from DESIGN §1.
+# (round, cards, spot, amount, outcome, odds, returned) — written from docs/design.md §1.
 SETTLEMENTS = [
     (R1, ROUND_A, "P1", 100, "win", 1, 300),       # 9 v 7, no pattern: 1:1
     (R1, ROUND_A, "P2", 100, "win", 2, 400),       # pair 8 v 7: 2:1
@@ -800,7 +800,7 @@ async def test_a_store_carries_one_identity(store: Store) -> None:
     assert await store.identity() == first
 
 
-# --- revealed shoes (DESIGN §7) -------------------------------------------------------------
+# --- revealed shoes (docs/design.md §7) -----------------------------------------------------
 
 #: Any 416 cards: the store keeps what the engine revealed, it does not judge it.
 ORDER = [str(card) for card in DECK for _ in range(8)]
@@ -834,7 +834,7 @@ async def test_a_shoe_is_kept_once_revealed_with_its_rounds(store: Store) -> Non
     assert await store.shoe_view("t1.2") is None
     assert await store.shoe_view("t9") is None
 
-# --- bet slips (DESIGN §6) ----------------------------------------------------------------------
+# --- bet slips (docs/design.md §6) ----------------------------------------------------------
 
 
 def slip(player: str, slip_id: str | None, *bets: tuple[str, str, int],
@@ -887,7 +887,7 @@ BAD_SLIPS: list[tuple[SlipRequest, str, str | None]] = [
 @pytest.mark.parametrize(("request_", "code", "bet_id"), BAD_SLIPS,
                          ids=[f"{c}-{n}" for n, (_, c, _) in enumerate(BAD_SLIPS)])
 async def test_one_bad_bet_rejects_the_whole_slip_and_nothing_is_deducted(
-        table: Store, request_: SlipRequest, code: str, bet_id: str | None) -> None:
+        table: Store, request_: SlipRequest, code: p.RejectionCode, bet_id: str | None) -> None:
     before = await ledger_view(table, ["alice", "bob"])
     answer = await table.place_slip(request_, T0 + 1)
     assert isinstance(answer, Rejection), answer
@@ -1098,7 +1098,7 @@ async def test_a_round_settling_across_the_open_bets_index_migration_sqlite(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ledger written before migration 5 (the open-bets index of open bets only), with a
     round half settled, opens migrated, and the rest of the round settles each bet once."""
-    import livetable.store.sqlite as sqlite_store
+    import livetable.store.ledger.schema as sqlite_store
 
     path = tmp_path / "livetable.db"
     with monkeypatch.context() as m:
@@ -1114,7 +1114,7 @@ async def test_a_round_settling_across_the_open_bets_index_migration_sqlite(
     store = SQLiteStore(path, settle_chunk=4)
     try:
         assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(
-            sqlite_store.MIGRATIONS) == 5
+            sqlite_store.MIGRATIONS) == 6  # 6: the wallet log's tables
         index = store.db.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'bets_open'").fetchone()[0]
         assert index.endswith("WHERE state = 'accepted'"), index
@@ -1142,14 +1142,16 @@ async def test_a_chunk_that_fails_half_way_writes_nothing_sqlite(
     await open_round(store)
     await _many_bets(store, 10)
     first = await commit(store, settle_effect(R1, ROUND_A), now=T0 + 20_000)
-    real = store._transfer
+    assert isinstance(store, SQLiteStore) and store.ledger is not None
+    real = store.ledger.post
 
-    def failing(tid: str, *args: Any) -> bool:
-        if tid.startswith("payout:"):
+    def failing(moves: list[Any], **kwargs: Any) -> Any:
+        applied = real(moves, **kwargs)  # written, then the failure
+        if any(m.id.startswith("payout:") for m in moves):
             raise sqlite3.OperationalError("disk I/O error")
-        return real(tid, *args)
+        return applied
 
-    monkeypatch.setattr(store, "_transfer", failing)
+    monkeypatch.setattr(store.ledger, "post", failing)
     before = await store.audit()
     with pytest.raises(sqlite3.OperationalError):
         await store.settle_pending(TABLE, T0 + 21_000)

@@ -20,11 +20,11 @@ from redis.exceptions import BusyLoadingError, ResponseError
 
 from livetable.bus import TableBatch
 from livetable.bus.redis import RedisBus
+from livetable.operator.log_redis import RedisWalletLog
+from livetable.operator.log_sqlite import SQLiteWalletLog
 from livetable.store.base import StoreUnavailable, UnknownPlayer
 from livetable.store.redis import RedisStore, is_redis_outage
 from livetable.store.sqlite import SQLiteStore, is_sqlite_outage
-from livetable.store.wallet import SQLiteWalletLog
-from livetable.store.wallet_redis import RedisWalletLog
 
 T0 = 1_700_000_000_000
 

@@ -72,20 +72,21 @@ async def test_a_takeover_mid_settlement_closes_no_client(tmp_path: Path) -> Non
                         heartbeat=0)
 
     async def execute(table: str, command: Any) -> p.Ack | p.Error:
-        return p.Error(code="no", message="no dealer here")
+        return p.Error(code="table_unavailable", message="no dealer here")
 
     gateway = Gateway(settings, store, execute, Metrics(), SECRET)
     bus = RedisBus(None, [TABLE], store)  # type: ignore[arg-type]  # its receiving side only
     bus.subscribe(gateway.deliver)
     old_wire = Wire(bus, dies_at_settlement=True)
-    old = TableRunner(TABLE, store, old_wire, timing=TIMING)  # type: ignore[arg-type]
+    old = TableRunner(TABLE, store, old_wire, timing=TIMING)
     for pid in PLAYERS:
         await store.ensure_player(pid, pid.upper(), 10_000, 0)
     await old.start()
     sockets = {pid: FakeWebSocket({"type": "hello", "v": 1, "table": TABLE,
                                    "token": mint(SECRET, "player", pid, pid, 3600)})
                for pid in PLAYERS}
-    sessions = [asyncio.create_task(gateway.serve(ws, "player")) for ws in sockets.values()]
+    sessions = [asyncio.create_task(gateway.serve(ws, "player"))  # type: ignore[arg-type]
+                for ws in sockets.values()]
     new: TableRunner | None = None
     try:
         await settle(lambda: all(any(m["type"] == "round_opened" for m in ws.sent)
@@ -106,7 +107,7 @@ async def test_a_takeover_mid_settlement_closes_no_client(tmp_path: Path) -> Non
         view = await store.round_view(opened["round_id"])
         assert view is not None and view.state in ("settling", "settled")
 
-        new = TableRunner(TABLE, store, Wire(bus), timing=TIMING)  # type: ignore[arg-type]
+        new = TableRunner(TABLE, store, Wire(bus), timing=TIMING)
         await new.start()  # the standby takes over
         await settle(lambda: any(ws.close_codes for ws in sockets.values()) or all(
             sorted(m["bet_id"] for m in ws.sent if m["type"] == "bet_settled") == bets[pid]

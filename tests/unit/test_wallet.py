@@ -8,6 +8,8 @@ The over-the-wire runs with faults and kill -9 are tests/integration/test_operat
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,22 +20,21 @@ import pytest
 
 from livetable import protocol as p
 from livetable.auth import Identity
+from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import CancelRound, OpenRound, SettleRound
-from livetable.operator_demo import Books, Call, Faults, create_operator_app
+from livetable.operator import signatures
+from livetable.operator.client import WalletClient
+from livetable.operator.log import credit_tx_id, rollback_tx_id
+from livetable.operator.log_sqlite import SQLiteWalletLog
+from livetable.operator.reference import Books, Call, Faults, create_operator_app
+from livetable.operator.report import report
+from livetable.operator.seamless import TAKEOVER_MS, SeamlessWallet
 from livetable.rules import Position, hand_of, parse_cards, settle_round
 from livetable.server.metrics import Metrics
-from livetable.server.wallet import (
-    TAKEOVER_MS,
-    SeamlessWallet,
-    WalletClient,
-    report,
-)
-from livetable.signature import HEADER, sign, valid
 from livetable.store.base import BetRequest
 from livetable.store.bets import Rejection, SlipRequest, bet_answer
 from livetable.store.sqlite import SQLiteStore
-from livetable.store.wallet import SQLiteWalletLog, credit_tx_id, rollback_tx_id
 
 SECRET = b"wallet-secret"
 T0 = 1_800_000_000_000
@@ -86,7 +87,7 @@ class Rig:
 
     async def settle(self, round_id: str = R1) -> None:
         hands = {Position(k): hand_of(parse_cards(v)) for k, v in CARDS.items()}
-        spots = {k.value: (r.outcome, r.odds, r.returned_multiple)
+        spots: dict[str, tuple[str, int, int]] = {k.value: (r.outcome, r.odds, r.returned_multiple)
                  for k, r in settle_round(hands).items()}
         await self.store.commit_step(TABLE, b"{}", [], [SettleRound(
             table=TABLE, round_id=round_id, spots=spots,
@@ -144,15 +145,30 @@ def closes(books: Books) -> dict[str, int]:
 # --- signatures ------------------------------------------------------------------------
 
 
-def test_a_signature_is_the_hmac_of_the_exact_body() -> None:
+def test_a_signature_is_the_hmac_of_the_timestamp_and_the_exact_body() -> None:
     body = b'{"player_id":"alice","currency":"THB"}'
-    header = sign(SECRET, body)
-    assert header.startswith("sha256=") and len(header) == 7 + 64
-    assert valid(SECRET, body, header)
-    assert not valid(SECRET, body + b" ", header)  # one byte more: another body
-    assert not valid(b"other", body, header)
-    assert not valid(SECRET, body, header.replace("sha256=", "sha1="))
-    assert not valid(SECRET, body, None)
+    now = 1_700_000_000_000
+    signed = signatures.headers(SECRET, body, now)
+    header = signed[signatures.HEADER]
+    assert header == "sha256=" + hmac.new(SECRET, b"1700000000000." + body,
+                                          hashlib.sha256).hexdigest()
+    assert signatures.check([SECRET], body, signed, now) is None
+    assert signatures.check([b"old", SECRET], body, signed, now) is None  # rotation
+    assert signatures.check([SECRET], body + b" ", signed, now)  # one byte more
+    assert signatures.check([b"other"], body, signed, now)
+    assert signatures.check([SECRET], body, {**signed, signatures.HEADER: header.replace(
+        "sha256=", "sha1=")}, now)
+    assert signatures.check([SECRET], body, {}, now)
+    # the same signature at another time is another message
+    assert signatures.check([SECRET], body, {**signed, signatures.TIMESTAMP_HEADER:
+                                             str(now + 1)}, now)
+    # within five minutes of the receiver's clock, either way, and no further
+    assert signatures.check([SECRET], body, signed, now + 300_000) is None
+    assert "300 s" in (signatures.check([SECRET], body, signed, now + 300_001) or "")
+    assert "300 s" in (signatures.check([SECRET], body, signed, now - 300_001) or "")
+    # a non-ASCII header is an invalid signature, not a server error
+    assert signatures.check([SECRET], body, {**signed, signatures.HEADER: "sha256=\xe9\xe9"},
+                            now)
 
 
 async def test_the_operator_refuses_a_forged_call_and_moves_nothing() -> None:
@@ -161,7 +177,7 @@ async def test_the_operator_refuses_a_forged_call_and_moves_nothing() -> None:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://op") as http:
         forged = await http.post("/wallet/debit", content=body,
-                                 headers={HEADER: sign(b"guess", body)})
+                                 headers=signatures.headers(b"guess", body, now_ms()))
         unsigned = await http.post("/wallet/debit", content=body)
         assert forged.json() == unsigned.json() == {"status": "invalid_signature"}
         state = (await http.get("/state")).json()
@@ -347,7 +363,7 @@ async def test_a_crash_between_the_debit_and_the_bet_is_rolled_back_after_the_ro
     async def crash(*args: Any) -> Any:
         raise ConnectionError("killed")
 
-    rig.store.place_slip = crash  # type: ignore[method-assign]  # the process dies here
+    rig.store.place_slip = crash  # type: ignore[method-assign, assignment]  # the process dies here
     with pytest.raises(ConnectionError):
         await rig.bet("b1")
     rig.store.place_slip = real_place  # type: ignore[method-assign]

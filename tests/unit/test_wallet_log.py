@@ -1,4 +1,4 @@
-"""The wallet log contract (livetable/store/wallet.py) and the ledger's ``withdraw``, on
+"""The wallet log contract (livetable/operator/log.py) and the ledger's ``withdraw``, on
 SQLite here; tests/integration/test_wallet_log_redis.py runs the same tests on Redis."""
 
 from __future__ import annotations
@@ -9,17 +9,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from livetable.server.wallet import report
+from livetable.operator.log import CallRecord, WalletCall, WalletLog, rollback_tx_id
+from livetable.operator.log_redis import RedisWalletLog
+from livetable.operator.log_sqlite import SQLiteWalletLog
+from livetable.operator.report import report
 from livetable.store.base import InsufficientBalance, Store, UnknownPlayer
 from livetable.store.sqlite import SQLiteStore
-from livetable.store.wallet import (
-    CallRecord,
-    SQLiteWalletLog,
-    WalletCall,
-    WalletLog,
-    rollback_tx_id,
-)
-from livetable.store.wallet_redis import RedisWalletLog
 
 T0 = 1_800_000_000_000
 

@@ -50,7 +50,7 @@ from livetable.server.ratelimit import RateLimits
 from livetable.store.base import Store
 
 if TYPE_CHECKING:
-    from livetable.server.wallet import SeamlessWallet
+    from livetable.operator.seamless import SeamlessWallet
 
 __all__ = [
     "ANSWERED_STRIKES", "CLOSE_FORBIDDEN", "CLOSE_HELLO_TIMEOUT", "CLOSE_INTERNAL_ERROR",

@@ -1,4 +1,5 @@
-"""The wallet log on Redis: the same contract as :class:`~livetable.store.wallet.SQLiteWalletLog`.
+"""The wallet log on Redis: the same contract as
+:class:`~livetable.operator.log_sqlite.SQLiteWalletLog`.
 
 Keyed by table, so that a Redis Cluster can shard it: every call belongs to one table
 (its round's), and every script touches one table's keys only (hash tag ``{<t>}``)::
@@ -24,10 +25,10 @@ from typing import Any
 import msgspec
 from redis.asyncio import Redis
 
+from livetable.operator.log import CallRecord, CallState, WalletCall
 from livetable.store.base import surface_outages
 from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.store.redis import is_redis_outage
-from livetable.store.wallet import CallRecord, CallState, WalletCall
 
 _ENCODER = msgspec.msgpack.Encoder()
 
@@ -133,7 +134,7 @@ def _s(value: object) -> str:
 
 @surface_outages(is_redis_outage)
 class RedisWalletLog:
-    """The :class:`~livetable.store.wallet.WalletLog` contract on Redis."""
+    """The :class:`~livetable.operator.log.WalletLog` contract on Redis."""
 
     def __init__(self, client: Redis, tables: list[str], *, prefix: str = DEFAULT_PREFIX,
                  owns_client: bool = False) -> None:

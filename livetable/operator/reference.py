@@ -1,6 +1,6 @@
 """A reference operator: a small, real seamless wallet server (``livetable operator-demo``).
 
-It is what an operator's side of DESIGN §5 must do, in one file, and the counterpart the
+It is what an operator's side of docs/design.md §5 must do, in one file, and the counterpart the
 tests run livetable against over real HTTP:
 
 * every call's signature is checked over the raw body (a forged one is answered
@@ -31,7 +31,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from livetable import signature
+from livetable.clock import now_ms
+from livetable.operator import signatures
 
 FAULT_KINDS = ("timeout", "error", "lost", "garbage", "slow", "duplicate")
 METHODS = ("balance", "debit", "credit", "rollback")
@@ -181,7 +182,7 @@ def create_operator_app(secret: bytes, *, initial_balance: int = 100_000,
         if method not in METHODS:
             return JSONResponse({"status": "unknown_method"}, status_code=404)
         body = await request.body()
-        if not signature.valid(secret, body, request.headers.get(signature.HEADER)):
+        if signatures.check((secret,), body, request.headers, now_ms()) is not None:
             books.forged += 1
             return Response(_answer("invalid_signature"), media_type="application/json")
         try:

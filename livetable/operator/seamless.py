@@ -1,11 +1,11 @@
-"""The seamless wallet: livetable's side of the operator's wallet (DESIGN §5).
+"""The seamless wallet: livetable's side of the operator's wallet (docs/design.md §5).
 
 Theory of operation. The operator holds every balance; livetable asks it for money per bet
 slip (``debit``) and pays back per settled round (``credit``) or undoes (``rollback``).
 The danger is a call whose answer is lost: the operator may or may not have moved the
 money. Three rules keep every unit accounted for:
 
-1. **Write before you send.** A debit is in the wallet log (:mod:`livetable.store.wallet`)
+1. **Write before you send.** A debit is in the wallet log (:mod:`livetable.operator.log`)
    as ``pending`` before it leaves; credits and rollbacks are queued there (the outbox)
    before the first attempt. A kill -9 at any point leaves a record to finish from.
 2. **A slip is accepted only on ``ok`` within the betting window.** Anything else that is
@@ -46,33 +46,39 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import msgspec
 
 from livetable import protocol as p
 from livetable.auth import Identity
 from livetable.clock import now_ms
 from livetable.config import Settings
-from livetable.rules import BetSpot
-from livetable.server.metrics import Metrics
-from livetable.signature import HEADER, sign
-from livetable.store.base import InsufficientBalance, Store
-from livetable.store.bets import Rejection, SlipRequest
-from livetable.store.wallet import (
-    CallSummary,
+from livetable.operator.calls import (
+    ANSWER_DECODER,
+    DEBIT_DECODER,
+    ENCODER,
+    BalanceQuery,
+    Credit,
+    CreditBet,
+    Debit,
+    DebitBet,
+    Rollback,
+)
+from livetable.operator.client import WalletClient
+from livetable.operator.log import (
     WalletCall,
     WalletLog,
     credit_tx_id,
     mirror_id,
     rollback_tx_id,
 )
+from livetable.rules import BetSpot
+from livetable.server.metrics import Metrics
+from livetable.store.base import InsufficientBalance, Store
+from livetable.store.bets import Rejection, SlipRequest
 from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.wallet")
 
-#: The codes an operator may answer (DESIGN §5); anything else is an unknown outcome.
-STATUSES = frozenset({"ok", "insufficient_funds", "unknown_player", "player_blocked",
-                      "invalid_signature", "limit_exceeded", "rolled_back"})
 #: How long after a debit's deadline the sweeper waits before it takes the debit over
 #: from a gateway that may still be finishing it (ms).
 TAKEOVER_MS = 15_000
@@ -81,121 +87,12 @@ TAKEOVER_MS = 15_000
 DEFAULT_CURRENCY = "XXX"
 
 
-# --- the calls on the wire (DESIGN §5) -------------------------------------------------
-
-
-class Movement(msgspec.Struct, kw_only=True):
-    """What every debit, credit and rollback body starts with (DESIGN §5), in this order."""
-
-    tx_id: str
-    player_id: str
-    currency: str
-    amount: int
-    table_id: str
-    round_id: str
-
-
-class DebitBet(msgspec.Struct, kw_only=True):
-    bet_id: str
-    spot: str
-    amount: int
-    deducted: int
-
-
-class Debit(Movement, kw_only=True):
-    bets: list[DebitBet]
-
-
-class CreditBet(msgspec.Struct, kw_only=True):
-    bet_id: str
-    outcome: str
-    returned: int
-
-
-class Credit(Movement, kw_only=True):
-    debit_tx_ids: list[str]
-    bets: list[CreditBet]
-
-
-class Rollback(Movement, kw_only=True):
-    debit_tx_id: str
-
-
-class BalanceQuery(msgspec.Struct, kw_only=True):
-    player_id: str
-    currency: str
-
-
-class WalletAnswer(msgspec.Struct, kw_only=True):
-    status: str
-    balance: int | None = None
-
-
-_ANSWER = msgspec.json.Decoder(WalletAnswer)
-_DEBIT = msgspec.json.Decoder(Debit)
-_ENCODER = msgspec.json.Encoder()
-
-
 @dataclass
 class _Turn:
     """A player's turn at placing slips (see :meth:`SeamlessWallet.place_slip`)."""
 
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What came back from one call: a status the contract knows, or None (unknown)."""
-
-    status: str | None
-    balance: int | None
-    #: For the log: the answer's body, or why there was none.
-    text: str
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-class WalletClient:
-    """Signed calls to ``{wallet_url}/{method}`` over a bounded pool of keep-alive
-    connections (httpx). Never raises for the operator's sake: every failure is a
-    :class:`Reply` with ``status`` None."""
-
-    def __init__(self, url: str, secret: bytes, *, timeout: float, connections: int,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.secret = secret
-        self.timeout = timeout
-        self.http = httpx.AsyncClient(
-            base_url=url.rstrip("/") + "/", timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(max_connections=connections,
-                                max_keepalive_connections=connections),
-            trust_env=False, transport=transport)
-
-    async def call(self, method: str, body: bytes, timeout: float | None = None) -> Reply:
-        seconds = self.timeout if timeout is None else max(0.001, timeout)
-        try:
-            response = await self.http.post(
-                method, content=body, timeout=httpx.Timeout(seconds),
-                headers={HEADER: sign(self.secret, body), "content-type": "application/json"})
-        except httpx.TimeoutException:
-            return Reply(None, None, "timeout")
-        except httpx.HTTPError as exc:
-            return Reply(None, None, f"{type(exc).__name__}: {exc}"[:200])
-        text = response.text[:500]
-        if response.status_code != 200:
-            return Reply(None, None, f"http {response.status_code}: {text}")
-        try:
-            answer = _ANSWER.decode(response.content)
-        except msgspec.DecodeError:
-            return Reply(None, None, f"unreadable: {text}")
-        if answer.status not in STATUSES:
-            return Reply(None, answer.balance, f"unknown status: {text}")
-        return Reply(answer.status, answer.balance, text)
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
 
 
 def backoff_ms(attempts: int, cap_seconds: float, rng: random.Random) -> int:
@@ -231,7 +128,7 @@ class SeamlessWallet:
 
     async def balance(self, identity: Identity) -> int | None:
         """The operator's balance for the player, or None if it did not say in time."""
-        body = _ENCODER.encode(BalanceQuery(player_id=identity.id,
+        body = ENCODER.encode(BalanceQuery(player_id=identity.id,
                                             currency=self.currency_of(identity)))
         reply = await self.client.call("balance", body, min(self.settings.wallet_timeout, 2.0))
         self.metrics.inc(f"livetable_wallet_balance_{'ok' if reply.ok else 'failed'}_total")
@@ -279,7 +176,7 @@ class SeamlessWallet:
                 for b in slip.bets]
         total = sum(b.deducted for b in bets)
         tx_id = "d-" + uuid.uuid4().hex
-        body = _ENCODER.encode(Debit(
+        body = ENCODER.encode(Debit(
             tx_id=tx_id, player_id=slip.player_id, currency=currency, amount=total,
             table_id=slip.table, round_id=slip.round_id, bets=bets))
         deadline = min(window_end, now + int(self.settings.wallet_timeout * 1000))
@@ -328,7 +225,7 @@ class SeamlessWallet:
         debit."""
         answer = None
         with contextlib.suppress(msgspec.DecodeError):
-            answer = _ANSWER.decode(prior.answer or "")
+            answer = ANSWER_DECODER.decode(prior.answer or "")
         if prior.state == "ok" and (prior.closed_by or "").startswith("r-"):
             # rolled back (refused after its ok, or its round cancelled): never placed
             # again — its money went back to the operator
@@ -357,7 +254,7 @@ class SeamlessWallet:
         tx_id = rollback_tx_id(debit.tx_id)
         await self.store.withdraw(mirror_id(tx_id), debit.player_id, debit.amount, now,
                                   against=mirror_id(debit.tx_id))
-        body = _ENCODER.encode(Rollback(
+        body = ENCODER.encode(Rollback(
             tx_id=tx_id, player_id=debit.player_id, currency=debit.currency,
             amount=debit.amount, table_id=debit.table_id, round_id=debit.round_id,
             debit_tx_id=debit.tx_id))
@@ -374,11 +271,11 @@ class SeamlessWallet:
         tx_id = credit_tx_id(round_id, player_id)
         bets = [CreditBet(bet_id=b.bet_id, outcome=settled[b.bet_id].outcome,
                           returned=settled[b.bet_id].returned)
-                for d in debits for b in _DEBIT.decode(d.body).bets]
+                for d in debits for b in DEBIT_DECODER.decode(d.body).bets]
         amount = sum(b.returned for b in bets)
         first = debits[0]
         await self.store.withdraw(mirror_id(tx_id), player_id, amount, now)
-        body = _ENCODER.encode(Credit(
+        body = ENCODER.encode(Credit(
             tx_id=tx_id, player_id=player_id, currency=first.currency, amount=amount,
             table_id=first.table_id, round_id=round_id,
             debit_tx_ids=[d.tx_id for d in debits], bets=bets))
@@ -431,7 +328,7 @@ class SeamlessWallet:
                    await self.store.settlements_for_rounds(player_id, [round_id])}
         credited: list[WalletCall] = []
         for debit in debits:
-            placed = all(b.bet_id in settled for b in _DEBIT.decode(debit.body).bets)
+            placed = all(b.bet_id in settled for b in DEBIT_DECODER.decode(debit.body).bets)
             if placed and settled_round:
                 credited.append(debit)  # the ledger settled its bets: the credit pays them
                 continue
@@ -500,79 +397,3 @@ class SeamlessWallet:
         await self.client.aclose()
         if self.outbox_client is not self.client:
             await self.outbox_client.aclose()
-
-
-# --- reconciliation ----------------------------------------------------------------------
-
-
-class RoundTotals(msgspec.Struct, kw_only=True):
-    """One round's wallet calls added up, as an operator matches them with its books.
-
-    ``net`` = debited − credited − rolled back: what the round moved from the players to
-    the operator, final once ``open_debits`` and ``undelivered`` are 0. A debit whose
-    outcome was unknown counts in ``debited_unknown`` and its rollback in
-    ``rolled_back``: together they net to 0, whether or not the operator applied it.
-    """
-
-    round_id: str
-    table_id: str
-    debits: int = 0
-    debited: int = 0
-    debited_unknown: int = 0
-    refused: int = 0
-    credits: int = 0
-    credited: int = 0
-    rollbacks: int = 0
-    rolled_back: int = 0
-    net: int = 0
-    open_debits: int = 0
-    undelivered: int = 0
-
-
-class ReportCall(CallSummary, kw_only=True, omit_defaults=True):
-    """A call in the wallet report: its summary, what closed it, and the request sent."""
-
-    closed_by: str | None = None
-    request: Any = None
-
-
-class Report(msgspec.Struct, kw_only=True):
-    calls: list[ReportCall]
-    rounds: list[RoundTotals]
-    totals: RoundTotals
-
-
-def report(calls: list[WalletCall]) -> Report:
-    """Every call with its state and answer, and the totals per round and overall."""
-    rounds: dict[str, RoundTotals] = {}
-    total = RoundTotals(round_id="*", table_id="*")
-    out: list[ReportCall] = []
-    for call in calls:
-        summary = {name: getattr(call, name) for name in CallSummary.__struct_fields__}
-        out.append(ReportCall(**summary, closed_by=call.closed_by,
-                              request=msgspec.json.decode(call.body)))
-        row = rounds.get(call.round_id)
-        if row is None:
-            row = rounds[call.round_id] = RoundTotals(round_id=call.round_id,
-                                                      table_id=call.table_id)
-        for t in (row, total):
-            if call.method == "debit":
-                t.debits += 1
-                if call.state == "ok":
-                    t.debited += call.amount
-                elif call.state in ("unknown", "pending"):
-                    t.debited_unknown += call.amount
-                else:
-                    t.refused += 1
-                if call.closed_by is None and call.state != "refused":
-                    t.open_debits += 1
-            elif call.method == "credit":
-                t.credits += 1
-                t.credited += call.amount
-            elif call.method == "rollback":
-                t.rollbacks += 1
-                t.rolled_back += call.amount
-            if call.state == "queued":
-                t.undelivered += 1
-            t.net = t.debited + t.debited_unknown - t.credited - t.rolled_back
-    return Report(calls=out, rounds=list(rounds.values()), totals=total)

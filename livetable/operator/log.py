@@ -1,0 +1,139 @@
+"""The wallet log: every call to a seamless wallet, and the outbox of those still owed.
+
+Why it exists (docs/design.md §5, docs/operator.md): with a seamless wallet the operator holds the
+money, and a call whose answer is lost leaves money in doubt unless livetable remembers it.
+So every call is written here *before* it is sent, and kept with its state and answer:
+
+* a ``debit`` starts ``pending`` (sent, unanswered) and becomes ``ok``, ``refused`` (the
+  operator answered a code: nothing moved) or ``unknown`` (timeout, non-200, garbage).
+  The move out of ``pending`` is a compare-and-set, so the gateway that waits for the
+  answer and the sweeper that gives up on it (past ``deadline``) can never both win.
+  ``closed_by`` names the credit or rollback that closes it (``refused`` for a refusal);
+* a ``credit`` or ``rollback`` is the outbox: written ``queued`` together with the
+  ``closed_by`` of the debits it closes (one transaction), then delivered until the
+  operator answers ``ok`` (state ``ok``), each attempt counted, with its last answer.
+
+Ids are deterministic (:func:`credit_tx_id`, :func:`rollback_tx_id`): whoever writes a
+closing call — the gateway that saw a debit fail, the sweeper after a crash, a second
+engine after a failover — writes the same one, and writing it twice is a no-op.
+
+Two implementations keep the one contract (tests/unit/test_wallet_log.py): SQLite
+(:mod:`livetable.operator.log_sqlite`, table ``wallet_calls`` in the embedded database file)
+and Redis (:mod:`livetable.operator.log_redis`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal, Protocol
+
+import msgspec
+
+Method = Literal["balance", "debit", "credit", "rollback"]
+#: debit: pending ok refused unknown; credit and rollback: queued ok
+CallState = Literal["pending", "ok", "refused", "unknown", "queued"]
+
+
+class CallSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What every record of a wallet call holds: which call, for whom, how much, and how it
+    stands. Fields at their default are left out of an encoded call."""
+
+    tx_id: str
+    method: Method
+    player_id: str
+    currency: str
+    table_id: str
+    round_id: str
+    amount: int
+    state: CallState
+    #: The operator's last answer (or why there was none: "timeout", "http 500" …).
+    answer: str | None = None
+    attempts: int = 0
+    created_at: int = 0
+    updated_at: int = 0
+
+
+class CallRecord(CallSummary, kw_only=True, omit_defaults=True):
+    """A wallet call without its body (which never changes): the Redis log's msgpack map.
+    Its fields keep their order, so that a call encodes to the same bytes as ever."""
+
+    #: Debit: the slip's idempotency key, and until when its answer may accept the slip.
+    slip_key: str | None = None
+    deadline: int = 0
+    #: Debit: the tx_id of the credit or rollback that closes it ("refused": no money moved).
+    closed_by: str | None = None
+    #: Credit and rollback: when the next delivery is due.
+    next_at: int = 0
+    #: Rollback: the debit it undoes; credit: the debits it closes (comma-separated).
+    debits: str = ""
+
+
+class WalletCall(CallRecord, kw_only=True):
+    """One wallet call as the log keeps it."""
+
+    #: The exact JSON body sent (and re-sent: a retry is byte for byte the same call).
+    body: bytes
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+def credit_tx_id(round_id: str, player_id: str) -> str:
+    """The one credit of ``player_id`` for ``round_id`` (ids are free text: hashed, so two
+    pairs can never spell the same id)."""
+    return "c-" + _digest(round_id, player_id)
+
+
+def rollback_tx_id(debit_tx_id: str) -> str:
+    return "r-" + _digest(debit_tx_id)
+
+
+def mirror_id(tx_id: str) -> str:
+    """The ledger transfer id (deposit or withdrawal) that mirrors wallet call ``tx_id``."""
+    return f"wallet:{tx_id}"
+
+
+class WalletLog(Protocol):
+    async def begin_debit(self, call: WalletCall) -> WalletCall | None:
+        """Write a new ``pending`` debit; or, if the player's ``slip_key`` was debited
+        before, return that debit (and write nothing)."""
+        ...
+
+    async def answer_debit(self, debit: WalletCall, state: CallState, answer: str, now: int,
+                           closed_by: str | None = None) -> bool:
+        """``pending`` → ``state`` with ``answer``, if still pending (False if not)."""
+        ...
+
+    async def expire_debits(self, before: int, now: int) -> list[WalletCall]:
+        """Every ``pending`` debit whose deadline is before ``before`` → ``unknown``."""
+        ...
+
+    async def enqueue(self, calls: list[WalletCall], closes: list[str], now: int) -> None:
+        """Queue ``calls`` (credits, rollbacks; one already there is left alone) and close
+        the debits ``closes`` by them, together."""
+        ...
+
+    async def open_debits(self, limit: int) -> list[WalletCall]:
+        """Debits not closed yet, oldest first."""
+        ...
+
+    async def due(self, now: int, limit: int) -> list[WalletCall]:
+        """Queued credits and rollbacks due for delivery, soonest first."""
+        ...
+
+    async def delivered(self, call: WalletCall, ok: bool, answer: str, next_at: int,
+                        now: int) -> None:
+        """One delivery attempt of a queued call: its answer; ``ok`` ends it."""
+        ...
+
+    async def calls(self, round_id: str | None = None, player_id: str | None = None,
+                    limit: int = 10_000) -> list[WalletCall]:
+        """The log, oldest first, for one round and/or one player."""
+        ...
+
+    async def backlog(self) -> int:
+        """Credits and rollbacks not yet answered ``ok``."""
+        ...
+
+    async def close(self) -> None: ...

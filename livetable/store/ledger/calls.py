@@ -1,0 +1,195 @@
+"""Every operation of the ledger as a typed call: a msgspec Struct per operation, each
+declaring the type of its answer (``Call[Answer]``), and one place that runs them.
+
+Why. The store runs its ledger on a writer thread, or in a writer process
+(store/writer.py); both must hand it exactly the operations it has, with the arguments
+they take, and give the caller the answer of the type it expects. A call is a value:
+built and type-checked where the store makes it, encoded (msgpack) to cross to the
+process and decoded there by :data:`LedgerCall`, a tagged union, then run by
+:func:`perform`, a ``match`` that mypy checks exhaustive (``assert_never``). Renaming or
+retyping an operation fails the type check, not a call at run time; the answer crosses
+back decoded by the call's own answer type (:func:`answer_type`).
+"""
+
+from __future__ import annotations
+
+import functools
+import typing
+from typing import Any, ClassVar, Generic, TypeVar, assert_never, cast
+
+import msgspec
+
+from livetable import protocol as p
+from livetable.engine.table import Effect
+from livetable.rules.fairness import ShoeRecord
+from livetable.store.base import AuditReport, Settled
+from livetable.store.bets import RoundView, SlipAnswer, SlipRequest
+from livetable.store.ledger import accounts, reads, slips, steps
+from livetable.store.ledger.core import Ledger
+
+A = TypeVar("A")
+
+
+class Call(msgspec.Struct, Generic[A], frozen=True, tag_field="call"):
+    """An operation of the ledger whose answer is an ``A``."""
+
+    #: Whether it writes (then a failure to write is an outage of the whole ledger, and a
+    #: success ends one: see ``SQLiteStore.outage``).
+    writes: ClassVar[bool] = False
+
+
+class EnsurePlayer(Call[p.PlayerView], frozen=True, tag="ensure_player"):
+    writes = True
+    player_id: str
+    name: str
+    initial_balance: int
+    now: int
+
+
+class ReadPlayer(Call[p.PlayerView | None], frozen=True, tag="player"):
+    player_id: str
+
+
+class Deposit(Call[int], frozen=True, tag="deposit"):
+    writes = True
+    transfer_id: str
+    player_id: str
+    amount: int
+    now: int
+
+
+class Withdraw(Call[int | None], frozen=True, tag="withdraw"):
+    writes = True
+    transfer_id: str
+    player_id: str
+    amount: int
+    now: int
+    against: str | None
+
+
+class TakeSlips(Call[list[SlipAnswer]], frozen=True, tag="take_slips"):
+    writes = True
+    batch: list[tuple[SlipRequest, int]]
+
+
+class CommitStep(Call[list[Settled]], frozen=True, tag="commit_step"):
+    writes = True
+    table: str
+    state: bytes
+    events: list[tuple[int, int, bytes]]
+    effects: list[Effect]
+    now: int
+    chunk: int
+    #: The table's head after the last step the store wrote for it (see out_of_step).
+    left: tuple[int, int] | None = None
+
+
+class SettlePending(Call[tuple[list[Settled], bool]], frozen=True, tag="settle_pending"):
+    writes = True
+    table: str
+    now: int
+    chunk: int
+
+
+class LoadTable(Call[bytes | None], frozen=True, tag="load_table"):
+    table: str
+
+
+class EventsAfter(Call[list[bytes] | None], frozen=True, tag="events_after"):
+    table: str
+    epoch: int
+    seq: int
+    limit: int
+
+
+class SettlementsForRounds(Call[list[p.BetSettled]], frozen=True,
+                           tag="settlements_for_rounds"):
+    player_id: str
+    round_ids: list[str]
+
+
+class BetRecord(Call[tuple[list[p.BetRecordEntry], str | None]], frozen=True,
+                tag="bet_record"):
+    player_id: str
+    limit: int
+    before: str | None
+
+
+class ReadRound(Call[RoundView | None], frozen=True, tag="round_view"):
+    round_id: str
+
+
+class ReadShoe(Call[ShoeRecord | None], frozen=True, tag="shoe_view"):
+    shoe_id: str
+
+
+class Audit(Call[AuditReport], frozen=True, tag="audit"):
+    pass
+
+
+class Identity(Call[str | None], frozen=True, tag="identity"):
+    create: bool
+
+
+class CloseLedger(Call[None], frozen=True, tag="close"):
+    pass
+
+
+#: Every call, as the writer process decodes them.
+LedgerCall = (EnsurePlayer | ReadPlayer | Deposit | Withdraw | TakeSlips | CommitStep
+              | SettlePending | LoadTable | EventsAfter | SettlementsForRounds | BetRecord
+              | ReadRound | ReadShoe | Audit | Identity | CloseLedger)
+
+
+def perform(ledger: Ledger, call: LedgerCall) -> object:
+    """Run ``call`` on ``ledger``; its answer (of the call's answer type)."""
+    match call:
+        case EnsurePlayer(player_id, name, initial_balance, now):
+            return accounts.ensure_player(ledger, player_id, name, initial_balance, now)
+        case ReadPlayer(player_id):
+            return accounts.player(ledger, player_id)
+        case Deposit(transfer_id, player_id, amount, now):
+            return accounts.deposit(ledger, transfer_id, player_id, amount, now)
+        case Withdraw(transfer_id, player_id, amount, now, against):
+            return accounts.withdraw(ledger, transfer_id, player_id, amount, now, against)
+        case TakeSlips(batch):
+            return slips.take_slips(ledger, batch)
+        case CommitStep(table, state, events, effects, now, chunk, left):
+            return steps.commit_step(ledger, table, state, events, effects, now, chunk, left)
+        case SettlePending(table, now, chunk):
+            return steps.settle_pending(ledger, table, now, chunk)
+        case LoadTable(table):
+            return steps.load_table(ledger, table)
+        case EventsAfter(table, epoch, seq, limit):
+            return steps.events_after(ledger, table, epoch, seq, limit)
+        case SettlementsForRounds(player_id, round_ids):
+            return reads.settlements_for_rounds(ledger, player_id, round_ids)
+        case BetRecord(player_id, limit, before):
+            return reads.bet_record(ledger, player_id, limit, before)
+        case ReadRound(round_id):
+            return reads.round_view(ledger, round_id)
+        case ReadShoe(shoe_id):
+            return reads.shoe_view(ledger, shoe_id)
+        case Audit():
+            return reads.audit(ledger)
+        case Identity(create):
+            return reads.identity(ledger, create)
+        case CloseLedger():
+            ledger.close()
+            return None
+        case _:
+            assert_never(call)
+
+
+def run(ledger: Ledger, call: Call[A]) -> A:
+    """:func:`perform` with the answer typed by the call."""
+    return cast(A, perform(ledger, cast(LedgerCall, call)))
+
+
+@functools.cache
+def answer_type(kind: type[Call[Any]]) -> Any:
+    """The type of the answer to a call of ``kind`` (the ``A`` of its ``Call[A]``)."""
+    for base in getattr(kind, "__orig_bases__", ()):
+        if typing.get_origin(base) is Call:
+            return typing.get_args(base)[0]
+    raise TypeError(f"{kind.__name__} does not say its answer's type")

@@ -1,0 +1,132 @@
+"""What the ledger answers without writing (but the store's identity, made once): a
+player's settled bets and Bet Record, a round, an ended shoe, the audit.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from livetable import protocol as p
+from livetable.rules.fairness import ShoeRecord, ShoeRound
+from livetable.store.base import AuditReport, cursor_of
+from livetable.store.bets import BetRow, RoundView, record_entry, settled_message
+from livetable.store.ledger.core import Ledger
+
+BET_COLUMNS = ("player_id, bet_id, table_id, round_id, spot, amount, deducted, placed_at, "
+               "balance_at_accept, state, outcome, odds, returned, settled_at, balance_after")
+
+
+def settlements_for_rounds(ledger: Ledger, player_id: str,
+                            round_ids: list[str]) -> list[p.BetSettled]:
+    if not round_ids:
+        return []
+    marks = ",".join("?" * len(round_ids))
+    rows = ledger.db.execute(
+        f"SELECT {BET_COLUMNS} FROM bets WHERE player_id = ? AND round_id IN ({marks}) "
+        f"AND state != 'accepted' ORDER BY seq", (player_id, *round_ids)).fetchall()
+    return [settled_message(BetRow(*r)) for r in rows]
+
+
+def bet_record(ledger: Ledger, player_id: str, limit: int,
+                before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
+    limit = max(1, min(limit, 200))
+    cursor = cursor_of(before)
+    columns = ", ".join(f"b.{c}" for c in BET_COLUMNS.split(", "))
+    rows = ledger.db.execute(
+        f"SELECT b.seq, r.shoe_id, r.round_no, r.cards, {columns} "
+        f"FROM bets b JOIN rounds r USING (round_id) "
+        f"WHERE b.player_id = ? AND (? IS NULL OR b.seq < ?) ORDER BY b.seq DESC LIMIT ?",
+        (player_id, cursor, cursor, limit + 1)).fetchall()
+    entries = [record_entry(BetRow(*row[4:]), row[1], row[2],
+                            json.loads(row[3]) if row[3] else None)
+               for row in rows[:limit]]
+    next_cursor = str(rows[limit - 1][0]) if len(rows) > limit else None
+    return entries, next_cursor
+
+
+def round_view(ledger: Ledger, round_id: str) -> RoundView | None:
+    row = ledger.db.execute(
+        "SELECT round_id, table_id, shoe_id, round_no, state, cards, spots, reason, "
+        "opened_at, ended_at FROM rounds WHERE round_id = ?", (round_id,)).fetchone()
+    if row is None:
+        return None
+    return RoundView(round_id=row[0], table=row[1], shoe_id=row[2], round_no=row[3],
+                     state=row[4], cards=json.loads(row[5]) if row[5] else None,
+                     spots=spots_of(row[6]), reason=row[7], opened_at=row[8],
+                     ended_at=row[9])
+
+
+def shoe_view(ledger: Ledger, shoe_id: str) -> ShoeRecord | None:
+    row = ledger.db.execute(
+        "SELECT table_id, commitment, salt, cut_at, burn_card, burned, card_order, rounds, "
+        "ended_at FROM shoes WHERE shoe_id = ?", (shoe_id,)).fetchone()
+    if row is None:
+        return None
+    taken: list[tuple[str, int]] = [(r, n) for r, n in json.loads(row[7])]
+    marks = ",".join("?" * len(taken))
+    stored = {r[0]: r[1:] for r in ledger.db.execute(
+        f"SELECT round_id, round_no, state, cards FROM rounds WHERE round_id IN ({marks})",
+        [r for r, _ in taken])} if taken else {}
+    rounds = []
+    for round_id, dealt in taken:
+        round_no, state, cards = stored.get(round_id, (0, "unknown", None))
+        rounds.append(ShoeRound(
+            round_id=round_id, round_no=round_no, state=state, dealt=dealt,
+            cards=json.loads(cards) if cards and state == "settled" else None))
+    return ShoeRecord(shoe_id=shoe_id, table=row[0], commitment=row[1], salt=row[2],
+                      cut_at=row[3], burn_card=row[4], burned=row[5],
+                      order=json.loads(row[6]), rounds=rounds, ended_at=row[8])
+
+
+def audit(ledger: Ledger) -> AuditReport:
+    db = ledger.db
+    problems: list[str] = []
+    total = db.execute("SELECT COALESCE(SUM(balance), 0) FROM accounts").fetchone()[0]
+    if total != 0:
+        problems.append(f"accounts sum to {total}, not 0")
+    drift = db.execute(
+        "SELECT a.id, a.balance, COALESCE(c.s, 0) - COALESCE(d.s, 0) FROM accounts a "
+        "LEFT JOIN (SELECT credit id, SUM(amount) s FROM transfers GROUP BY credit) c "
+        "USING (id) LEFT JOIN (SELECT debit id, SUM(amount) s FROM transfers GROUP BY debit)"
+        " d USING (id) WHERE a.balance != COALESCE(c.s, 0) - COALESCE(d.s, 0)").fetchall()
+    problems += [f"account {r[0]} holds {r[1]} but its transfers say {r[2]}" for r in drift]
+    negative = db.execute("SELECT id, balance FROM accounts WHERE balance < 0 AND "
+                          "kind IN ('player', 'hold')").fetchall()
+    problems += [f"account {r[0]} is negative: {r[1]}" for r in negative]
+    open_holds = db.execute(
+        "SELECT a.id, a.balance FROM accounts a JOIN rounds r ON a.id = 'hold:' || r.round_id"
+        " WHERE r.state IN ('settled', 'cancelled') AND a.balance != 0").fetchall()
+    problems += [f"{r[0]} of an ended round still holds {r[1]}" for r in open_holds]
+    # a round not ended holds exactly what its open bets took (settling moves both)
+    held_wrong = db.execute(
+        "SELECT a.id, a.balance, (SELECT COALESCE(SUM(b.deducted), 0) FROM bets b "
+        "WHERE b.round_id = r.round_id AND b.state = 'accepted') AS open_bets "
+        "FROM rounds r JOIN accounts a ON a.id = 'hold:' || r.round_id "
+        "WHERE r.state NOT IN ('settled', 'cancelled') AND a.balance != open_bets"
+    ).fetchall()
+    problems += [f"{r[0]} holds {r[1]} but the round's open bets took {r[2]}"
+                 for r in held_wrong]
+    stuck = db.execute(
+        "SELECT COUNT(*) FROM bets b JOIN rounds r USING (round_id) "
+        "WHERE r.state IN ('settled', 'cancelled') AND b.state = 'accepted'").fetchone()[0]
+    if stuck:
+        problems.append(f"{stuck} bets of ended rounds are neither settled nor refunded")
+    deposits = -(ledger.balance("external") or 0)
+    house = ledger.balance("house") or 0
+    return AuditReport(ok=not problems, total=total, deposits=deposits, house=house,
+                       problems=problems)
+
+
+def identity(ledger: Ledger, create: bool) -> str | None:
+    if create:
+        ledger.db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)",
+                        (uuid.uuid4().hex,))
+    row = ledger.db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def spots_of(text: str | None) -> dict[str, tuple[str, int, int]] | None:
+    if not text:
+        return None
+    return {spot: (r[0], r[1], r[2]) for spot, r in json.loads(text).items()}
