@@ -14,7 +14,7 @@ import random
 import secrets
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from urllib.parse import urlencode
 
@@ -122,6 +122,7 @@ class Services:
         self.redis: Any = None
         self.pubsub_redis: Any = None
         self.lease_redis: Any = None
+        self.subscriber_redis: Any = None
         self.control: RedisControl | None = None
         self.redis_prefix = DEFAULT_PREFIX
         #: The store's identity when this process started on it (see Store.identity).
@@ -133,28 +134,20 @@ class Services:
         self.collector: Collector | None = None
         execute = self.execute
         if settings.redis_url and store is None:
-            from redis.asyncio import BlockingConnectionPool, Redis
+            from redis.asyncio import Redis
             from redis.asyncio.cluster import RedisCluster
-            from redis.asyncio.retry import Retry
-            from redis.backoff import ExponentialBackoff
-            from redis.exceptions import ConnectionError as RedisConnectionError
-            from redis.exceptions import TimeoutError as RedisTimeoutError
 
             from livetable.bus.redis import RedisBus
             from livetable.server.scaleout import LeasedTables, RedisControl
-            from livetable.store.redis import FencedOut, RedisStore
+            from livetable.store.redis import FencedOut, RedisStore, connection_pool
 
-            # Retry a command once or twice on a dropped connection (after a Redis restart
-            # the first command on each pooled connection fails). Safe: every write is
-            # idempotent by its id (bet, step, round).
+            # Pooled connections retry a command on a dropped connection (after a Redis
+            # restart the first command on each of them fails): see connection_pool.
             # A round's settlement is one Lua script: a round of 100,000 bets keeps Redis
             # busy for seconds (docs/benchmarks.md), past redis-py's 5 s default timeout.
-            self.redis = Redis(
-                connection_pool=BlockingConnectionPool.from_url(
-                    settings.redis_url, max_connections=512, timeout=10,
-                    health_check_interval=5, socket_timeout=60),
-                retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-                retry_on_error=[RedisConnectionError, RedisTimeoutError])
+            self.redis = Redis(connection_pool=connection_pool(
+                settings.redis_url, max_connections=512, timeout=10,
+                health_check_interval=5, socket_timeout=60))
             self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
                                       if settings.redis_pubsub_cluster else None)
             redis_store = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
@@ -162,14 +155,20 @@ class Services:
             self.store: Store = redis_store
             # one prefix for every name: the store's (livetable/store/keys.py)
             self.redis_prefix = prefix = redis_store.keys.prefix
+            # the subscription on connections of its own that do not retry (see RedisBus)
+            self.subscriber_redis = None if self.pubsub_redis else Redis(
+                connection_pool=connection_pool(settings.redis_url, max_connections=4,
+                                                timeout=10, retry=False,
+                                                health_check_interval=5, socket_timeout=60))
             self.bus: Bus = RedisBus(self.pubsub_redis or self.redis, settings.table_names,
                                      redis_store, prefix=prefix,
+                                     subscriber=self.subscriber_redis,
                                      on_reconnect=lambda: self.metrics.inc(
                                          "livetable_redis_reconnects_total"))
             if "engine" in roles:
                 # leases and dealer commands on their own connections: a flood of bets
                 # must never delay a lease renewal
-                self.lease_redis = Redis(connection_pool=BlockingConnectionPool.from_url(
+                self.lease_redis = Redis(connection_pool=connection_pool(
                     settings.redis_url, max_connections=len(settings.table_names) + 8,
                     timeout=5, health_check_interval=5))
                 self.leases = LeasedTables(self.lease_redis, redis_store,
@@ -264,7 +263,8 @@ class Services:
             mode="manual" if self.settings.mode == "manual" else "auto",
             limits=limits_of(self.settings), timing=timing_of(self.settings),
             stream=stream_of(self.settings, table), rng=self.rng,
-            on_settled=self.metrics.settled, fatal=fatal)
+            on_settled=self.metrics.settled, on_refused=self.metrics.step_refused,
+            fatal=fatal)
         self.runners[table] = runner
         return runner
 
@@ -385,9 +385,13 @@ class Services:
         await self.store.close()
         if self.redis is not None:
             await self.redis.aclose()
-        for client in (self.pubsub_redis, self.lease_redis):
+        for client in (self.pubsub_redis, self.lease_redis, self.subscriber_redis):
             if client is not None:
                 await client.aclose()
+
+    def _store_name(self) -> str:
+        """What the store is, as an operator names it: "Redis", "SQLite" (its class's)."""
+        return type(self.store).__name__.removesuffix("Store")
 
     async def ready(self) -> tuple[bool, dict[str, Any]]:
         checks: dict[str, Any] = {"roles": list(self.roles)}
@@ -404,24 +408,62 @@ class Services:
         halted = {t: r.halted for t, r in self.runners.items() if r.halted is not None}
         if halted:  # held by a failed audit, or by a bug in a step (see TableRunner)
             checks["halted"] = halted
-        try:
-            current = await self.store.identity()
+        since = now_ms() - REFUSALS_SHOWN_MS
+        refused = {t: r.refused[1] for t, r in self.runners.items()
+                   if r.refused is not None and r.refused[0] >= since}
+        if refused:  # the table reloaded from its store and went on (informative)
+            checks["steps_refused"] = refused
+        # the probes that ask the store, together, each bounded: see READY_PROBE_TIMEOUT
+        identity, backlog = await asyncio.gather(
+            _probe(self.store.identity()),
+            _probe(self.wallet_log.backlog()) if self.wallet_log is not None
+            else _probe(_nothing()))
+        current, failure = identity
+        if failure is not None:  # any store failure means not ready
+            checks["store"] = f"{self._store_name()} unreachable: {failure}"
+        else:
             checks["store"] = True if current == self.store_identity else (
                 f"the store's identity changed (started on {self.store_identity}, now "
                 f"{current}): a wiped or different store")
-        except Exception as exc:  # any store failure means not ready
-            checks["store"] = f"{type(exc).__name__}: {exc}"
         if checks["store"] is not True:
             self.metrics.set_gauge("livetable_ledger_ok", 0.0)
         checks["ledger"] = self.ledger_problem or True
-        if self.wallet_log is not None:  # credits and rollbacks still owed to the operator
-            with contextlib.suppress(Exception):  # the store's health is checked above
-                self.metrics.set_gauge("livetable_wallet_outbox",
-                                       float(await self.wallet_log.backlog()))
+        owed, failure = backlog  # credits and rollbacks still owed to the operator
+        if self.wallet_log is not None and failure is None and owed is not None:
+            self.metrics.set_gauge("livetable_wallet_outbox", float(owed))
         ok = (checks["store"] is True and checks["ledger"] is True and not halted
               and checks.get("bus", True) is True
               and all(checks.get("tables", {}).values()))
         return ok, checks
+
+
+#: How long ``/readyz`` names a table whose step its store refused (out of step: the engine
+#: reloaded from the store): long enough for an operator to look after an alert.
+REFUSALS_SHOWN_MS = 10 * 60_000
+
+#: How long ``/readyz`` waits for any one probe (the store, the wallet log). The probes run
+#: together, so it answers within about this, whatever hangs: a gateway cut off from Redis
+#: by a partition answered after 2.3-10.5 s, or not at all, while its pooled connections
+#: waited for their socket timeout (60 s). Long enough for a Redis busy with a settlement
+#: chunk (a few ms), short enough that a load balancer's 1 s check gets an answer.
+READY_PROBE_TIMEOUT = 0.7
+
+R = TypeVar("R")
+
+
+async def _probe(call: Awaitable[R]) -> tuple[R | None, str | None]:
+    """A readiness probe's answer, or why there is none (at most READY_PROBE_TIMEOUT)."""
+    try:
+        async with asyncio.timeout(READY_PROBE_TIMEOUT):
+            return await call, None
+    except TimeoutError:
+        return None, f"no answer within {READY_PROBE_TIMEOUT:g} s"
+    except Exception as exc:  # any failure of a probe is a finding, never a 500
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+async def _nothing() -> None:
+    return None
 
 
 #: The largest body an operator endpoint reads (a launch is a few hundred bytes).

@@ -38,6 +38,7 @@ from livetable.engine.effects import Effect, SettleRound
 from livetable.rules.fairness import ShoeRecord
 from livetable.store.base import (
     AuditReport,
+    Head,
     Settled,
     StoreUnavailable,
     Unanswered,
@@ -88,6 +89,8 @@ class SQLiteStore:
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="livetable-sqlite")
         self._pending: list[tuple[SlipRequest, int, asyncio.Future[SlipAnswer]]] = []
         self._unanswered = Unanswered()
+        #: table -> its head after the last step this store wrote (see out_of_step)
+        self._left: dict[str, Head] = {}
         self._draining: asyncio.Task[None] | None = None
         #: Why the last write failed as an outage (a full disk, the file locked), until a
         #: write succeeds: reads may still work meanwhile, so this is what readiness asks.
@@ -185,8 +188,14 @@ class SQLiteStore:
                           effects: list[Effect], now: int) -> list[Settled]:
         if any(isinstance(effect, SettleRound) for effect in effects):
             await self._unanswered.answered()  # slips that came before it go first
-        return await self._run(c.CommitStep(table, state, events, effects, now,
-                                            self.settle_chunk))
+        left = self._left.pop(table, None)  # unknown until this call answers
+        settled = await self._run(c.CommitStep(table, state, events, effects, now,
+                                               self.settle_chunk, left))
+        if events:
+            self._left[table] = (events[-1][0], events[-1][1])
+        elif left is not None:
+            self._left[table] = left
+        return settled
 
     async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
         return await self._run(c.SettlePending(table, now, self.settle_chunk))

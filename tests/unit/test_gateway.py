@@ -20,7 +20,7 @@ from livetable.auth import mint
 from livetable.bus import TableBatch
 from livetable.config import Settings
 from livetable.server.framed_ws import EXTENSION
-from livetable.server.gateway import CLOSE_INTERNAL_ERROR, CLOSE_TOO_SLOW, Gateway
+from livetable.server.gateway import CLOSE_INTERNAL_ERROR, CLOSE_RESYNC, CLOSE_TOO_SLOW, Gateway
 from livetable.server.metrics import Metrics
 from livetable.store.base import StoreUnavailable
 from livetable.store.sqlite import SQLiteStore
@@ -407,3 +407,54 @@ async def test_a_repaired_rounds_results_reach_a_player_once(
     got = [json.loads(f)["bet_id"] for w in ws.wire for f in _split_frames(w)
            if json.loads(f)["type"] == "bet_settled"]
     assert sorted(got) == ["chunk1", "chunk2"]
+
+
+async def test_a_head_gone_backwards_resyncs_the_clients_with_a_fresh_snapshot(
+        gateway: Gateway) -> None:
+    """Issue 27: an engine reloaded from a store that had lost its last steps numbers its
+    events again from the store's head. The gateway, ahead, dropped them as seen — a
+    cancellation and the next round_opened among them. Now the clients resync: closed
+    4011, and their resume gets a fresh snapshot, not a replay of the other history."""
+    for seq in range(1, 6):
+        gateway.deliver(TableBatch(table="t1", epoch=1, seq=seq, frames=[(seq, event(seq))],
+                                   snapshot=snapshot(seq)))
+    hello = {"type": "hello", "v": 1, "table": "t1"}
+    ws = FakeWebSocket({**hello, "resume": {"epoch": 1, "seq": 5}})
+    session = asyncio.create_task(gateway.serve(ws, "player"))  # type: ignore[arg-type]
+    feed = gateway.feeds["t1"]
+    await settle(lambda: len(feed.clients) == 1)
+
+    # the same step again (a bus that brings it twice) is no step back
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=5, frames=[(5, event(5))],
+                               snapshot=snapshot(5)))
+    assert ws.close_codes == [] and feed.seq == 5
+
+    # the store kept up to seq 3: the reloaded engine's next step is 4, another event
+    other = p.encode(p.RoundCancelled(round_id="r", reason="restarted", table="t1",
+                                      epoch=1, seq=4))
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=4, frames=[(4, other)],
+                               snapshot=snapshot(4)))
+    await settle(lambda: ws.close_codes != [])
+    assert ws.close_codes == [CLOSE_RESYNC]
+    assert gateway.metrics.counters["livetable_feed_rewinds_total"] == 1
+    async with asyncio.timeout(2):
+        await session
+    assert (feed.seq, feed.frames_after(3)) == (4, [(4, other.decode())])
+
+    # the client resumes from what it saw (seq 5): a fresh snapshot at the table's head
+    back = FakeWebSocket({**hello, "resume": {"epoch": 1, "seq": 5}})
+    session = asyncio.create_task(gateway.serve(back, "player"))  # type: ignore[arg-type]
+    await settle(lambda: len(back.sent) >= 1)
+    assert (back.sent[0]["resumed"], back.sent[0]["seq"]) == (False, 4)
+    # one that saw only events both histories share is replayed the new one
+    early = FakeWebSocket({**hello, "resume": {"epoch": 1, "seq": 3}})
+    sessions = [session, asyncio.create_task(gateway.serve(early, "player"))]  # type: ignore[arg-type]
+    await settle(lambda: len(early.sent) >= 2)
+    assert early.sent[0]["resumed"] is True and early.sent[1]["type"] == "round_cancelled"
+
+    # a snapshot behind the head, without events (the reloaded engine's first step): too
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=2, frames=[], snapshot=snapshot(2)))
+    await settle(lambda: back.close_codes == [CLOSE_RESYNC] == early.close_codes)
+    assert feed.seq == 2
+    async with asyncio.timeout(2):
+        await asyncio.gather(*sessions)

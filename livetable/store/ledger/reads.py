@@ -103,6 +103,15 @@ def audit(ledger: Ledger) -> AuditReport:
         "SELECT a.id, a.balance FROM accounts a JOIN rounds r ON a.id = 'hold:' || r.round_id"
         " WHERE r.state IN ('settled', 'cancelled') AND a.balance != 0").fetchall()
     problems += [f"{r[0]} of an ended round still holds {r[1]}" for r in open_holds]
+    # a round not ended holds exactly what its open bets took (settling moves both)
+    held_wrong = db.execute(
+        "SELECT a.id, a.balance, (SELECT COALESCE(SUM(b.deducted), 0) FROM bets b "
+        "WHERE b.round_id = r.round_id AND b.state = 'accepted') AS open_bets "
+        "FROM rounds r JOIN accounts a ON a.id = 'hold:' || r.round_id "
+        "WHERE r.state NOT IN ('settled', 'cancelled') AND a.balance != open_bets"
+    ).fetchall()
+    problems += [f"{r[0]} holds {r[1]} but the round's open bets took {r[2]}"
+                 for r in held_wrong]
     stuck = db.execute(
         "SELECT COUNT(*) FROM bets b JOIN rounds r USING (round_id) "
         "WHERE r.state IN ('settled', 'cancelled') AND b.state = 'accepted'").fetchone()[0]
