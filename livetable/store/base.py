@@ -70,7 +70,9 @@ __all__ = [
     "AmountOverflow",
     "AuditReport",
     "BetRequest",
+    "FenceRefused",
     "InsufficientBalance",
+    "OutOfStep",
     "Rejection",
     "RoundView",
     "Settled",
@@ -142,6 +144,22 @@ class AmountOverflow(StoreError):
 class StepRefused(StoreError):
     """An engine step the ledger cannot apply — a settled round without a result for a
     spot that was bet — so nothing of it was written. A bug upstream of the store."""
+
+
+class OutOfStep(StepRefused):
+    """A step that does not follow on from what the store holds — its first event is not
+    the stored head + 1, the head is not where this engine left it, or the round is not
+    in the state the step expects — so nothing of it was written.
+
+    Not a bug: the store is behind what the engine wrote (a failover lost the tail) or
+    another engine wrote meanwhile. The engine drops its state and reloads it from the
+    store (:class:`~livetable.server.runner.TableRunner`), and steps on from there.
+    """
+
+
+class FenceRefused(OutOfStep):
+    """A newer fencing token has written the table: another engine drives it now. Nothing
+    of the step was written; this engine stops driving the table."""
 
 
 C = TypeVar("C", bound=type)
