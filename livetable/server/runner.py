@@ -33,7 +33,7 @@ from livetable.clock import now_ms
 from livetable.engine import EngineError, Step, TableEngine, Timing
 from livetable.engine.table import CancelRound, Mode, SettleRound
 from livetable.rules.cards import CardError
-from livetable.store.base import Settled, Store, StoreUnavailable
+from livetable.store.base import OutOfStep, Settled, Store, StoreUnavailable
 from livetable.tasks import cancel
 
 DealerAction = p.TableCommand
@@ -254,7 +254,9 @@ class TableRunner:
     async def _survive(self, what: str, exc: Exception) -> bool:
         """After ``what`` failed with ``exc``: whether to try it again (after a pause).
 
-        A store outage must not kill the table: it is retried. Being fenced out (``fatal``)
+        A store outage must not kill the table: it is retried. A step the store refused as
+        out of step (:class:`~livetable.store.base.OutOfStep`) is retried from the store's
+        state, reloaded. Being fenced out (``fatal``)
         stops this runner: another engine drives the table now. Anything else is a bug,
         not an outage — retried, it would fail the same way for ever, step after step: it
         is logged with its traceback and the table is held still (:meth:`halt`; the tick
@@ -268,6 +270,15 @@ class TableRunner:
             log.warning("table %s: %s failed, the store is unavailable (%s); retrying",
                         self.table, what, exc)
             await asyncio.sleep(0.5)
+            return True
+        if isinstance(exc, OutOfStep):
+            # The store is not where the engine left it (a failover lost what it wrote, or
+            # another engine wrote): nothing of the step was written. The engine drops its
+            # state (``_stale``) and steps on from the store's.
+            log.warning("table %s: %s was refused by the store (%s); reloading the engine",
+                        self.table, what, exc)
+            self._stale = True
+            await asyncio.sleep(0.1)
             return True
         log.error("table %s: %s failed: a bug, not an outage; the table is held",
                   self.table, what, exc_info=exc)
@@ -345,6 +356,11 @@ class TableRunner:
             except self.fatal as exc:
                 self.alive = False
                 return p.Error(code="table_unavailable", message=str(exc))
+            except OutOfStep as exc:  # reloaded before the next command (see _survive)
+                log.warning("table %s: %s refused by the store (%s); reloading the engine",
+                            self.table, name, exc)
+                return p.Error(code="table_unavailable",
+                               message="the table was behind its store; send it again")
             if isinstance(command, p.VoidCards):  # the audit trail: who voided, who approved
                 log.warning("table %s round %s: %d card(s) voided by dealer %s (%s), approved "
                             "by supervisor %s (%s)", self.table, engine.state.round_id,
