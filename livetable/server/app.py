@@ -134,6 +134,9 @@ class Services:
 
             from livetable.bus.redis import RedisBus
             from livetable.server.scaleout import LeasedTables, RedisControl
+            from livetable.store.base import FenceRefused
+            from livetable.store.keys import RedisKeys
+            from livetable.store.postgres import PostgresStore
             from livetable.store.redis import FencedOut, RedisStore
 
             # Retry a command once or twice on a dropped connection (after a Redis restart
@@ -149,13 +152,22 @@ class Services:
                 retry_on_error=[RedisConnectionError, RedisTimeoutError])
             self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
                                       if settings.redis_pubsub_cluster else None)
-            redis_store = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
-                                     seal=self.seal)
-            self.store: Store = redis_store
+            fenced: RedisStore | PostgresStore
+            if settings.postgres_url:
+                # the ledger in PostgreSQL; Redis is the bus, the commands and the leases
+                fenced = PostgresStore(settings.postgres_url,
+                                       event_retention=settings.event_log_size * 4,
+                                       seal=self.seal, max_connections=32)
+                fatal: tuple[type[BaseException], ...] = (FenceRefused,)
+            else:
+                fenced = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
+                                    seal=self.seal)
+                fatal = (FencedOut,)
+            self.store: Store = fenced
             # one prefix for every name: the store's (livetable/store/keys.py)
-            self.redis_prefix = prefix = redis_store.keys.prefix
+            self.redis_prefix = prefix = DEFAULT_PREFIX
             self.bus: Bus = RedisBus(self.pubsub_redis or self.redis, settings.table_names,
-                                     redis_store, prefix=prefix,
+                                     fenced, prefix=prefix,
                                      on_reconnect=lambda: self.metrics.inc(
                                          "livetable_redis_reconnects_total"))
             if "engine" in roles:
@@ -164,12 +176,20 @@ class Services:
                 self.lease_redis = Redis(connection_pool=BlockingConnectionPool.from_url(
                     settings.redis_url, max_connections=len(settings.table_names) + 8,
                     timeout=5, health_check_interval=5))
-                self.leases = LeasedTables(self.lease_redis, redis_store,
-                                           settings.table_names,
-                                           lambda t: self._runner(t, (FencedOut,)))
+                self.leases = LeasedTables(self.lease_redis, fenced, settings.table_names,
+                                           lambda t: self._runner(t, fatal),
+                                           keys=RedisKeys(prefix))
             self.control = RedisControl(self.redis, prefix=prefix)
             if "engine" not in roles:
                 execute = self.control.execute
+        elif settings.postgres_url and store is None:
+            from livetable.store.postgres import PostgresStore
+
+            # one process on PostgreSQL: no lease, so no fencing token (0)
+            self.store = PostgresStore(settings.postgres_url,
+                                       event_retention=settings.event_log_size * 4,
+                                       seal=self.seal)
+            self.bus = bus or MemoryBus()
         else:
             self.store = store or SQLiteStore(settings.db_path, settings.event_log_size * 4,
                                               seal=self.seal, synchronous=settings.sqlite_sync,
@@ -236,6 +256,9 @@ class Services:
         load_scripts = getattr(self.store, "load_scripts", None)
         if load_scripts is not None:
             await load_scripts()
+        connect = getattr(self.store, "open", None)  # PostgreSQL: connect and migrate now
+        if connect is not None:
+            await connect()
         self.store_identity = await self.store.identity(create=True)
         pinned = self.settings.store_id
         if pinned and pinned != self.store_identity:

@@ -11,9 +11,10 @@ moves (at most 12 × 10^12) is far inside it.
 
 Why these columns.
 
-* ``tables.fence``: the fencing token of the last engine that wrote the table's step. A
-  step carrying an older token is refused (see steps.py), checked under the row's lock in
-  the step's own transaction — the database, not the lease service, is the judge.
+* ``fences``: the newest fencing token issued for a table, by the database itself when an
+  engine takes the table's lease (a counter that only goes up, where a lease service that
+  failed over might count again). A step carrying an older token is refused (steps.py),
+  checked in the step's own transaction — the database, not the lease service, judges.
 * ``tables.epoch/seq``: the head of the table's event log; a step's first event must be
   the head + 1.
 * ``rounds.players/bets/cursor``: settlement goes player by player in the order they first
@@ -112,8 +113,12 @@ MIGRATIONS: list[str] = [
         table_id text PRIMARY KEY,
         state bytea NOT NULL,
         epoch bigint NOT NULL,
-        seq bigint NOT NULL,
-        fence bigint NOT NULL DEFAULT 0
+        seq bigint NOT NULL
+    );
+    -- the newest fencing token issued for a table (PostgresStore.claim)
+    CREATE TABLE fences (
+        table_id text PRIMARY KEY,
+        token bigint NOT NULL
     );
     CREATE TABLE events (
         table_id text NOT NULL,

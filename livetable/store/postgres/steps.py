@@ -3,9 +3,10 @@
 Every step runs in one transaction that first locks the table's row (``tables``), and is
 written only if all of these hold there, under that lock:
 
-* **fencing**: the step's token (the engine's lease token; 0 without a lease) is not older
-  than ``tables.fence``, the newest token that wrote the table. A newer engine wrote: the
-  step is refused (:class:`~livetable.store.base.FenceRefused`); the older engine stops.
+* **fencing**: the step's token (issued by the database when the engine took the table's
+  lease, :func:`claim`; 0 without a lease) is not older than the newest one issued for the
+  table (``fences``). Another engine holds the table: the step is refused
+  (:class:`~livetable.store.base.FenceRefused`) and the older engine stops.
 * **it follows on**: its first event is the head + 1 (same epoch; a new, later epoch starts
   at 1), and the head is where this engine last left it (what it loaded or wrote). A store
   behind what the engine wrote (a failover that lost the tail), or a step already stored,
@@ -52,17 +53,34 @@ OPEN = ("betting", "paused", "closed")
 Head = tuple[int, int]
 
 
+async def check_fence(con: Any, table: str, token: int) -> None:
+    """Refuse a step of ``table`` whose token is older than the newest one issued. The row
+    is read ``FOR SHARE``: a claim of a newer token waits for the steps under way, and the
+    steps after it see the newer token."""
+    newest = await con.fetchval("SELECT token FROM fences WHERE table_id = $1 FOR SHARE",
+                                table)
+    if newest is not None and newest > token:
+        raise FenceRefused(f"table {table}: our fencing token {token} is older than "
+                           f"{newest}: another engine holds the table")
+
+
+async def claim(con: Any, table: str) -> int:
+    """Issue the next fencing token of ``table``."""
+    return int(await con.fetchval(
+        "INSERT INTO fences (table_id, token) VALUES ($1, 1) ON CONFLICT (table_id) DO "
+        "UPDATE SET token = fences.token + 1 RETURNING token", table))
+
+
 async def check_head(con: Any, table: str, token: int, expected: Head | None,
                      events: list[tuple[int, int, bytes]]) -> Head:
-    """Lock the table's row and check the step may follow it; the stored head."""
-    row = await con.fetchrow("SELECT epoch, seq, fence FROM tables WHERE table_id = $1 "
-                             "FOR UPDATE", table)
+    """Check the step's token, lock the table's row and check the step may follow it;
+    the stored head."""
+    await check_fence(con, table, token)
+    row = await con.fetchrow("SELECT epoch, seq FROM tables WHERE table_id = $1 FOR UPDATE",
+                             table)
     if row is None:
         return (0, 0)
     head: Head = (row[0], row[1])
-    if row[2] > token:
-        raise FenceRefused(f"table {table}: our fencing token {token} is older than "
-                           f"{row[2]}, which wrote since")
     if expected is not None and expected != head:
         raise OutOfStep(f"table {table}: the store's head is {head}, not {expected} where "
                         f"this engine left it")
@@ -76,7 +94,7 @@ async def check_head(con: Any, table: str, token: int, expected: Head | None,
     return head
 
 
-async def write_head(con: Any, table: str, state: bytes, token: int,
+async def write_head(con: Any, table: str, state: bytes,
                      events: list[tuple[int, int, bytes]], retention: int) -> Head | None:
     """Append the step's events and store the engine's state; the new head if it moved."""
     if events:
@@ -91,11 +109,11 @@ async def write_head(con: Any, table: str, state: bytes, token: int,
                               "seq <= $3)", table, epoch, last - retention)
     head = (events[-1][0], events[-1][1]) if events else (0, 0)
     stored = await con.fetchrow(
-        "INSERT INTO tables (table_id, state, epoch, seq, fence) VALUES ($1, $2, $3, $4, $5) "
+        "INSERT INTO tables (table_id, state, epoch, seq) VALUES ($1, $2, $3, $4) "
         "ON CONFLICT (table_id) DO UPDATE SET state = excluded.state, "
         "epoch = CASE WHEN excluded.seq > 0 THEN excluded.epoch ELSE tables.epoch END, "
-        "seq = CASE WHEN excluded.seq > 0 THEN excluded.seq ELSE tables.seq END, "
-        "fence = excluded.fence RETURNING epoch, seq", table, state, *head, token)
+        "seq = CASE WHEN excluded.seq > 0 THEN excluded.seq ELSE tables.seq END "
+        "RETURNING epoch, seq", table, state, *head)
     return (stored[0], stored[1])
 
 

@@ -36,7 +36,6 @@ from livetable.engine.table import CancelRound, Effect, SettleRound
 from livetable.rules.fairness import ShoeRecord, ShoeRound
 from livetable.store.base import (
     AuditReport,
-    FenceRefused,
     InsufficientBalance,
     Settled,
     Unanswered,
@@ -96,8 +95,9 @@ def is_pg_outage(exc: BaseException) -> bool:
 class PostgresStore:
     """The :class:`~livetable.store.base.Store` contract on PostgreSQL.
 
-    ``fence_tokens``: table -> our fencing token, set by the table's lease holder; every
-    step and settlement chunk of that table carries it (see :mod:`.steps`)."""
+    ``fence_tokens``: table -> our fencing token, issued by :meth:`claim` when this process
+    takes the table's lease; every step and settlement chunk of that table carries it
+    (see :mod:`.steps`)."""
 
     def __init__(self, url: str, *, schema: str | None = None,
                  event_retention: int = DEFAULT_EVENT_RETENTION,
@@ -274,7 +274,7 @@ class PostgresStore:
             settled: list[Settled] = []
             for effect in effects:
                 settled += await steps.apply(con, effect, now, self.settle_chunk)
-            return settled, await steps.write_head(con, table, sealed, token, events,
+            return settled, await steps.write_head(con, table, sealed, events,
                                                    self.event_retention)
 
         try:
@@ -291,10 +291,7 @@ class PostgresStore:
         token = self.fence_tokens.get(table, 0)
 
         async def work(con: Any) -> tuple[list[Settled], bool]:
-            fence = await con.fetchval("SELECT fence FROM tables WHERE table_id = $1", table)
-            if fence is not None and fence > token:
-                raise FenceRefused(f"table {table}: our fencing token {token} is "
-                                         f"older than {fence}, which wrote since")
+            await steps.check_fence(con, table, token)
             pending = [r[0] for r in await con.fetch(
                 "SELECT round_id FROM rounds WHERE table_id = $1 AND state IN ('settling', "
                 "'refunding') ORDER BY opened_at LIMIT 2", table)]
@@ -304,6 +301,15 @@ class PostgresStore:
             return settled, more or len(pending) > 1
 
         return await self._transaction(work)
+
+    async def claim(self, table: str) -> int:
+        """Take ``table`` for this process: the database issues the next fencing token,
+        which this store's steps of the table carry from now on; the steps of every older
+        holder are refused from now on (:class:`~livetable.store.base.FenceRefused`)."""
+        token = await self._transaction(lambda con: steps.claim(con, table))
+        self.fence_tokens[table] = token
+        self.heads.pop(table, None)  # the new holder loads the table before it writes
+        return token
 
     # --- reading -----------------------------------------------------------------------
 
