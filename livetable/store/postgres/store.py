@@ -77,6 +77,14 @@ _OUTAGE_STATES = ("08", "53", "57", "25006")
 #: A transaction the server rolled back to break a deadlock or a serialization conflict.
 _RETRY_STATES = ("40001", "40P01")
 
+#: The planner, per connection. The store's queries join a batch's arrays (``unnest``) to
+#: a few rows of large tables: index lookups in a nested loop. With statistics that lag a
+#: burst (a round's bets grow by thousands a second, before autovacuum analyses them),
+#: the planner hashed the whole ``bets`` table for 100 slips instead (EXPLAIN ANALYZE:
+#: a sequential scan of every bet, per batch and per settlement chunk). The audit, which
+#: reads whole tables, turns them back on for its transaction. No JIT: every query is short.
+PLANNER = {"enable_hashjoin": "off", "enable_mergejoin": "off", "jit": "off"}
+
 _BET_COLUMNS = ("player_id, bet_id, table_id, round_id, spot, amount, deducted, placed_at, "
                 "balance_at_accept, state, outcome, odds, returned, settled_at, balance_after")
 
@@ -126,7 +134,9 @@ class PostgresStore:
         if self._pool is None:
             async with self._opening:
                 if self._pool is None:
-                    settings = {} if self.schema is None else {"search_path": self.schema}
+                    settings = dict(PLANNER)
+                    if self.schema is not None:
+                        settings["search_path"] = self.schema
                     pool = await asyncpg.create_pool(
                         self.url, min_size=1, max_size=self.max_connections,
                         server_settings=settings, command_timeout=30)
@@ -406,6 +416,7 @@ class PostgresStore:
         """Prove the ledger on one snapshot (a repeatable-read transaction)."""
         async with self._connection() as con, con.transaction(isolation="repeatable_read",
                                                               readonly=True):
+            await con.execute("SET LOCAL enable_hashjoin = on; SET LOCAL enable_mergejoin = on")
             return await _audit(con)
 
     async def identity(self, create: bool = False) -> str | None:
