@@ -732,6 +732,15 @@ def cmd_wallet_report(args: argparse.Namespace) -> int:
     settings = _settings(args)
 
     async def calls() -> list[WalletCall]:
+        if settings.postgres_url:
+            from livetable.store.postgres import PostgresStore
+            from livetable.store.postgres.wallet import PostgresWalletLog
+
+            store = PostgresStore(settings.postgres_url, max_connections=2)
+            try:
+                return await PostgresWalletLog(store).calls(args.round, args.player)
+            finally:
+                await store.close()
         if settings.redis_url:
             from livetable.store.wallet_redis import RedisWalletLog
 

@@ -203,8 +203,8 @@ class Services:
                                self.wallet)
 
     def _seamless(self) -> None:
-        """The operator's wallet: its log next to the ledger (same SQLite file, or the
-        same Redis), one client for debits and balances and one for the outbox, so that
+        """The operator's wallet: its log next to the ledger (same SQLite file, the same
+        PostgreSQL database, or the same Redis), one client for debits and balances and one for the outbox, so that
         a backlog of credits never takes the connections a bet is waiting for."""
         from livetable.server.wallet import SeamlessWallet, WalletClient
 
@@ -212,7 +212,13 @@ class Services:
         assert settings.wallet_url is not None and settings.wallet_secret is not None
         if settings.demo:
             log.warning("seamless wallet: demo guests are off (they have no wallet)")
-        if self.redis is not None:
+        from livetable.store.postgres import PostgresStore
+
+        if isinstance(self.store, PostgresStore):  # the money's system of record holds it
+            from livetable.store.postgres.wallet import PostgresWalletLog
+
+            self.wallet_log = PostgresWalletLog(self.store)
+        elif self.redis is not None:
             from livetable.store.wallet_redis import RedisWalletLog
 
             self.wallet_log = RedisWalletLog(self.redis, settings.table_names,

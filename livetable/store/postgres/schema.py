@@ -143,6 +143,38 @@ MIGRATIONS: list[str] = [
     INSERT INTO accounts (id, kind, name) VALUES ('house', 'house', 'House');
     INSERT INTO accounts (id, kind, name) VALUES ('external', 'external', 'Deposits');
     """,
+    # 2: the wallet log (store/postgres/wallet.py; the columns of store/wallet.py's
+    # SQLite table, and ``n`` for the order calls were written in)
+    """
+    CREATE TABLE wallet_calls (
+        n bigserial NOT NULL,
+        tx_id text PRIMARY KEY,
+        method text NOT NULL,
+        player_id text NOT NULL,
+        currency text NOT NULL,
+        table_id text NOT NULL,
+        round_id text NOT NULL,
+        amount bigint NOT NULL,
+        body bytea NOT NULL,
+        state text NOT NULL,
+        answer text,
+        attempts integer NOT NULL DEFAULT 0,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL,
+        slip_key text,
+        deadline bigint NOT NULL DEFAULT 0,
+        closed_by text,
+        next_at bigint NOT NULL DEFAULT 0,
+        debits text NOT NULL DEFAULT ''
+    );
+    CREATE UNIQUE INDEX wallet_slips ON wallet_calls (player_id, slip_key)
+        WHERE method = 'debit';
+    CREATE INDEX wallet_open ON wallet_calls (created_at)
+        WHERE method = 'debit' AND closed_by IS NULL;
+    CREATE INDEX wallet_due ON wallet_calls (next_at) WHERE state = 'queued';
+    CREATE INDEX wallet_rounds ON wallet_calls (round_id, player_id);
+    CREATE INDEX wallet_players ON wallet_calls (player_id, created_at);
+    """,
 ]
 
 
