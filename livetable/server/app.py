@@ -204,8 +204,9 @@ class Services:
 
     def _seamless(self) -> None:
         """The operator's wallet: its log next to the ledger (same SQLite file, the same
-        PostgreSQL database, or the same Redis), one client for debits and balances and one for the outbox, so that
-        a backlog of credits never takes the connections a bet is waiting for."""
+        PostgreSQL database, or the same Redis), one client for debits and balances and
+        one for the outbox, so that a backlog of credits never takes the connections a bet
+        is waiting for."""
         from livetable.server.wallet import SeamlessWallet, WalletClient
 
         settings = self.settings
