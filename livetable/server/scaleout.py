@@ -233,6 +233,7 @@ class LeasedTables:
         if runner is not None:
             await runner.stop()
         self.store.fence_tokens.pop(table, None)
+        self._tokens.pop(table, None)
 
     async def _serve_commands(self, table: str, runner: TableRunner) -> None:
         while True:
