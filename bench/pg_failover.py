@@ -78,6 +78,8 @@ class Report:
     round_state: str = ""
     audit_problems: list[str] = field(default_factory=list)
     failover_s: float = 0.0
+    #: Why the runner held the table, if it did (a store error it took for a bug).
+    halted: str = ""
 
     @property
     def ok(self) -> bool:
@@ -160,6 +162,7 @@ async def run(cluster: Cluster, case: str, *, players: int = 200, slips: int = 1
         failed_over.set()
         await asyncio.gather(*bettors)
         report.round_state = await _ended(store, opened.round_id)
+        report.halted = runner.halted or ""
     finally:
         await runner.stop()
     await _check(store, report, acked, opened.round_id, watch)

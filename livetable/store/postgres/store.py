@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import asyncpg
+from asyncpg.exceptions import TargetServerAttributeNotMatched
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id
@@ -90,11 +91,14 @@ _BET_COLUMNS = ("player_id, bet_id, table_id, round_id, spot, amount, deducted, 
 
 
 def is_pg_outage(exc: BaseException) -> bool:
-    """Whether ``exc`` (out of asyncpg) says PostgreSQL cannot serve us now."""
-    if isinstance(exc, OSError | TimeoutError | asyncpg.InterfaceError
-                  | asyncpg.PostgresConnectionError):
-        return not isinstance(exc, asyncpg.InterfaceError) or "closed" in str(exc) \
-            or "connection" in str(exc)
+    """Whether ``exc`` (out of asyncpg) says PostgreSQL cannot serve us now: no connection
+    (refused, dropped, closed under us, timed out), no host of the URL taking writes yet (a
+    failover under way), or the server's own word (see ``_OUTAGE_STATES``)."""
+    if isinstance(exc, OSError | TimeoutError | asyncpg.PostgresConnectionError
+                  | TargetServerAttributeNotMatched):
+        return True
+    if isinstance(exc, asyncpg.InterfaceError):  # also a bug's ("another operation …")
+        return "closed" in str(exc) or "connection" in str(exc)
     state = getattr(exc, "sqlstate", None)
     return isinstance(state, str) and state.startswith(_OUTAGE_STATES)
 
