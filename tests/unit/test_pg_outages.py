@@ -28,6 +28,8 @@ OUTAGES = [
     pg.TooManyConnectionsError("sorry, too many clients already"),
     asyncpg.InterfaceError("cannot call Transaction.__aexit__(): the underlying connection "
                            "is closed"),
+    # a pooled connection the lost primary left mid-protocol, met by the next call
+    pg.InternalClientError("cannot switch to state 15; another operation (2) is in progress"),
 ]
 BUGS = [
     pg.UniqueViolationError("duplicate key value violates unique constraint"),

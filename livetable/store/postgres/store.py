@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import asyncpg
-from asyncpg.exceptions import TargetServerAttributeNotMatched
+from asyncpg.exceptions import InternalClientError  # TargetServerAttributeNotMatched too
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id
@@ -92,11 +92,12 @@ _BET_COLUMNS = ("player_id, bet_id, table_id, round_id, spot, amount, deducted, 
 
 def is_pg_outage(exc: BaseException) -> bool:
     """Whether ``exc`` (out of asyncpg) says PostgreSQL cannot serve us now: no connection
-    (refused, dropped, closed under us, timed out), no host of the URL taking writes yet (a
-    failover under way), or the server's own word (see ``_OUTAGE_STATES``)."""
+    (refused, dropped, closed under us, timed out, left mid-protocol), no host of the URL
+    taking writes yet (a failover under way: ``TargetServerAttributeNotMatched``), or the
+    server's own word (see ``_OUTAGE_STATES``)."""
     if isinstance(exc, OSError | TimeoutError | asyncpg.PostgresConnectionError
-                  | TargetServerAttributeNotMatched):
-        return True
+                  | InternalClientError):
+        return True  # InternalClientError: a connection left mid-protocol by a lost server
     if isinstance(exc, asyncpg.InterfaceError):  # also a bug's ("another operation …")
         return "closed" in str(exc) or "connection" in str(exc)
     state = getattr(exc, "sqlstate", None)
@@ -151,17 +152,37 @@ class PostgresStore:
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[Any]:
+        """A pooled connection. One that failed otherwise than by the server's answer (a
+        connection lost, a call cancelled half way) is closed, not given back: its protocol
+        state is unknown, and the next caller would meet it (``another operation is in
+        progress``) instead of a fresh connection."""
         pool = await self._ready()
         async with pool.acquire() as con:
-            yield con
+            try:
+                yield con
+            except BaseException as exc:
+                if not isinstance(exc, asyncpg.PostgresError) or is_pg_outage(exc):
+                    con.terminate()
+                raise
 
     async def _transaction(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """Run ``work(connection)`` in one transaction, again if the server rolled it back
-        as a deadlock's or a conflict's victim."""
+        as a deadlock's or a conflict's victim. A rollback that fails (the connection is
+        gone) does not hide why the work failed."""
         for attempt in range(5):
             try:
-                async with self._connection() as con, con.transaction():
-                    return await work(con)
+                async with self._connection() as con:
+                    transaction = con.transaction()
+                    await transaction.start()
+                    try:
+                        result = await work(con)
+                    except BaseException:
+                        if not con.is_closed():
+                            with contextlib.suppress(Exception):
+                                await transaction.rollback()
+                        raise
+                    await transaction.commit()
+                    return result
             except asyncpg.PostgresError as exc:
                 if getattr(exc, "sqlstate", None) not in _RETRY_STATES or attempt == 4:
                     raise
