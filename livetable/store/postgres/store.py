@@ -58,7 +58,7 @@ from livetable.store.bets import (
     record_entry,
     settled_message,
 )
-from livetable.store.postgres import steps
+from livetable.store.postgres import ledger, steps
 from livetable.store.postgres.schema import migrate
 from livetable.store.postgres.slips import SlipBatch
 from livetable.store.sealing import StateSeal, open_state, seal_state
@@ -205,9 +205,9 @@ class PostgresStore:
                 "($1, 'player', $2, 0, $3) ON CONFLICT (id) DO NOTHING RETURNING kind",
                 player_id, name, now)
             if kind is not None:
-                await _transfer(con, f"open:{player_id}", "external", player_id,
+                await ledger.transfer(con, f"open:{player_id}", "external", player_id,
                                 initial_balance, "deposit", player_id, now)
-            elif await _kind(con, player_id) != "player":
+            elif await ledger.kind(con, player_id) != "player":
                 raise AccountError(f"{player_id!r} is not a player account")
             elif name:
                 await con.execute("UPDATE accounts SET name = $1 WHERE id = $2", name,
@@ -228,9 +228,9 @@ class PostgresStore:
         check_player_id(player_id)
 
         async def work(con: Any) -> int:
-            if await _kind(con, player_id, lock=True) != "player":
+            if await ledger.kind(con, player_id, lock=True) != "player":
                 raise UnknownPlayer(f"no player {player_id!r}")
-            await _transfer(con, f"deposit:{transfer_id}", "external", player_id, amount,
+            await ledger.transfer(con, f"deposit:{transfer_id}", "external", player_id, amount,
                             "deposit", player_id, now)
             return int(await con.fetchval("SELECT balance FROM accounts WHERE id = $1",
                                           player_id))
@@ -243,7 +243,7 @@ class PostgresStore:
         check_player_id(player_id)
 
         async def work(con: Any) -> int | None:
-            if await _kind(con, player_id, lock=True) != "player":
+            if await ledger.kind(con, player_id, lock=True) != "player":
                 raise UnknownPlayer(f"no player {player_id!r}")
             tid = f"withdraw:{transfer_id}"
             if await con.fetchval("SELECT 1 FROM transfers WHERE id = $1", tid) is None:
@@ -255,7 +255,7 @@ class PostgresStore:
                 if balance < amount:
                     raise InsufficientBalance(
                         f"withdraw {transfer_id}: {player_id!r} holds {balance}, not {amount}")
-                await _transfer(con, tid, player_id, "external", amount, "withdraw",
+                await ledger.transfer(con, tid, player_id, "external", amount, "withdraw",
                                 player_id, now)
             return int(await con.fetchval("SELECT balance FROM accounts WHERE id = $1",
                                           player_id))
@@ -442,7 +442,7 @@ class PostgresStore:
         async with self._connection() as con, con.transaction(isolation="repeatable_read",
                                                               readonly=True):
             await con.execute("SET LOCAL enable_hashjoin = on; SET LOCAL enable_mergejoin = on")
-            return await _audit(con)
+            return await ledger.audit(con)
 
     async def identity(self, create: bool = False) -> str | None:
         async with self._connection() as con:
@@ -458,57 +458,3 @@ class PostgresStore:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
-
-
-async def _kind(con: Any, account: str, *, lock: bool = False) -> str | None:
-    kind = await con.fetchval("SELECT kind FROM accounts WHERE id = $1"
-                              + (" FOR UPDATE" if lock else ""), account)
-    return None if kind is None else str(kind)
-
-
-async def _transfer(con: Any, tid: str, debit: str, credit: str, amount: int, kind: str,
-                    ref: str, now: int) -> bool:
-    """Move ``amount`` from ``debit`` to ``credit`` once; False if already applied."""
-    if debit == credit:
-        raise AccountError(f"transfer {tid} debits and credits the same account {debit!r}")
-    if amount <= 0:
-        return False
-    done = await con.fetchval(
-        "INSERT INTO transfers (id, debit, credit, amount, kind, ref, at) VALUES ($1, $2, $3, "
-        "$4, $5, $6, $7) ON CONFLICT (id) DO NOTHING RETURNING 1",
-        tid, debit, credit, amount, kind, ref, now)
-    if done is None:
-        return False
-    await con.execute("UPDATE accounts SET balance = balance + x.d FROM (VALUES ($1, -$3::bigint), "
-                      "($2, $3::bigint)) AS x(id, d) WHERE accounts.id = x.id", debit, credit,
-                      amount)
-    return True
-
-
-async def _audit(con: Any) -> AuditReport:
-    problems: list[str] = []
-    total = await con.fetchval("SELECT COALESCE(SUM(balance), 0)::bigint FROM accounts")
-    if total != 0:
-        problems.append(f"accounts sum to {total}, not 0")
-    drift = await con.fetch(
-        "SELECT a.id, a.balance, COALESCE(c.s, 0) - COALESCE(d.s, 0) FROM accounts a "
-        "LEFT JOIN (SELECT credit id, SUM(amount)::bigint s FROM transfers GROUP BY credit) c "
-        "USING (id) LEFT JOIN (SELECT debit id, SUM(amount)::bigint s FROM transfers "
-        "GROUP BY debit) d USING (id) WHERE a.balance != COALESCE(c.s, 0) - COALESCE(d.s, 0)")
-    problems += [f"account {r[0]} holds {r[1]} but its transfers say {r[2]}" for r in drift]
-    negative = await con.fetch("SELECT id, balance FROM accounts WHERE balance < 0 AND "
-                               "kind IN ('player', 'hold')")
-    problems += [f"account {r[0]} is negative: {r[1]}" for r in negative]
-    open_holds = await con.fetch(
-        "SELECT a.id, a.balance FROM accounts a JOIN rounds r ON a.id = 'hold:' || r.round_id "
-        "WHERE r.state IN ('settled', 'cancelled') AND a.balance != 0")
-    problems += [f"{r[0]} of an ended round still holds {r[1]}" for r in open_holds]
-    stuck = await con.fetchval(
-        "SELECT COUNT(*) FROM bets b JOIN rounds r USING (round_id) "
-        "WHERE r.state IN ('settled', 'cancelled') AND b.state = 'accepted'")
-    if stuck:
-        problems.append(f"{stuck} bets of ended rounds are neither settled nor refunded")
-    balances = dict(await con.fetch("SELECT id, balance FROM accounts WHERE id IN "
-                                    "('external', 'house')"))
-    return AuditReport(ok=not problems, total=total, deposits=-balances.get("external", 0),
-                       house=balances.get("house", 0), problems=problems)
