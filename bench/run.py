@@ -73,6 +73,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sqlite-thread", action="store_true",
                         help="also run bets and settlement with the SQLite writer in a "
                              "thread of the server (LIVETABLE_SQLITE_WRITER=thread)")
+    parser.add_argument("--postgres", action="store_true",
+                        help="bets and settlement also with the PostgreSQL store (a primary "
+                             "and a synchronous standby of the bench's own; Redis the bus)")
     parser.add_argument("--redis", choices=["auto", "yes", "no"], default="auto",
                         help="also run bets and settlement in Redis mode (auto: when "
                              "`livetable serve --redis` works)")
@@ -200,6 +203,8 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
         else:
             sc._log(f"Redis mode skipped: {why} (TODO: rerun with --redis yes once "
                     f"`livetable serve --redis` works)")
+    if {"bets", "settlement"} & set(parts) and args.postgres:
+        stores.append("postgres")
     # --repeat: the stores in turn, again and again, so that each store's runs are spread
     # over the same stretch of a shared machine's noise
     rounds = [store for _ in range(args.repeat) for store in stores]

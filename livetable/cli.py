@@ -275,6 +275,13 @@ def cmd_engine(args: argparse.Namespace) -> int:
     return _run_server(args, ("engine",))
 
 
+def _without_password(url: str | None) -> str:
+    """A database URL fit to print: its password replaced by ``***``."""
+    import re
+
+    return re.sub(r"(://[^:/@,]+):[^@/]*@", r"\1:***@", url or "")
+
+
 def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     import logging
 
@@ -300,7 +307,9 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
         on_collect=services.metrics.gc_pause.observe) if settings.gc_interval > 0 else None
     app = create_app(settings, services, roles=roles)
     shown = "localhost" if settings.host in ("0.0.0.0", "127.0.0.1", "::") else settings.host
-    store = (f"Redis {settings.redis_url}" if settings.redis_url
+    store = (f"PostgreSQL {_without_password(settings.postgres_url)}"
+             if settings.postgres_url
+             else f"Redis {settings.redis_url}" if settings.redis_url
              else f"embedded, database {settings.db_path}")
     print(f"livetable {'+'.join(roles)}: tables {','.join(settings.table_names)}; {store}",
           flush=True)
@@ -361,6 +370,9 @@ def _add_store_flags(p: argparse.ArgumentParser) -> None:
     _setting(p, "--db", "db", "SQLite file")
     _setting(p, "--data-dir", "data_dir", "data directory: database and signing secret")
     _setting(p, "--redis", "redis_url", "Redis URL: scale-out mode")
+    _setting(p, "--postgres", "postgres_url",
+             "PostgreSQL URL (libpq; several hosts with target_session_attrs=read-write "
+             "follow a failover): the ledger of scale-out, Redis staying the bus")
 
 
 def _add_table_flags(p: argparse.ArgumentParser) -> None:
@@ -434,7 +446,11 @@ def cmd_deposit(args: argparse.Namespace) -> int:
 
     async def deposit() -> int:
         store: Store
-        if settings.redis_url:
+        if settings.postgres_url:
+            from livetable.store.postgres import PostgresStore
+
+            store = PostgresStore(settings.postgres_url)
+        elif settings.redis_url:
             from livetable.store.redis import RedisStore
 
             store = RedisStore.from_url(settings.redis_url)
@@ -723,6 +739,15 @@ def cmd_wallet_report(args: argparse.Namespace) -> int:
     settings = _settings(args)
 
     async def calls() -> list[WalletCall]:
+        if settings.postgres_url:
+            from livetable.store.postgres import PostgresStore
+            from livetable.store.postgres.wallet import PostgresWalletLog
+
+            store = PostgresStore(settings.postgres_url, max_connections=2)
+            try:
+                return await PostgresWalletLog(store).calls(args.round, args.player)
+            finally:
+                await store.close()
         if settings.redis_url:
             from livetable.operator.log_redis import RedisWalletLog
 

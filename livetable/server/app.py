@@ -139,6 +139,8 @@ class Services:
 
             from livetable.bus.redis import RedisBus
             from livetable.server.scaleout import LeasedTables, RedisControl
+            from livetable.store.base import FenceRefused
+            from livetable.store.postgres import PostgresStore
             from livetable.store.redis import FencedOut, RedisStore, connection_pool
 
             # Pooled connections retry a command on a dropped connection (after a Redis
@@ -150,18 +152,27 @@ class Services:
                 health_check_interval=5, socket_timeout=60))
             self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
                                       if settings.redis_pubsub_cluster else None)
-            redis_store = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
-                                     seal=self.seal)
-            self.store: Store = redis_store
+            fenced: RedisStore | PostgresStore
+            if settings.postgres_url:
+                # the ledger in PostgreSQL; Redis is the bus, the commands and the leases
+                fenced = PostgresStore(settings.postgres_url,
+                                       event_retention=settings.event_log_size * 4,
+                                       seal=self.seal, max_connections=32)
+                fatal: tuple[type[BaseException], ...] = (FenceRefused,)
+            else:
+                fenced = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
+                                    seal=self.seal)
+                fatal = (FencedOut,)
+            self.store: Store = fenced
             # one prefix for every name: the store's (livetable/store/keys.py)
-            self.redis_prefix = prefix = redis_store.keys.prefix
+            self.redis_prefix = prefix = DEFAULT_PREFIX
             # the subscription on connections of its own that do not retry (see RedisBus)
             self.subscriber_redis = None if self.pubsub_redis else Redis(
                 connection_pool=connection_pool(settings.redis_url, max_connections=4,
                                                 timeout=10, retry=False,
                                                 health_check_interval=5, socket_timeout=60))
             self.bus: Bus = RedisBus(self.pubsub_redis or self.redis, settings.table_names,
-                                     redis_store, prefix=prefix,
+                                     fenced, prefix=prefix,
                                      subscriber=self.subscriber_redis,
                                      on_reconnect=lambda: self.metrics.inc(
                                          "livetable_redis_reconnects_total"))
@@ -171,12 +182,20 @@ class Services:
                 self.lease_redis = Redis(connection_pool=connection_pool(
                     settings.redis_url, max_connections=len(settings.table_names) + 8,
                     timeout=5, health_check_interval=5))
-                self.leases = LeasedTables(self.lease_redis, redis_store,
-                                           settings.table_names,
-                                           lambda t: self._runner(t, (FencedOut,)))
+                self.leases = LeasedTables(self.lease_redis, fenced, settings.table_names,
+                                           lambda t: self._runner(t, fatal),
+                                           keys=RedisKeys(prefix))
             self.control = RedisControl(self.redis, prefix=prefix)
             if "engine" not in roles:
                 execute = self.control.execute
+        elif settings.postgres_url and store is None:
+            from livetable.store.postgres import PostgresStore
+
+            # one process on PostgreSQL: no lease, so no fencing token (0)
+            self.store = PostgresStore(settings.postgres_url,
+                                       event_retention=settings.event_log_size * 4,
+                                       seal=self.seal)
+            self.bus = bus or MemoryBus()
         else:
             self.store = store or SQLiteStore(settings.db_path, settings.event_log_size * 4,
                                               seal=self.seal, synchronous=settings.sqlite_sync,
@@ -225,9 +244,10 @@ class Services:
         return True
 
     def _seamless(self) -> None:
-        """The operator's wallet: its log next to the ledger (same SQLite file, or the
-        same Redis), one client for debits and balances and one for the outbox, so that
-        a backlog of credits never takes the connections a bet is waiting for."""
+        """The operator's wallet: its log next to the ledger (same SQLite file, the same
+        PostgreSQL database, or the same Redis), one client for debits and balances and
+        one for the outbox, so that a backlog of credits never takes the connections a bet
+        is waiting for."""
         from livetable.operator.client import WalletClient
         from livetable.operator.seamless import SeamlessWallet
 
@@ -235,7 +255,13 @@ class Services:
         assert settings.wallet_url is not None and settings.wallet_secret is not None
         if settings.demo:
             log.warning("seamless wallet: demo guests are off (they have no wallet)")
-        if self.redis is not None:
+        from livetable.store.postgres import PostgresStore
+
+        if isinstance(self.store, PostgresStore):  # the money's system of record holds it
+            from livetable.store.postgres.wallet import PostgresWalletLog
+
+            self.wallet_log = PostgresWalletLog(self.store)
+        elif self.redis is not None:
             from livetable.operator.log_redis import RedisWalletLog
 
             self.wallet_log = RedisWalletLog(self.redis, settings.table_names,
@@ -285,6 +311,9 @@ class Services:
         load_scripts = getattr(self.store, "load_scripts", None)
         if load_scripts is not None:
             await load_scripts()
+        connect = getattr(self.store, "open", None)  # PostgreSQL: connect and migrate now
+        if connect is not None:
+            await connect()
         self.store_identity = await self.store.identity(create=True)
         pinned = self.settings.store_id
         if pinned and pinned != self.store_identity:

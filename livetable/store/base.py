@@ -53,6 +53,7 @@ from livetable.store.bets import RoundView
 __all__ = [
     "AmountOverflow",
     "AuditReport",
+    "FenceRefused",
     "InsufficientBalance",
     "OutOfStep",
     "Settled",
@@ -164,6 +165,11 @@ def out_of_step(table: str, head: Head | None, events: list[tuple[int, int, byte
         return (f"table {table}: the store's head is {head}, not {left} where this engine "
                 f"left it")
     return None
+
+
+class FenceRefused(OutOfStep):
+    """A newer fencing token has written the table: another engine drives it now. Nothing
+    of the step was written; this engine stops driving the table."""
 
 
 C = TypeVar("C", bound=type)

@@ -291,3 +291,52 @@ async def test_a_step_refused_again_after_the_reload_holds_the_table(tmp_path: P
     finally:
         await runner.stop()
         await store.close()
+
+
+class ClosingRefusedOnceStore:
+    """A store that refuses the close of betting once as out of step (issue 26: the store
+    is not where the engine left it — a failover lost what it wrote), writing nothing."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self.inner = inner
+        self.refused = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
+                          effects: list[Any], now: int) -> list[Settled]:
+        closes = any(isinstance(e, SetBetting) and e.status == "closed" for e in effects)
+        if closes and not self.refused:
+            self.refused += 1
+            raise OutOfStep("the store's head is not where this engine left it")
+        return await self.inner.commit_step(table, state, events, effects, now)
+
+
+async def test_a_step_refused_as_out_of_step_reloads_the_engine(tmp_path: Path) -> None:
+    """The runner drops its engine and steps on from the store's state: the close is taken
+    again, the round settles, the event log has no hole, and the table is not held."""
+    store = ClosingRefusedOnceStore(SQLiteStore(tmp_path / "db.sqlite3"))
+    bus = MemoryBus()
+    batches: list[TableBatch] = []
+    bus.subscribe(batches.append)
+    runner = TableRunner(TABLE, store, bus,  # a Store by delegation
+                         timing=Timing(betting_ms=300, deal_interval_ms=5,
+                                       reveal_interval_ms=5, between_rounds_ms=50))
+    await runner.start()
+    try:
+        async with asyncio.timeout(10):
+            while not [b for b in batches for _, f in b.frames
+                       if isinstance(EVENTS.decode(f), p.RoundSettled)]:
+                await asyncio.sleep(0.01)
+        assert runner.halted is None and runner.alive
+    finally:
+        await runner.stop()
+    assert store.refused == 1
+    head = max(seq for b in batches for seq, _ in b.frames)
+    logged = await store.events_after(TABLE, batches[0].epoch, 0, 10_000)
+    assert logged is not None and len(logged) == head  # every event once, no hole
+    assert [EVENTS.decode(f).seq for f in logged] == list(range(1, head + 1))
+    report = await store.audit()
+    assert report.ok, report.problems
+    await store.close()
