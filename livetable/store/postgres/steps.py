@@ -26,7 +26,7 @@ nothing and settles nothing twice. A chunk is whole players, in the order they f
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, assert_never
 
 from livetable.accounts import AccountError, hold_account
 from livetable.engine.bets import closed_deadline
@@ -118,38 +118,40 @@ async def write_head(con: Any, table: str, state: bytes,
 
 
 async def apply(con: Any, effect: Effect, now: int, chunk: int) -> list[Settled]:
-    """One effect of a step, inside its transaction."""
-    if isinstance(effect, OpenRound):
-        await _open(con, effect, now)
-        return []
-    if isinstance(effect, SetBetting):
-        await _set_betting(con, effect, now)
-        return []
-    if isinstance(effect, SettleRound):
-        return await _end(con, effect.round_id, "settling", now, chunk, effect)
-    if isinstance(effect, CancelRound):
-        return await _end(con, effect.round_id, "refunding", now, chunk, effect)
-    if isinstance(effect, RevealShoe):
-        await con.execute(
-            "INSERT INTO shoes (shoe_id, table_id, commitment, salt, cut_at, burn_card, "
-            "burned, card_order, rounds, ended_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
-            "$9, $10) ON CONFLICT DO NOTHING",
-            effect.shoe_id, effect.table, effect.commitment, effect.salt, effect.cut_at,
-            effect.burn_card, effect.burned, json.dumps(effect.order),
-            json.dumps(effect.rounds), now)
-        return []
-    raise TypeError(f"unknown effect {effect!r}")
+    """One effect of a step, inside its transaction (every kind handled: mypy checks it)."""
+    match effect:
+        case OpenRound():
+            await _open(con, effect, now)
+            return []
+        case SetBetting():
+            await _set_betting(con, effect, now)
+            return []
+        case SettleRound():
+            return await _end(con, effect.round_id, "settling", now, chunk, effect)
+        case CancelRound():
+            return await _end(con, effect.round_id, "refunding", now, chunk, effect)
+        case RevealShoe():
+            await con.execute(
+                "INSERT INTO shoes (shoe_id, table_id, commitment, salt, cut_at, burn_card, "
+                "burned, card_order, rounds, ended_at) VALUES ($1, $2, $3, $4, $5, $6, $7, "
+                "$8, $9, $10) ON CONFLICT DO NOTHING",
+                effect.shoe_id, effect.table, effect.commitment, effect.salt, effect.cut_at,
+                effect.burn_card, effect.burned, json.dumps(effect.order),
+                json.dumps(effect.rounds), now)
+            return []
+        case _:
+            assert_never(effect)
 
 
 async def _open(con: Any, effect: OpenRound, now: int) -> None:
     table = await con.fetchval(
         "INSERT INTO rounds (round_id, table_id, shoe_id, round_no, state, closes_at, limits, "
         "opened_at) VALUES ($1, $2, $3, $4, 'betting', $5, $6, $7) ON CONFLICT (round_id) "
-        "DO UPDATE SET round_id = excluded.round_id RETURNING table_id",
+        "DO NOTHING RETURNING table_id",
         effect.round_id, effect.table, effect.shoe_id, effect.round_no, effect.closes_at,
         json.dumps(limits_dict(effect.limits)), now)
-    if table != effect.table:
-        raise OutOfStep(f"round {effect.round_id} is of table {table}, not {effect.table}")
+    if table is None:  # a round opens once: a step that opens it again is not the store's
+        raise OutOfStep(f"round {effect.round_id} is open already: it cannot open again")
     hold = hold_account(effect.round_id)
     kind = await con.fetchval(
         "INSERT INTO accounts (id, kind, created_at) VALUES ($1, 'hold', $2) "
@@ -179,8 +181,8 @@ async def _end(con: Any, round_id: str, to: str, now: int, chunk: int,
                                round_id)
     if state is None:
         raise OutOfStep(f"round {round_id} is unknown: it cannot go {to}")
-    if state not in OPEN:
-        return []  # ended or ending already: a retry of a step stored before (a no-op)
+    if state not in OPEN:  # ended or ending already: the step is not the store's next
+        raise OutOfStep(f"round {round_id} is {state}: it cannot go {to}")
     if isinstance(effect, SettleRound):
         missing = {r[0] for r in await con.fetch(
             "SELECT DISTINCT spot FROM bets WHERE round_id = $1", round_id)} - effect.spots.keys()
