@@ -101,6 +101,18 @@ class PlayerView(Struct, kw_only=True, omit_defaults=True):
     currency: str | None = None
 
 
+class Payouts(Struct, kw_only=True):
+    """What a bet of one unit takes from the balance and the odds it can be paid at, as the
+    rules settle it (the engine fills it from ``livetable.rules``): a page shows and checks
+    these instead of knowing the rules itself, so a rule changed on the server is a rule
+    changed on every page."""
+
+    player_deducted: int  # a Player bet: the bet and its withholding
+    pair_deducted: int
+    player_odds: list[int]  # a Player bet wins (or loses) at one of these, lowest first
+    pair_odds: int
+
+
 class StreamView(Struct, kw_only=True):
     """Where a table's live video is: ``hls``, the URL of its HLS playlist (absolute, or a
     path on the pages' origin). The playlist's EXT-X-PROGRAM-DATE-TIME tags tell the page
@@ -137,6 +149,8 @@ class TableSnapshot(Struct, kw_only=True):
     epoch: int = 0
     seq: int = 0
     stream: StreamView | None = None  # null: no video, the drawn table only
+    #: Added within v1 (so optional to a reader): the multiples and odds of the rules.
+    payouts: Payouts | None = None
 
 
 class BetRecordEntry(Struct, kw_only=True):
@@ -507,6 +521,21 @@ class Heartbeat(Struct, tag="heartbeat", tag_field="type", kw_only=True):
     server_time: int
 
 
+class Presence(Struct, tag="presence", tag_field="type", kw_only=True):
+    """How many connections watch the table (players and viewers) on this server: sent
+    after the welcome, then to the table's connections when the number changed, at most
+    every ``PRESENCE_EVERY`` seconds. A private frame (no ``seq``): a count, not a table
+    event, and nothing to resume."""
+
+    table: str
+    online: int
+
+
+#: Presence frames go out at most this often per table (a busy lobby joins and leaves
+#: all the time: one frame per change would be a frame per join).
+PRESENCE_EVERY = 2.0
+
+
 class Balance(Struct, tag="balance", tag_field="type", kw_only=True, omit_defaults=True):
     """The answer to ``get_balance``; with a seamless wallet, what the operator said."""
 
@@ -528,8 +557,8 @@ class Ack(Struct, tag="ack", tag_field="type", kw_only=True):
 
 ServerMessage = (
     Welcome | BetAccepted | BetRejected | SlipAccepted | SlipRejected | BetSettled | Bets | Pong
-    | Heartbeat | Balance | Error | Ack | ShoeShuffling | ShoeStarted | RoundOpened | BettingClosed
-    | CardDealt | CardsVoided
+    | Heartbeat | Presence | Balance | Error | Ack | ShoeShuffling | ShoeStarted | RoundOpened
+    | BettingClosed | CardDealt | CardsVoided
     | HandRevealed | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
     | CutCardOut | ModeChanged
 )

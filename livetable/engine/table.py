@@ -48,8 +48,11 @@ import msgspec
 from livetable import protocol as p
 from livetable.rules import (
     DEAL_ORDER,
+    PAIR_ODDS,
+    PLAYER_ODDS,
     PLAYER_POSITIONS,
     ROUND_SLOTS,
+    BetSpot,
     CardError,
     ImpossibleCard,
     Position,
@@ -291,6 +294,12 @@ def _parse_shoe(state: ShoeState) -> Shoe:
     )
 
 
+#: The rules' multiples and odds, in every snapshot: the pages take them from here.
+PAYOUTS = p.Payouts(player_deducted=BetSpot.P1.deducted_multiple,
+                    pair_deducted=BetSpot.P1_PAIR.deducted_multiple,
+                    player_odds=list(PLAYER_ODDS), pair_odds=PAIR_ODDS)
+
+
 def hand_view(position: Position, cards: list[str]) -> p.HandView:
     hand = hand_of([parse_card(c) for c in cards])
     return p.HandView(
@@ -392,6 +401,7 @@ class TableEngine:
             epoch=s.epoch,
             seq=s.seq,
             stream=s.stream,
+            payouts=PAYOUTS,
         )
 
     def _cards_left(self) -> int:

@@ -366,7 +366,7 @@ function describe(ev) {
     case "betting_closed": return t("phase.dealing");
     case "card_dealt": return t("dealer.ev_dealt", { slot: slotName(ev.to), n: ev.n });
     case "hand_revealed": return `${spotName(ev.hand)}: ${ev.cards.join(" ")} — ${handLabel(ev.value)}`;
-    case "round_settled": return t("dealer.ev_settled") + " " + (ev.results || []).map((r) => `${spotName(r.hand)} ${t(`result.${r.outcome}`)}${r.odds === 2 && r.outcome !== "tie" ? " 2:1" : ""}`).join(", ");
+    case "round_settled": return t("dealer.ev_settled") + " " + (ev.results || []).map((r) => `${spotName(r.hand)} ${t(`result.${r.outcome}`)}${r.odds > 1 && r.outcome !== "tie" ? ` ${r.odds}:1` : ""}`).join(", ");
     case "round_cancelled": return t("banner.cancelled", { reason: ev.reason || "—" });
     case "cards_voided": return t("dealer.ev_voided", { n: ev.count, dealer: ev.dealer, supervisor: ev.supervisor });
     case "shoe_shuffling": return t("banner.new_shoe");

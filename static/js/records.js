@@ -98,7 +98,7 @@ function dayLabel(key) {
   return new Date(y, m - 1, d).toLocaleDateString(loc, { weekday: "short", year: "numeric", month: "short", day: "numeric" });
 }
 
-const withholdingOf = (b) => (isPairSpot(b.spot) ? 0 : b.amount);
+const withholdingOf = (b) => b.deducted - b.amount;  // the server's deducted, less the bet
 const isSettled = (b) => b.state !== "accepted";
 const netOf = (b) => b.net ?? (isSettled(b) && b.returned !== null && b.returned !== undefined ? b.returned - b.deducted : null);
 
@@ -251,7 +251,7 @@ function roundHands(r) {
   hands.sort((a, b) => HANDS.indexOf(a[0]) - HANDS.indexOf(b[0]));
   return hands.filter(([hand]) => HANDS.includes(hand)).map(([hand, cards]) => {
     const res = results[hand];
-    const odds = res && res.odds === 2 && res.outcome !== "tie" ? " 2:1" : "";
+    const odds = res && res.odds > 1 && res.outcome !== "tie" ? ` ${res.odds}:1` : "";
     return h("div", { class: "small round-hand", "data-testid": "round-hand", "data-hand": hand },
       h("div", { text: spotName(hand) + (res ? ` — ${t(`result.${res.outcome}`)}${odds}` : "") }),
       handCell(cards));

@@ -8,7 +8,7 @@ import { POSITIONS } from "./state.js";
 
 function cellLabel(roundNo, pos, r) {
   const parts = [t("roadmap.round", { n: roundNo }), spotName(pos), t(`outcome.${r.outcome}`)];
-  if (r.odds === 2 && r.outcome !== "tie") parts.push("2:1");
+  if (r.odds > 1 && r.outcome !== "tie") parts.push(`${r.odds}:1`);
   if (r.flush) parts.push(t("roadmap.flush"));
   if (r.pair) parts.push(t("roadmap.pair"));
   return parts.join(", ");

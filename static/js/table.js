@@ -22,7 +22,7 @@ import { t, lang, onLangChange } from "./i18n.js";
 import { $, $$, h, money, signed, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
 import { Connection } from "./conn.js";
 import { serverNow } from "./clock.js";
-import { fromSnapshot, applyEvent, POSITIONS, SPOTS, isPairSpot, deductedFor } from "./state.js";
+import { fromSnapshot, applyEvent, POSITIONS, SPOTS, isPairSpot, deductedFor, spotOdds } from "./state.js";
 import { cardEl, cardBackEl } from "./cards.js";
 import { renderRoadmap, roadmapLegend } from "./roadmap.js";
 import { getJSON, ensureGuest, storedGuest, forgetGuest, rememberPlayer, newBetId } from "./api.js";
@@ -206,12 +206,16 @@ function buildChips() {
 }
 
 /** Grey out the chips the balance cannot cover (left after the draft): a chip that fits
- * only as a Pair bet (1×, not the Player bet's 2×) is half-greyed. */
+ * only as a Pair bet (which deducts less than a Player bet, with its withholding) is
+ * half-greyed. The multiples are the server's (state.js). */
 function renderChips() {
   const left = available() - deducted(bets.draft);
   for (const b of $$("#chips .chip")) {
     const v = Number(b.dataset.value);
-    const kind = !player ? "all" : v > left ? "none" : 2 * v > left ? "pair" : "all";
+    const pairNeeds = deductedFor("P1_PAIR", v);
+    const playerNeeds = deductedFor("P1", v);
+    const kind = !player ? "all" : Math.min(pairNeeds, playerNeeds) > left ? "none"
+      : playerNeeds > left ? "pair" : "all";
     b.dataset.affordable = kind;
     b.setAttribute("aria-disabled", kind === "none" ? "true" : "false");
     const note = kind === "none" ? t("chip.unaffordable", { amount: money(v) })
@@ -876,8 +880,8 @@ function renderHands() {
     const res = $(`#result-${hand}`);
     const r = resultOf[hand];
     if (r) {
-      const oddsApply = r.odds === 2 && r.outcome !== "tie";
-      res.textContent = t(`result.${r.outcome}`) + (oddsApply ? " 2:1" : "");
+      const oddsApply = r.odds > 1 && r.outcome !== "tie";  // the higher odds: say them
+      res.textContent = t(`result.${r.outcome}`) + (oddsApply ? ` ${r.odds}:1` : "");
       res.dataset.outcome = r.outcome;
       res.dataset.odds = String(r.odds);
       res.className = `result result--${r.outcome}`;
@@ -899,7 +903,7 @@ function renderSpots() {
     const n = spot.slice(1, 2);
     const pair = isPairSpot(spot);
     b.querySelector(".spot__name").textContent = spotName(spot);
-    b.querySelector(".spot__odds").textContent = pair ? "11:1" : t("spot.odds_player");
+    b.querySelector(".spot__odds").textContent = spotOdds(spot);
     const confirmed = bets.confirmed[spot] || 0;
     const pend = pendingOn(spot);
     const draft = bets.draft[spot] || 0;
@@ -960,7 +964,7 @@ function renderControls() {
     const playerPart = sum(bets.draft, (s, a) => (isPairSpot(s) ? 0 : a));
     const pairPart = stake - playerPart;
     const parts = [];
-    if (playerPart) parts.push(t("bet.player_part", { stake: money(playerPart), deducted: money(2 * playerPart) }));
+    if (playerPart) parts.push(t("bet.player_part", { stake: money(playerPart), deducted: money(deductedFor("P1", playerPart)) }));
     if (pairPart) parts.push(t("bet.pair_part", { stake: money(pairPart) }));
     summary.textContent = `${t("bet.deducts", { deducted: money(need) })} (${parts.join(" + ")}) · ` +
       t("bet.after", { balance: money(available() - need) });
@@ -989,7 +993,7 @@ function renderWallet() {
   $("#in-play").dataset.value = String(amount);
   // A demo guest who can no longer afford the smallest bet may start again.
   const lim = st ? st.limits : { min: 10, pair_min: 10 };
-  const smallest = Math.min(lim.pair_min ?? lim.min, 2 * lim.min);
+  const smallest = Math.min(deductedFor("P1_PAIR", lim.pair_min ?? lim.min), deductedFor("P1", lim.min));
   $("#guest-reset").hidden = !(token && storedGuest() && player.balance < smallest && !amount
     && !Object.keys(bets.draft).length);
 }
@@ -1175,7 +1179,7 @@ function renderBanners() {
 // ---------------------------------------------------------------- sentences
 
 function resultsSentence(results) {
-  return (results || []).map((r) => `${spotName(r.hand)}: ${t(`result.${r.outcome}`)}${r.odds === 2 && r.outcome !== "tie" ? " 2:1" : ""}`).join("; ");
+  return (results || []).map((r) => `${spotName(r.hand)}: ${t(`result.${r.outcome}`)}${r.odds > 1 && r.outcome !== "tie" ? ` ${r.odds}:1` : ""}`).join("; ");
 }
 
 function settledSentence(s) {

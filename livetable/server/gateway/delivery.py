@@ -167,6 +167,20 @@ def _once(self: Gateway, table: str,
     return fresh
 
 
+def tell_presence(feed: TableFeed, now: float) -> None:
+    """Players online: a table's connections hear its new count when it changed, at most
+    every ``PRESENCE_EVERY`` seconds (joins and leaves between two frames make one frame).
+    Checked with the heartbeats, on the same tick: no task of its own."""
+    online = len(feed.clients)
+    if online == feed.online_told or now - feed.online_at < p.PRESENCE_EVERY:
+        return
+    feed.online_told, feed.online_at = online, now
+    data = p.encode(feed.presence())
+    text, wire = data.decode(), text_frame(data)
+    for client in list(feed.clients):
+        client.send(text, wire)
+
+
 def heartbeat_message(self: Gateway) -> p.Heartbeat:
     return p.Heartbeat(interval_ms=round(self.settings.heartbeat * 1000),
                        server_time=now_ms())
@@ -188,6 +202,7 @@ async def heartbeats(self: Gateway) -> None:
         await asyncio.sleep(check_every)
         now = time.monotonic()
         for feed in list(self.feeds.values()):
+            tell_presence(feed, now)
             if not feed.clients or now - feed.last_sent < interval:
                 continue
             feed.last_sent = now

@@ -31,6 +31,9 @@ class TableFeed:
     clients: set[Client] = field(default_factory=set)
     #: When the last table event went out to the clients (monotonic): heartbeats fill quiet.
     last_sent: float = 0.0
+    #: The watchers' count the table's connections were last told (a presence frame), when.
+    online_told: int = -1
+    online_at: float = 0.0
     _view: tuple[bytes, p.TableSnapshot] | None = None
 
     def view(self) -> p.TableSnapshot:
@@ -39,6 +42,9 @@ class TableFeed:
             self._view = (self.snapshot, msgspec.json.decode(self.snapshot,
                                                              type=p.TableSnapshot))
         return self._view[1]
+
+    def presence(self) -> p.Presence:
+        return p.Presence(table=self.table, online=len(self.clients))
 
     def frames_after(self, seq: int) -> list[tuple[int, str]] | None:
         """Every frame after ``seq`` up to the head, or None if the ring no longer has them."""

@@ -179,6 +179,7 @@ async def welcome(self: Gateway, client: Client, hello: p.Hello) -> None:
     if self.settings.heartbeat > 0:  # the interval, known from the start
         client.send_message(self._heartbeat_message())
     feed.clients.add(client)
+    feed.online_told = -1  # the newcomer hears the count on the next tick (delivery.py)
     if identity is not None and identity.is_player:  # private frames are players' only
         self.players.setdefault(identity.id, set()).add(client)
     self.metrics.inc("livetable_resumes_total" if replay is not None else

@@ -35,7 +35,6 @@ export default {
   "hand.point": "{n} Point",
   "spot.player": "Player {n}",
   "spot.pair": "Player {n} Pair",
-  "spot.odds_player": "1:1 · 2:1",
   "spot.aria_player": "Player bet: deducts twice the bet",
   "spot.aria_pair": "Pair bet, pays 11 to 1",
   "spot.aria_confirmed": "confirmed {amount}",

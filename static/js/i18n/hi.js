@@ -35,7 +35,6 @@ export default {
   "hand.point": "{n} पॉइंट",
   "spot.player": "प्लेयर {n}",
   "spot.pair": "प्लेयर {n} जोड़ा",
-  "spot.odds_player": "1:1 · 2:1",
   "spot.aria_player": "प्लेयर दांव: दांव की राशि का 2 गुना कटता है",
   "spot.aria_pair": "जोड़ा दांव, 11:1 देता है",
   "spot.aria_confirmed": "कन्फ़र्म {amount}",

@@ -35,7 +35,6 @@ export default {
   "hand.point": "{n} แต้ม",
   "spot.player": "เพลย์เยอร์ {n}",
   "spot.pair": "เพลย์เยอร์ {n} คู่",
-  "spot.odds_player": "1:1 · 2:1",
   "spot.aria_player": "เดิมพันเพลย์เยอร์: หัก 2 เท่าของจำนวนที่เดิมพัน",
   "spot.aria_pair": "เดิมพันคู่ จ่าย 11 ต่อ 1",
   "spot.aria_confirmed": "ยืนยันแล้ว {amount}",
