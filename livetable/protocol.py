@@ -87,10 +87,21 @@ class PositionResult(Struct, kw_only=True):
     flush: bool
 
 
-class RoadmapEntry(Struct, kw_only=True):
+class BankerResult(Struct, kw_only=True):
+    """The Banker's hand of a settled round, for the shoe's statistics (Pok: 8 or 9 points)."""
+
+    value: str
+    points: int
+    pair: bool
+    flush: bool
+
+
+class RoadmapEntry(Struct, kw_only=True, omit_defaults=True):
     round_id: str
     round_no: int
     results: list[PositionResult]
+    #: Added within v1: absent from rounds settled before it (and from older servers).
+    banker: BankerResult | None = None
 
 
 class PlayerView(Struct, kw_only=True, omit_defaults=True):

@@ -126,7 +126,9 @@ export function applyEvent(st, ev) {
       if (ev.last_round) st.cut_card_out = true;
       st.opens_at = ev.opens_at ?? null;
       if (!st.roadmap.some((r) => r.round_id === ev.round_id)) {
-        st.roadmap.push({ round_id: ev.round_id, round_no: st.round_no, results: st.results });
+        const b = st.hands.BANKER;  // as the server's roadmap has it (for the statistics)
+        st.roadmap.push({ round_id: ev.round_id, round_no: st.round_no, results: st.results,
+          banker: b ? { value: b.value, points: b.points, pair: b.pair, flush: b.flush } : undefined });
         sortRoadmap(st.roadmap);
       }
       break;

@@ -22,7 +22,8 @@ import { t, lang, onLangChange } from "./i18n.js";
 import { $, $$, h, money, signed, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
 import { Connection } from "./conn.js";
 import { serverNow } from "./clock.js";
-import { fromSnapshot, applyEvent, POSITIONS, SPOTS, isPairSpot, deductedFor, spotOdds } from "./state.js";
+import { fromSnapshot, applyEvent, POSITIONS, SPOTS, isPairSpot, deductedFor, spotOdds, rulesPayouts } from "./state.js";
+import { renderStats } from "./stats.js";
 import { cardEl, cardBackEl } from "./cards.js";
 import { renderRoadmap, roadmapLegend } from "./roadmap.js";
 import { getJSON, ensureGuest, storedGuest, forgetGuest, rememberPlayer, newBetId } from "./api.js";
@@ -74,6 +75,7 @@ let resumeWindow = null;    // {settled: [], timer} while a reconnect's replay a
 let catchUpHead = null;     // welcome's head seq until a live event (seq > head) arrives
 const seenSettled = new Set(); // bet_ids whose bet_settled this page has handled
 let newShoeUntil = 0;        // an auto shoe shuffles at once: show "new shoe" for a moment
+let online = null;           // players online at the table (the server's presence frame)
 
 // ---------------------------------------------------------------- bootstrap
 
@@ -155,6 +157,21 @@ function buildLayout() {
   $("#btn-double").addEventListener("click", double);
   $("#btn-confirm").addEventListener("click", confirmBets);
   $("#resume-dismiss").addEventListener("click", () => { $("#resume-summary").hidden = true; });
+  $("#btn-roadmap").addEventListener("click", () => showRoadmap(document.body.dataset.sheet !== "roadmap"));
+  $("#roadmap-close").addEventListener("click", () => showRoadmap(false));
+}
+
+/** "Roadmap & stats" on a phone: held upright the panel is just below the betting screen
+ * (scrolled to); held sideways it is a sheet over the video (opened and closed). */
+function showRoadmap(open) {
+  if (open) document.body.dataset.sheet = "roadmap";
+  else delete document.body.dataset.sheet;
+  $("#btn-roadmap").setAttribute("aria-expanded", open ? "true" : "false");
+  const panel = $("#roadmap-panel");
+  if (open) {
+    panel.scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+    panel.focus({ preventScroll: true });
+  } else $("#btn-roadmap").focus({ preventScroll: true });
 }
 
 function handBox(hand) {
@@ -170,6 +187,7 @@ function spotButton(spot, n, pair) {
     "data-testid": `spot-${spot}`, "data-spot": spot,
   },
   h("span", { class: "spot__name" }),
+  pair ? h("span", { class: "spot__kind", "data-i18n": "spot.kind_pair", text: t("spot.kind_pair") }) : null,
   h("span", { class: "spot__odds" }),
   h("span", { class: "spot__stake", "data-testid": `stake-${spot}` }));
   b.addEventListener("click", () => placeChip(spot));
@@ -422,6 +440,9 @@ function onPrivate(msg) {
     }
     case "balance":
       setBalance(msg.balance);
+      break;
+    case "presence":  // players online at the table (docs/protocol.md)
+      online = typeof msg.online === "number" ? msg.online : null;
       break;
     case "bets":
       break;
@@ -775,9 +796,18 @@ function render() {
   renderRoadmap($("#roadmap"), st.roadmap);
   const n = st.roadmap.length;
   $("#roadmap-count").textContent = t(n === 1 ? "roadmap.count_one" : "roadmap.count", { n });
+  renderStats($("#stats"), st.roadmap);
+  renderOnline();
   renderLimits();
   renderSound();
   renderConnection();
+}
+
+function renderOnline() {
+  const el = $("#online");
+  el.hidden = online === null;
+  el.dataset.online = online === null ? "" : String(online);
+  if (online !== null) el.textContent = t(online === 1 ? "online.count_one" : "online.count", { n: money(online) });
 }
 
 /** The limits of each kind of bet, on the felt. */
@@ -930,7 +960,8 @@ function renderSpots() {
     b.classList.toggle("spot--has-bet", confirmed + pend + draft > 0);
     b.classList.toggle("spot--pending", pend > 0);
     b.setAttribute("aria-disabled", open ? "false" : "true");
-    const parts = [spotName(spot), pair ? t("spot.aria_pair") : t("spot.aria_player")];
+    const parts = [spotName(spot), pair ? t("spot.aria_pair", { odds: rulesPayouts()?.pair_odds ?? "" })
+      : t("spot.aria_player", { multiple: deductedFor(spot, 1) })];
     if (confirmed) parts.push(t("spot.aria_confirmed", { amount: money(confirmed) }));
     if (pend) parts.push(t("spot.aria_pending", { amount: money(pend) }));
     if (draft) parts.push(t("spot.aria_draft", { amount: money(draft) }));

@@ -341,8 +341,11 @@ def test_auto_round_step_by_step() -> None:
             due += REVEAL_MS
             continue
         seq += 1
+        banker = hand_of(parse_cards(" ".join(hands[Position.BANKER])))
         assert diff == {"seq": seq, "revealed": 6, "phase": "settled", "results": results,
-                        "roadmap": [{"round_id": "t1.1.1", "round_no": 1, "results": results}],
+                        "roadmap": [{"round_id": "t1.1.1", "round_no": 1, "results": results,
+                                     "banker": {"value": banker.value, "points": banker.points,
+                                                "pair": banker.pair, "flush": banker.flush}}],
                         "next_at": due + BETWEEN_MS}
         assert got[1:] == [{"type": "round_settled", "round_id": "t1.1.1", "results": results,
                             "last_round": False, "opens_at": due + BETWEEN_MS}]
@@ -469,8 +472,11 @@ def test_manual_round_step_by_step() -> None:
             assert diff == {"seq": seq, "revealed": i + 1}
             continue
         seq += 1
+        banker = hand_of(parse_cards(" ".join(hands[Position.BANKER])))
         assert diff == {"seq": seq, "revealed": 6, "phase": "settled", "results": results,
-                        "roadmap": [{"round_id": "t1.1.1", "round_no": 1, "results": results}]}
+                        "roadmap": [{"round_id": "t1.1.1", "round_no": 1, "results": results,
+                                     "banker": {"value": banker.value, "points": banker.points,
+                                                "pair": banker.pair, "flush": banker.flush}}]}
         assert got[1]["type"] == "round_settled" and got[1]["last_round"] is False
         assert effects(step)[0]["spots"] == spots
     assert e.next_deadline() is None
