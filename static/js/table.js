@@ -30,6 +30,7 @@ import { getJSON, ensureGuest, storedGuest, forgetGuest, rememberPlayer, newBetI
 import { noteSnapshot, noteTableEvent } from "./verify.js";
 import { mountVideo } from "./video.js";
 import { launchedToken, forgetSession, withCurrency } from "./operator.js";
+import { bindAtmosphere, play, say, audioContext } from "./atmosphere.js";
 
 const CHIP_VALUES = [5, 10, 25, 50, 100, 500, 1000, 5000, 10000];
 const RESUME_WINDOW_MS = 2500;
@@ -150,6 +151,7 @@ function buildLayout() {
     writePref(PREF_AUTO_CONFIRM, auto.checked ? "1" : "0");
   });
   $("#guest-reset").addEventListener("click", resetGuest);
+  bindAtmosphere({ effects: $("#atmo-effects"), countdown: $("#atmo-countdown"), voice: $("#atmo-voice") });
 
   $("#btn-undo").addEventListener("click", undo);
   $("#btn-clear").addEventListener("click", clearDraft);
@@ -320,6 +322,7 @@ function onFatal(err) {
 function onTableEvent(ev) {
   if (catchUpHead !== null && ev.seq > catchUpHead) catchUpHead = null;  // live from here
   if (!st) return;
+  const live = catchUpHead === null;  // no sounds or call-outs for what is caught up on
   const prevRound = st.round_id;
   applyEvent(st, ev);
   noteTableEvent(ev);  // shoe_started: keep its commitment; shoe_revealed: offer to verify
@@ -327,10 +330,15 @@ function onTableEvent(ev) {
     case "round_opened":
       if (ev.round_id !== prevRound) newRoundBets(ev.round_id);
       announce(t("announce.betting_open", { n: ev.round_no }));
+      if (live) say(t("voice.place_bets"));
       break;
     case "betting_closed":
       closeDrafts();
       announce(t(`phase.${st.phase}`));
+      if (live) say(t("voice.no_more_bets"));
+      break;
+    case "card_dealt":
+      if (live) play("card");
       break;
     case "shoe_shuffling":
       announce(t("banner.new_shoe"));
@@ -341,9 +349,11 @@ function onTableEvent(ev) {
     case "hand_revealed":
       justRevealed = ev.hand;
       announce(`${spotName(ev.hand)}: ${handLabel(ev.value)}`);
+      if (live) play("flip");
       break;
     case "round_settled":
       announce(resultsSentence(ev.results));
+      if (live) say(resultsSentence(ev.results));
       // the operator's balance once its credit is in (it is sent right after settlement)
       if (player && player.currency) setTimeout(() => conn.send({ type: "get_balance" }), 1500);
       break;
@@ -643,6 +653,7 @@ function placeChip(spot) {
   if (!canBet()) { warn(whyNoBet()); return; }
   const next = { ...bets.draft, [spot]: (bets.draft[spot] || 0) + chip };
   if (setDraft(next, { announceIt: false })) {
+    play("chip");
     announce(t("announce.placed", { spot: spotName(spot), amount: money(next[spot]),
       deducted: money(deducted(next)) }));
   }
@@ -845,6 +856,11 @@ function tickCountdown() {
     const s = Math.ceil(ms / 1000);
     el.textContent = ms > 0 ? t("countdown.seconds", { s }) : t("countdown.closing");
     el.dataset.state = ms > 0 ? (s <= 5 ? "urgent" : "open") : "closed";
+    // the last five seconds, one tick each (a longer tone for the last), when turned on
+    if (ms > 0 && s <= 5 && el._ticked !== `${st.round_id}:${s}`) {
+      el._ticked = `${st.round_id}:${s}`;
+      play(s === 1 ? "last" : "tick");
+    }
     if (!el._total || el._round !== st.round_id) { el._total = Math.max(ms, 1000); el._round = st.round_id; }
     bar.style.transform = `scaleX(${Math.min(1, ms / el._total)})`;
     bar.parentElement.hidden = false;
@@ -941,16 +957,22 @@ function renderSpots() {
     const stake = b.querySelector(".spot__stake");
     // Four looks: confirmed (gold), sent and unanswered (pending: striped, "sending"),
     // draft (white, "+"), and chips the countdown ended on (struck through, "not placed").
-    stake.replaceChildren();
-    if (confirmed) stake.append(h("span", { class: "stake stake--confirmed", text: money(confirmed) }));
-    if (pend) {
-      stake.append(h("span", { class: "stake stake--pending", title: t("spot.pending"),
-        text: (confirmed ? "+" : "") + money(pend) }));
-    }
-    if (draft) stake.append(h("span", { class: "stake stake--draft", text: (confirmed + pend ? "+" : "") + money(draft) }));
-    if (unplaced) {
-      stake.append(h("span", { class: "stake stake--unplaced", "data-testid": `unplaced-${spot}`,
-        text: `${money(unplaced)} ${t("spot.not_placed")}` }));
+    // Drawn again only when they change: a chip just put down drops onto the spot once.
+    const sig = [confirmed, pend, draft, unplaced, lang()].join("|");
+    if (stake.dataset.sig !== sig) {
+      const dropped = draft > Number(stake.dataset.draft || 0) ? " stake--new" : "";
+      stake.dataset.sig = sig;
+      stake.replaceChildren();
+      if (confirmed) stake.append(h("span", { class: "stake stake--confirmed", text: money(confirmed) }));
+      if (pend) {
+        stake.append(h("span", { class: "stake stake--pending", title: t("spot.pending"),
+          text: (confirmed ? "+" : "") + money(pend) }));
+      }
+      if (draft) stake.append(h("span", { class: `stake stake--draft${dropped}`, text: (confirmed + pend ? "+" : "") + money(draft) }));
+      if (unplaced) {
+        stake.append(h("span", { class: "stake stake--unplaced", "data-testid": `unplaced-${spot}`,
+          text: `${money(unplaced)} ${t("spot.not_placed")}` }));
+      }
     }
     stake.dataset.confirmed = String(confirmed);
     stake.dataset.pending = String(pend);
@@ -1112,10 +1134,7 @@ function toggleSound() {
 
 /** Browsers let a page make sound only after a gesture: the click that turns it on. */
 function unlockAudio() {
-  try {
-    audio = audio || new AudioContext();
-    if (audio.state === "suspended") audio.resume();
-  } catch { audio = null; }
+  audio = audioContext();  // the page's one AudioContext (atmosphere.js)
 }
 
 /** A short rising arpeggio made on the spot (no sound file to download). */
