@@ -41,7 +41,6 @@ async function load(before) {
     status.textContent = t("records.no_player");
     return false;
   }
-  if (g.player) $("#records-player").textContent = t("records.player", { name: g.player.name || g.player.id });
   if (loading) return false;
   loading = true;
   status.textContent = t("records.loading");
@@ -129,7 +128,14 @@ function grouped() {
   return days;
 }
 
+function renderPlayer() {
+  const g = storedGuest();
+  $("#records-player").textContent = g && g.player
+    ? t("records.player", { name: g.player.name || g.player.id }) : "";
+}
+
 function renderAll() {
+  renderPlayer();  // in the language of the moment (renderAll follows a language switch)
   const body = [];
   const days = grouped();
   for (const [key, byRound] of days) {

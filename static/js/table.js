@@ -275,7 +275,7 @@ function onWelcome(msg, reconnect) {
   if (!msg.resumed || !st) {
     const before = st;
     st = fromSnapshot(snap);
-    if (before && before.round_id !== st.round_id) newRoundBets(st.round_id);
+    if (before && before.round_id !== st.round_id) newRoundBets(st.round_id, { away: !!reconnect });
     if (!before) bets.round_id = st.round_id;
     if (!reconnect) restoreFromRecord();
   } else {
@@ -380,6 +380,7 @@ function sendSlip(slipId, ps) {
 function onPrivate(msg) {
   switch (msg.type) {
     case "slip_accepted":  // each bet of the slip, as its own acceptance
+      hideToast("#bet-warning");  // a warning about an earlier draft no longer holds
       for (const b of msg.bets) {
         onPrivate({ type: "bet_accepted", bet_id: b.bet_id, round_id: msg.round_id, spot: b.spot,
           amount: b.amount, deducted: b.deducted, balance: msg.balance });
@@ -488,8 +489,8 @@ function onOtherTabBalance(m) {
   render();
 }
 
-function newRoundBets(roundId) {
-  closeDrafts();  // a round that ended unseen (say, while reconnecting) still says so
+function newRoundBets(roundId, { away = false } = {}) {
+  closeDrafts({ away });  // a round that ended unseen (say, while reconnecting) still says so
   if (Object.keys(bets.confirmed).length) bets.last = { ...bets.confirmed };
   bets.round_id = roundId;
   bets.confirmed = {};
@@ -500,6 +501,8 @@ function newRoundBets(roundId) {
   bets.autoTried = null;
   justRevealed = null;
   hideWin();
+  // "While you were away" is about rounds gone by: its balance is stale once one opens.
+  $("#resume-summary").hidden = true;
 }
 
 // When this browser last saw the table live: bets settled after it were settled while
@@ -713,14 +716,17 @@ function confirmBets({ auto = false } = {}) {
 
 /** The countdown ended on chips that were never confirmed: they were not placed. Say so,
  * and keep them on their spots, marked, until the next round. */
-function closeDrafts() {
+function closeDrafts({ away = false } = {}) {
   const entries = Object.entries(bets.draft).filter(([, a]) => a > 0);
   bets.draft = {};
   bets.history = [];
   if (!entries.length) return;
   for (const [spot, amount] of entries) bets.unplaced[spot] = (bets.unplaced[spot] || 0) + amount;
   const list = entries.map(([spot, amount]) => `${spotName(spot)} ${money(amount)}`).join(", ");
-  notice(t("notice.not_placed", { bets: list }), { kind: "warn" });
+  // Auto-confirm would have sent them: only a connection down at the close kept it from it
+  // (the close is learnt from a reconnect's replay or its snapshot), not the player.
+  const missed = prefs.autoConfirm && (away || catchUpHead !== null || !(conn && conn.online));
+  notice(t(missed ? "notice.not_placed_auto" : "notice.not_placed", { bets: list }), { kind: "warn" });
   render();
 }
 
@@ -743,6 +749,7 @@ function toast(id, text, ms, urgent) {
 }
 
 function warn(text) { toast("#bet-warning", text, 6000, true); }
+function hideToast(id) { const el = $(id); clearTimeout(el._timer); el.hidden = true; }
 function showError(text) { toast("#bet-error", text, 10000, true); }
 function notice(text, { kind = "info" } = {}) {
   $("#bet-notice").dataset.kind = kind;
@@ -1012,7 +1019,7 @@ function renderControls() {
   summary.dataset.stake = String(stake);
   summary.dataset.deducted = String(need);
   if (!hasDraft) {
-    summary.textContent = open ? t("bet.hint") : whyNoBetSoft();
+    summary.textContent = open ? t("bet.hint", { multiple: deductedFor("P1", 1) }) : whyNoBetSoft();
   } else {
     const playerPart = sum(bets.draft, (s, a) => (isPairSpot(s) ? 0 : a));
     const pairPart = stake - playerPart;
@@ -1032,6 +1039,8 @@ function whyNoBetSoft() {
   if (!token || !player) return t("warn.viewer");
   if (conn && !conn.online) return t("warn.offline");
   if (st.phase === "betting") return t("countdown.closing");
+  // paused while taking bets: they are taken again in this round, not the next
+  if (st.phase === "paused" && st.resume_phase === "betting") return t("bet.paused_resumes");
   return t("bet.wait");
 }
 

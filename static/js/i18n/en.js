@@ -71,7 +71,7 @@ export default {
   "bet.rebet": "Rebet",
   "bet.double": "Double",
   "bet.confirm": "Confirm",
-  "bet.hint": "Pick a chip, then tap a spot. A Player bet deducts twice its amount (bet + withholding); a Pair bet deducts its amount.",
+  "bet.hint": "Pick a chip, then tap a spot. A Player bet deducts {multiple} times its amount (bet + withholding); a Pair bet deducts its amount.",
   "bet.wait": "Betting opens with the next round.",
   "bet.deducts": "Deducts {deducted}",
   "bet.player_part": "Player {stake} × 2 = {deducted}",
@@ -390,4 +390,6 @@ export default {
   "lobby.online": "{n} online",
   "lobby.dealer": "Dealer: {name}",
   "lobby.auto_dealer": "Dealt by the server",
+  "bet.paused_resumes": "The table is paused: betting resumes in this round when it continues.",
+  "notice.not_placed_auto": "Not placed: {bets}. They were to be confirmed by themselves, but the connection was down when betting closed.",
 };
