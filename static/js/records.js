@@ -22,13 +22,19 @@ const HANDS = ["P1", "P2", "P3", "P4", "P5", "BANKER"];
 let rows = [];
 let next = null;
 let loading = false;
+// The server's totals of each day and round shown (GET /api/bets): over all the player's
+// bets, not only the rows loaded here (a day, or a round, can span pages).
+const dayTotals = new Map();
+const roundTotals = new Map();
 const rounds = new Map(); // round_id → round view | "open" | "error" | Promise
 
 async function main() {
   initPage({ active: "records" });
   onLangChange(renderAll);
   $("#more").addEventListener("click", () => load(next));
-  $("#reload").addEventListener("click", () => { rows = []; next = null; rounds.clear(); load(null); });
+  $("#reload").addEventListener("click", () => {
+    rows = []; next = null; rounds.clear(); dayTotals.clear(); roundTotals.clear(); load(null);
+  });
   $("#records-filter").addEventListener("submit", (e) => { e.preventDefault(); applyFilter(); });
   $("#filter-clear").addEventListener("click", () => { $("#from").value = ""; $("#to").value = ""; renderAll(); });
   await load(null);
@@ -45,10 +51,12 @@ async function load(before) {
   loading = true;
   status.textContent = t("records.loading");
   try {
-    const q = new URLSearchParams({ limit: String(PAGE) });
+    const q = new URLSearchParams({ limit: String(PAGE), tz: String(-new Date().getTimezoneOffset()) });
     if (before) q.set("before", before);
     const res = await getJSON(`/api/bets?${q}`, { token: g.token });
     rows = rows.concat(res.bets || []);
+    for (const [day, sum] of Object.entries(res.days || {})) dayTotals.set(day, sum);
+    for (const [round, sum] of Object.entries(res.rounds || {})) roundTotals.set(round, sum);
     next = res.next || null;
     status.textContent = rows.length ? "" : t("records.empty");
   } catch (e) {
@@ -140,7 +148,7 @@ function renderAll() {
   const days = grouped();
   for (const [key, byRound] of days) {
     const all = [...byRound.values()].flat();
-    const sum = totals(all);
+    const sum = dayTotals.get(key) || totals(all);
     body.push(h("tbody", { class: "records__day" }, h("tr", {
       class: "day-total", "data-testid": "day-total", "data-date": key, "data-bets": String(sum.bets),
       "data-deducted": String(sum.deducted), "data-returned": String(sum.returned), "data-net": String(sum.net),
@@ -159,7 +167,7 @@ function renderAll() {
 
 function roundGroup(roundId, list) {
   const first = list[0];
-  const sum = totals(list);
+  const sum = roundTotals.get(roundId) || totals(list);
   const cards = h("div", { class: "round-cards", "data-testid": "round-cards" });
   const head = h("tr", { class: "round-head", "data-testid": "record-round", "data-round-id": roundId },
     h("th", { colspan: "9", scope: "rowgroup" },

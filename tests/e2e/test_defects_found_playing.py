@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from layout import overlaps, show_win
 from playwright.sync_api import Browser, expect
-from table_page import Bet, Server, TablePage, wait_until
+from table_page import Bet, Server, TablePage, get_json, wait_until
 from websockets.sync.client import connect
 
 pytestmark = pytest.mark.browser
@@ -172,5 +172,37 @@ def test_auto_confirm_lost_to_a_reconnect_says_so(server: Server, browser: Brows
         expect(notice).to_contain_text("connection was down", timeout=20_000)
         expect(notice).not_to_contain_text("before you pressed Confirm")
         expect(tp.page.get_by_test_id("unplaced-P1")).to_be_visible()
+    finally:
+        ctx.close()
+
+
+def test_bet_record_totals_are_the_servers_not_the_loaded_pages(server: Server,
+                                                                browser: Browser) -> None:
+    """A round of two bets seen one bet a page (``?limit=1``): the day's and the round's
+    totals are both bets', from the server, not the one row loaded."""
+    table = auto_table(server)
+    ctx = browser.new_context(locale="en-US")
+    try:
+        page = ctx.new_page()
+        tp = TablePage(page, server.url).open(table)
+        tp.wait_betting(at_least_ms=3_000)
+        bets = [Bet("P1", 10), Bet("P2_PAIR", 10)]
+        for b in bets:
+            tp.place(b)
+        tp.confirm(bets)
+        expect(page.get_by_test_id("payout-item")).to_have_count(2, timeout=40_000)
+        page.goto(f"{server.url}records.html?limit=1")
+        expect(page.get_by_test_id("bet-row")).to_have_count(1)
+        day = page.get_by_test_id("day-total")
+        expect(day).to_have_attribute("data-bets", "2")
+        expect(day).to_have_attribute("data-deducted", "30")  # 10 + 10 withheld, and 10
+        expect(page.get_by_test_id("round-total")).to_have_attribute("data-deducted", "30")
+        # and they are the API's, which counts both bets however the page is cut
+        answer = get_json(f"{server.url}api/bets?limit=1", token=tp.token())
+        (day_sum,) = answer["days"].values()
+        (round_sum,) = answer["rounds"].values()
+        assert day_sum == round_sum and day_sum["bets"] == 2 and day_sum["open"] == 0
+        assert day.get_attribute("data-returned") == str(day_sum["returned"])
+        assert day.get_attribute("data-net") == str(day_sum["net"])
     finally:
         ctx.close()
