@@ -39,8 +39,8 @@ export function roadmapCell(r, label) {
  */
 export function renderRoadmap(container, roadmap, { limit = 0, compact = false } = {}) {
   const entries = limit ? roadmap.slice(-limit) : roadmap;
-  if (!entries.length && !compact) {
-    container.replaceChildren(h("p", { class: "roadmap__empty", text: t("roadmap.empty") }));
+  if (!entries.length) {  // no rounds yet: a sentence, not five labels over nothing
+    container.replaceChildren(h("p", { class: "roadmap__empty", "data-testid": "roadmap-empty", text: t("roadmap.empty") }));
     return null;
   }
   const grid = h("div", { class: "roadmap__grid", role: "table", "aria-label": t("roadmap.title") });

@@ -10,6 +10,7 @@ and auto-confirm's chips lost to a reconnect blamed on the player.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -204,5 +205,70 @@ def test_bet_record_totals_are_the_servers_not_the_loaded_pages(server: Server,
         assert day_sum == round_sum and day_sum["bets"] == 2 and day_sum["open"] == 0
         assert day.get_attribute("data-returned") == str(day_sum["returned"])
         assert day.get_attribute("data-net") == str(day_sum["net"])
+    finally:
+        ctx.close()
+
+
+# --- the lobby (issue 28, items 5 and 6) ----------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", ["en", "th"])
+def test_the_lobby_roadmap_has_no_stray_labels_and_even_dots(server: Server, browser: Browser,
+                                                             lang: str) -> None:
+    """A table with no round yet says so (no "P1 P2 / P3 P4 / P5" over nothing); a table
+    with rounds has its dots on one even pitch, row after row, in any script."""
+    wait_until(lambda: any(len(t["roadmap"]) >= 3 for t in server.api("/api/tables")["tables"]),
+               timeout=120)
+    listing = server.api("/api/tables")
+    full = next(t for t in listing["tables"] if len(t["roadmap"]) >= 3)
+    empty = dict(full, id="empty", name="Empty", roadmap=[])
+    ctx = browser.new_context(locale="en-US")
+    ctx.add_init_script(f"localStorage.setItem('livetable.lang', '{lang}')")
+    try:
+        page = ctx.new_page()
+        # the list as the server sends it, with one more table that has no round yet; the
+        # tables' sockets stay silent, so the cards show this list
+        page.route("**/api/tables", lambda route: route.fulfill(
+            json={"tables": [full, empty]}))
+        page.route_web_socket("**/ws", lambda ws: None)
+        page.goto(server.url)
+        empty_card = page.get_by_test_id("lobby-roadmap-empty")
+        expect(empty_card.get_by_test_id("roadmap-empty")).to_be_visible()
+        expect(empty_card.locator(".roadmap__pos")).to_have_count(0)
+        cells = page.get_by_test_id(f"lobby-roadmap-{full['id']}").locator(".roadmap__cell")
+        expect(cells.first).to_be_visible()
+        boxes = [b for b in (c.bounding_box() for c in cells.all()) if b]
+        xs = sorted({round(b["x"], 1) for b in boxes})
+        ys = sorted({round(b["y"], 1) for b in boxes})
+        assert len(ys) == 5, ys
+        steps = {round(b - a, 1) for a, b in zip(ys, ys[1:], strict=False)}
+        assert len(steps) == 1, ys  # every row the same pitch
+        steps = {round(b - a, 1) for a, b in zip(xs, xs[1:], strict=False)}
+        assert len(steps) <= 1, xs
+    finally:
+        ctx.close()
+
+
+def test_the_lobby_shows_players_online_dealer_phase_and_countdown_live(
+        server: Server, browser: Browser) -> None:
+    table = auto_table(server)
+    ctx = browser.new_context(locale="en-US")
+    try:
+        page = ctx.new_page()
+        page.goto(server.url)
+        online = page.get_by_test_id(f"lobby-online-{table}")
+        expect(online).to_be_visible()
+        before = int(online.get_attribute("data-online") or 0)
+        assert before >= 1  # the lobby's own connection counts
+        expect(page.get_by_test_id(f"lobby-dealer-{table}")).to_have_text("Dealt by the server")
+        expect(page.get_by_test_id(f"lobby-phase-{table}")).to_have_attribute(
+            "data-phase", "betting", timeout=30_000)
+        countdown = page.get_by_test_id(f"lobby-countdown-{table}")
+        expect(countdown).to_have_text(re.compile(r"\d+"))
+        player = ctx.new_page()
+        TablePage(player, server.url).open(table)  # someone sits down: the count goes up
+        expect(online).to_have_attribute("data-online", str(before + 1), timeout=10_000)
+        expect(page.get_by_test_id(f"lobby-phase-{table}")).not_to_have_attribute(
+            "data-phase", "betting", timeout=30_000)
     finally:
         ctx.close()

@@ -388,7 +388,6 @@ export default {
   "voice.place_bets": "Place your bets",
   "voice.no_more_bets": "No more bets",
   "lobby.online": "{n} online",
-  "lobby.dealer": "Dealer: {name}",
   "lobby.auto_dealer": "Dealt by the server",
   "bet.paused_resumes": "The table is paused: betting resumes in this round when it continues.",
   "notice.not_placed_auto": "Not placed: {bets}. They were to be confirmed by themselves, but the connection was down when betting closed.",

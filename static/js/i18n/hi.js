@@ -388,7 +388,6 @@ export default {
   "voice.place_bets": "अपने दांव लगाइए",
   "voice.no_more_bets": "अब और दांव नहीं",
   "lobby.online": "{n} ऑनलाइन",
-  "lobby.dealer": "डीलर: {name}",
   "lobby.auto_dealer": "सर्वर बाँटता है",
   "bet.paused_resumes": "टेबल रुकी है: फिर शुरू होने पर इसी राउंड में दांव लगेंगे।",
   "notice.not_placed_auto": "नहीं लगे: {bets}। ये अपने आप कन्फ़र्म होने थे, पर दांव बंद होते समय कनेक्शन टूटा था।",

@@ -388,7 +388,6 @@ export default {
   "voice.place_bets": "เชิญวางเดิมพัน",
   "voice.no_more_bets": "ปิดรับเดิมพัน",
   "lobby.online": "ออนไลน์ {n} คน",
-  "lobby.dealer": "ดีลเลอร์: {name}",
   "lobby.auto_dealer": "เซิร์ฟเวอร์แจกไพ่",
   "bet.paused_resumes": "โต๊ะหยุดชั่วคราว: จะรับเดิมพันต่อในรอบนี้เมื่อโต๊ะเริ่มต่อ",
   "notice.not_placed_auto": "ไม่ได้วาง: {bets} ชิปจะถูกยืนยันอัตโนมัติ แต่การเชื่อมต่อขาดขณะปิดรับเดิมพัน",
