@@ -344,8 +344,9 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
              "ends (0: the dealer opens every round)")
     _setting(p, "--demo", "demo", "guest players with a demo balance",
              action=argparse.BooleanOptionalAction)
-    _setting(p, "--mode", "mode", "tables start in auto (server deals) or manual (dealer "
-             "console) mode")
+    _setting(p, "--mode", "mode", "new tables start in auto (server deals) or manual "
+             "(dealer console) mode; a table already in the store keeps its own (said at "
+             "start; the dealer console switches it)")
     _setting(p, "--allowed-origins", "allowed_origins",
              "comma-separated websocket origins (none: same origin)")
 

@@ -9,6 +9,7 @@ and auto-confirm's chips lost to a reconnect blamed on the player.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any
@@ -241,9 +242,9 @@ def test_the_lobby_roadmap_has_no_stray_labels_and_even_dots(server: Server, bro
         xs = sorted({round(b["x"], 1) for b in boxes})
         ys = sorted({round(b["y"], 1) for b in boxes})
         assert len(ys) == 5, ys
-        steps = {round(b - a, 1) for a, b in zip(ys, ys[1:], strict=False)}
+        steps = {round(b - a, 1) for a, b in itertools.pairwise(ys)}
         assert len(steps) == 1, ys  # every row the same pitch
-        steps = {round(b - a, 1) for a, b in zip(xs, xs[1:], strict=False)}
+        steps = {round(b - a, 1) for a, b in itertools.pairwise(xs)}
         assert len(steps) <= 1, xs
     finally:
         ctx.close()
