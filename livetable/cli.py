@@ -490,15 +490,26 @@ def cmd_dealer(args: argparse.Namespace) -> int:
         url = "ws" + url[4:]
     if not url.endswith("/ws/dealer"):
         url += "/ws/dealer"
-    return asyncio.run(run(url, args.token, args.table))
+    import getpass
+    import os
+
+    from livetable.dealer import token_from
+
+    try:
+        token = token_from(dict(os.environ), getpass.getpass)
+    except (ValueError, EOFError) as exc:
+        raise UsageError(str(exc) or "no token") from None
+    return asyncio.run(run(url, token, args.table))
 
 
 def _add_dealer(commands: Commands) -> None:
     p = commands.add_parser(
         "dealer", help="the dealer console in a terminal: card codes and commands on stdin")
     p.add_argument("--url", required=True, help="server, e.g. http://localhost:8000")
-    p.add_argument("--token", required=True,
-                   help="a dealer or supervisor token for the table (livetable token --dealer)")
+    # No --token: a flag's value is in every user's `ps`. The variable, or a prompt.
+    p.epilog = ("The token (livetable token --dealer) comes from LIVETABLE_DEALER_TOKEN, or is "
+                "asked for without echo; it is never a flag, which `ps` would show. Type "
+                "`help` at the console for its commands.")
     p.add_argument("--table", default="t1", help="table id (default t1)")
     p.set_defaults(handler=cmd_dealer)
 
