@@ -1228,7 +1228,9 @@ function renderBanners() {
   last.hidden = !(st.last_round || st.cut_card_out) || st.phase === "idle";
   if (!last.hidden) last.textContent = t("banner.last_round");
   const shoe = $("#banner-shoe");
-  shoe.hidden = !(st.shuffling || Date.now() < newShoeUntil);
+  // "next round opens once the opening card is out": true until the shoe's first round
+  // opens (round_no 0 between shoe_started and round_opened), never while one is open
+  shoe.hidden = !(st.shuffling || (Date.now() < newShoeUntil && !st.round_no));
   if (!shoe.hidden) shoe.textContent = t("banner.new_shoe");
   const viewer = $("#banner-viewer");
   viewer.hidden = !!(token && player);

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import time
 from typing import Any
 
 import pytest
@@ -273,3 +274,43 @@ def test_the_lobby_shows_players_online_dealer_phase_and_countdown_live(
             "data-phase", "betting", timeout=30_000)
     finally:
         ctx.close()
+
+
+def test_no_shuffling_message_once_the_shoes_first_round_is_open(server: Server,
+                                                                 browser: Browser) -> None:
+    """A dealer starts a shoe, reads its opening card and opens round 1 at once: the page
+    said "Shuffling — next round opens once the opening card is out" over the open round."""
+    table = server.api("/api/tables")["tables"][-1]["id"]
+    ctx = browser.new_context(locale="en-US")
+    with connect(server.url.replace("http", "ws", 1) + "ws/dealer") as ws:
+        def command(cmd: str, **fields: Any) -> dict[str, Any]:
+            ws.send(json.dumps({"type": cmd, **fields}))
+            while True:
+                got: dict[str, Any] = json.loads(ws.recv(timeout=30))
+                if got["type"] in ("ack", "error"):
+                    return got
+
+        ws.send(json.dumps({"type": "hello", "v": 1, "table": table,
+                            "token": server.dealer_token()}))
+        while json.loads(ws.recv(timeout=10))["type"] != "welcome":
+            pass
+        deadline = time.monotonic() + 90
+        while command("set_mode", auto=False)["type"] != "ack":  # between rounds only
+            assert time.monotonic() < deadline, "the table did not change mode"
+            time.sleep(0.5)
+        try:
+            tp = TablePage(ctx.new_page(), server.url).open(table)
+            banner = tp.page.get_by_test_id("banner-shoe")
+            assert command("start_shoe")["type"] == "ack"
+            expect(banner).to_be_visible()  # shuffling: the opening card is not out yet
+            assert command("card", card="5S")["type"] == "ack"
+            assert command("open_betting", betting_ms=20_000)["type"] == "ack"
+            expect(tp.page.get_by_test_id("phase")).to_have_attribute("data-phase", "betting")
+            expect(banner).to_be_hidden(timeout=1_000)
+        finally:
+            if server.api(f"/api/tables/{table}")["phase"] not in (
+                    "idle", "settled", "cancelled"):
+                command("cancel_round", reason="test cleanup")
+            while command("set_mode", auto=True)["type"] != "ack":
+                time.sleep(0.5)
+            ctx.close()
