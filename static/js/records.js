@@ -213,7 +213,10 @@ function handCell(cards) {
   return h("span", { class: "hand-cell" },
     h("span", { class: "cards-inline" }, ...cards.map((c) => cardEl(c, { small: true }))),
     h("span", { class: "small", "data-testid": "record-value", "data-value": e ? e.value : "",
-      text: e ? handLabel(e.value) : "" }));
+      text: e ? handLabel(e.value) : "" }),
+    // what makes a 2:1 (a special pattern): said on the hand, as on the felt
+    e && e.flush ? h("span", { class: "tag tag--flush", "data-testid": "record-tag", "data-tag": "flush", text: t("tag.flush") }) : null,
+    e && e.pair ? h("span", { class: "tag tag--pair", "data-testid": "record-tag", "data-tag": "pair", text: t("tag.pair") }) : null);
 }
 
 function td(labelKey, content, cls) {

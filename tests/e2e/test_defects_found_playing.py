@@ -314,3 +314,37 @@ def test_no_shuffling_message_once_the_shoes_first_round_is_open(server: Server,
             while command("set_mode", auto=True)["type"] != "ack":
                 time.sleep(0.5)
             ctx.close()
+
+
+def test_the_bet_record_tags_flush_and_pair_hands(server: Server, browser: Browser) -> None:
+    """"7♣Q♣ 7 points — Win 2:1" said nothing of why 2:1: the hand carries its Flush (and a
+    pair its Pair) tag. The Bet Record and the round are served as the API serves them."""
+    bet = {"bet_id": "b-1", "table": "t1", "shoe_id": "t1.1", "round_id": "t1.1.4",
+           "round_no": 4, "spot": "P1", "amount": 100, "deducted": 200, "placed_at": 1_000,
+           "state": "settled", "outcome": "win", "odds": 2, "returned": 400, "net": 200,
+           "settled_at": 2_000, "cards": ["7C", "QC"], "banker_cards": ["3D", "2H"],
+           "balance_after": 10_200}
+    cards = {"P1": ["7C", "QC"], "P2": ["KH", "KD"], "P3": ["2S", "9H"], "P4": ["AH", "3C"],
+             "P5": ["4D", "4H"], "BANKER": ["3D", "2H"]}
+    round_view = {"round_id": "t1.1.4", "table": "t1", "shoe_id": "t1.1", "round_no": 4,
+                  "state": "settled", "cards": cards, "spots": {}, "reason": None}
+    ctx = browser.new_context(locale="en-US")
+    try:
+        page = ctx.new_page()
+        page.goto(f"{server.url}rules.html")
+        page.evaluate("""() => localStorage.setItem('livetable.guest', JSON.stringify(
+            { token: 'x.y.z', player: { id: 'g1', name: 'Guest', balance: 10200 } }))""")
+        page.route("**/api/bets?*", lambda route: route.fulfill(json={
+            "bets": [bet], "next": None, "days": {}, "rounds": {}}))
+        page.route("**/api/rounds/t1.1.4", lambda route: route.fulfill(json=round_view))
+        page.goto(f"{server.url}records.html")
+        hands = page.get_by_test_id("round-hand")
+        expect(hands).to_have_count(6)
+        tags = {h: sorted(t.get_attribute("data-tag") or "" for t in page.locator(
+            f"[data-testid=round-hand][data-hand={h}] [data-testid=record-tag]").all())
+            for h in cards}
+        assert tags == {"P1": ["flush"], "P2": ["pair"], "P3": [], "P4": [],
+                        "P5": ["pair"], "BANKER": []}, tags
+        expect(page.locator("[data-hand=P1] [data-tag=flush]")).to_have_text("Flush")
+    finally:
+        ctx.close()
