@@ -312,8 +312,8 @@ def test_chromium_plays_h264_and_vp9_in_fmp4_hls(studio: tuple[Server, MediaServ
 
 def test_screenshots_of_the_table_with_video(studio: tuple[Server, MediaServer],
                                              browser: Browser, tmp_path: Path) -> None:
-    """docs/screenshots/table-video*.png (LIVETABLE_SCREENSHOTS=docs/screenshots refreshes
-    them, as in test_screenshots.py)."""
+    """docs/screenshots/table-video*.png: a desktop, and a phone upright and sideways
+    (LIVETABLE_SCREENSHOTS=docs/screenshots refreshes them, as in test_screenshots.py)."""
     server, _ = studio
     target = os.environ.get("LIVETABLE_SCREENSHOTS")
     out = (ROOT / target) if target and not Path(target).is_absolute() else Path(target or tmp_path)
@@ -322,8 +322,12 @@ def test_screenshots_of_the_table_with_video(studio: tuple[Server, MediaServer],
         ("table-video.png", {"viewport": {"width": 1440, "height": 900}}),
         ("table-video-phone.png", {"viewport": {"width": 390, "height": 844}, "is_mobile": True,
                                    "has_touch": True, "device_scale_factor": 2}),
+        ("table-video-phone-landscape.png", {"viewport": {"width": 844, "height": 390},
+                                             "is_mobile": True, "has_touch": True,
+                                             "device_scale_factor": 2}),
     ):
-        ctx = browser.new_context(locale="en-US", **options)  # type: ignore[arg-type]
+        ctx = browser.new_context(locale="en-US", reduced_motion="reduce",
+                                  **options)  # type: ignore[arg-type]
         ctx.add_init_script(WATCH)
         try:
             page = ctx.new_page()
@@ -333,7 +337,7 @@ def test_screenshots_of_the_table_with_video(studio: tuple[Server, MediaServer],
             page.wait_for_function(
                 "document.querySelectorAll('[data-revealed=\"1\"]').length >= 2", timeout=60_000)
             page.wait_for_timeout(300)
-            page.screenshot(path=str(out / name), full_page=name.endswith("phone.png"))
+            page.screenshot(path=str(out / name))  # a phone: its one betting screen
         finally:
             ctx.close()
         assert (out / name).stat().st_size > 10_000
