@@ -360,8 +360,9 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
              "ends (0: the dealer opens every round)")
     _setting(p, "--demo", "demo", "guest players with a demo balance",
              action=argparse.BooleanOptionalAction)
-    _setting(p, "--mode", "mode", "tables start in auto (server deals) or manual (dealer "
-             "console) mode")
+    _setting(p, "--mode", "mode", "new tables start in auto (server deals) or manual "
+             "(dealer console) mode; a table already in the store keeps its own (said at "
+             "start; the dealer console switches it)")
     _setting(p, "--allowed-origins", "allowed_origins",
              "comma-separated websocket origins (none: same origin)")
 
@@ -512,15 +513,26 @@ def cmd_dealer(args: argparse.Namespace) -> int:
         url = "ws" + url[4:]
     if not url.endswith("/ws/dealer"):
         url += "/ws/dealer"
-    return asyncio.run(run(url, args.token, args.table))
+    import getpass
+    import os
+
+    from livetable.dealer import token_from
+
+    try:
+        token = token_from(dict(os.environ), getpass.getpass)
+    except (ValueError, EOFError) as exc:
+        raise UsageError(str(exc) or "no token") from None
+    return asyncio.run(run(url, token, args.table))
 
 
 def _add_dealer(commands: Commands) -> None:
     p = commands.add_parser(
         "dealer", help="the dealer console in a terminal: card codes and commands on stdin")
     p.add_argument("--url", required=True, help="server, e.g. http://localhost:8000")
-    p.add_argument("--token", required=True,
-                   help="a dealer or supervisor token for the table (livetable token --dealer)")
+    # No --token: a flag's value is in every user's `ps`. The variable, or a prompt.
+    p.epilog = ("The token (livetable token --dealer) comes from LIVETABLE_DEALER_TOKEN, or is "
+                "asked for without echo; it is never a flag, which `ps` would show. Type "
+                "`help` at the console for its commands.")
     p.add_argument("--table", default="t1", help="table id (default t1)")
     p.set_defaults(handler=cmd_dealer)
 
@@ -740,8 +752,8 @@ def cmd_wallet_report(args: argparse.Namespace) -> int:
 
     async def calls() -> list[WalletCall]:
         if settings.postgres_url:
+            from livetable.operator.log_postgres import PostgresWalletLog
             from livetable.store.postgres import PostgresStore
-            from livetable.store.postgres.wallet import PostgresWalletLog
 
             store = PostgresStore(settings.postgres_url, max_connections=2)
             try:

@@ -314,7 +314,7 @@ _FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
 _BOOLEANS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
 #: Variables of the same prefix that are not settings of a livetable process (deploy/ and
 #: the operator-demo read them): never warned about.
-NOT_SETTINGS = frozenset({"REDIS_PASSWORD", "REDIS_PASSWORD_PREVIOUS",
+NOT_SETTINGS = frozenset({"REDIS_PASSWORD", "REDIS_PASSWORD_PREVIOUS", "DEALER_TOKEN",
                           "REDIS_ADMIN_PASSWORD"})
 
 

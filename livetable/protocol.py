@@ -93,10 +93,21 @@ class PositionResult(Struct, kw_only=True):
     flush: bool
 
 
-class RoadmapEntry(Struct, kw_only=True):
+class BankerResult(Struct, kw_only=True):
+    """The Banker's hand of a settled round, for the shoe's statistics (Pok: 8 or 9 points)."""
+
+    value: str
+    points: int
+    pair: bool
+    flush: bool
+
+
+class RoadmapEntry(Struct, kw_only=True, omit_defaults=True):
     round_id: str
     round_no: int
     results: list[PositionResult]
+    #: Added within v1: absent from rounds settled before it (and from older servers).
+    banker: BankerResult | None = None
 
 
 class PlayerView(Struct, kw_only=True, omit_defaults=True):
@@ -105,6 +116,18 @@ class PlayerView(Struct, kw_only=True, omit_defaults=True):
     balance: int
     #: The session's currency, for a player an operator launched (docs/design.md §5).
     currency: str | None = None
+
+
+class Payouts(Struct, kw_only=True):
+    """What a bet of one unit takes from the balance and the odds it can be paid at, as the
+    rules settle it (the engine fills it from ``livetable.rules``): a page shows and checks
+    these instead of knowing the rules itself, so a rule changed on the server is a rule
+    changed on every page."""
+
+    player_deducted: int  # a Player bet: the bet and its withholding
+    pair_deducted: int
+    player_odds: list[int]  # a Player bet wins (or loses) at one of these, lowest first
+    pair_odds: int
 
 
 class StreamView(Struct, kw_only=True):
@@ -143,6 +166,8 @@ class TableSnapshot(Struct, kw_only=True):
     epoch: int = 0
     seq: int = 0
     stream: StreamView | None = None  # null: no video, the drawn table only
+    #: Added within v1 (so optional to a reader): the multiples and odds of the rules.
+    payouts: Payouts | None = None
 
 
 class BetRecordEntry(Struct, kw_only=True):
@@ -515,6 +540,21 @@ class Heartbeat(Struct, tag="heartbeat", tag_field="type", kw_only=True):
 
     interval_ms: int
     server_time: int
+
+
+class Presence(Struct, tag="presence", tag_field="type", kw_only=True):
+    """How many connections watch the table (players and viewers) on this server: sent
+    after the welcome, then to the table's connections when the number changed, at most
+    every ``PRESENCE_EVERY`` seconds. A private frame (no ``seq``): a count, not a table
+    event, and nothing to resume."""
+
+    table: str
+    online: int
+
+
+#: Presence frames go out at most this often per table (a busy lobby joins and leaves
+#: all the time: one frame per change would be a frame per join).
+PRESENCE_EVERY = 2.0
 
 
 class Balance(Struct, tag="balance", tag_field="type", kw_only=True, omit_defaults=True):

@@ -375,8 +375,11 @@ class TableEngine:
             results.append(p.PositionResult(hand=pos.value, outcome=r.outcome, odds=r.odds,
                                             pair=hand.pair, flush=hand.flush))
         s.results = results
+        banker = hands[Position.BANKER]
         s.roadmap.append(p.RoadmapEntry(round_id=s.round_id, round_no=s.round_no,
-                                        results=results))
+                                        results=results, banker=p.BankerResult(
+                                            value=banker.value, points=banker.points,
+                                            pair=banker.pair, flush=banker.flush)))
         self._move("banker_revealed")
         step = Step()
         step.effects.append(SettleRound(

@@ -48,6 +48,7 @@ from livetable.server.gateway import Gateway
 from livetable.server.gcpolicy import Collector
 from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits
+from livetable.server.records import record_totals
 from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import Store, StoreUnavailable, UnknownPlayer
 from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
@@ -258,7 +259,7 @@ class Services:
         from livetable.store.postgres import PostgresStore
 
         if isinstance(self.store, PostgresStore):  # the money's system of record holds it
-            from livetable.store.postgres.wallet import PostgresWalletLog
+            from livetable.operator.log_postgres import PostgresWalletLog
 
             self.wallet_log = PostgresWalletLog(self.store)
         elif self.redis is not None:
@@ -532,6 +533,8 @@ class BetsQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
 
     limit: Annotated[int, msgspec.Meta(ge=-(2**53), le=2**53)] = 20  # clamped to 1…200
     before: p.Cursor | None = None
+    #: The player's offset from UTC in minutes (east): the days of the totals are theirs.
+    tz: Annotated[int, msgspec.Meta(ge=-840, le=840)] = 0
 
 
 #: Paths never compressed: formats that are compressed already.
@@ -719,7 +722,10 @@ async def bets(request: Request) -> Response:
     except msgspec.ValidationError as exc:
         return _error(400, "bad_request", str(exc))
     entries, cursor = await svc.store.bet_record(identity.id, query.limit, query.before)
-    return _json(p.ENCODER.encode({"bets": entries, "next": cursor}))
+    totals = await record_totals(svc.store, identity.id, entries, query.tz)
+    return _json(p.ENCODER.encode({"bets": entries, "next": cursor, "days": totals.days,
+                                   "rounds": totals.rounds,
+                                   "totals_partial": totals.totals_partial}))
 
 
 async def guest(request: Request) -> Response:

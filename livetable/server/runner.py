@@ -116,7 +116,14 @@ class TableRunner:
 
     def _restore(self, saved: bytes) -> TableEngine:
         engine = TableEngine.from_bytes(saved, self._rng)
-        _, _, limits, timing = self._defaults
+        _, mode, limits, timing = self._defaults
+        if engine.state.mode != mode:
+            # The mode is the table's, kept in the store (a shoe goes with the mode that
+            # dealt it): the configured one only starts new tables. Said, never silent.
+            log.warning("table %s: kept in %s mode, as stored; the configured mode (%s, "
+                        "--mode / LIVETABLE_MODE) applies to new tables only: switch it "
+                        "from the dealer console between rounds", self.table,
+                        engine.state.mode, mode)
         # operators may change limits and timing between runs
         if limits is not None:
             engine.state.limits = limits

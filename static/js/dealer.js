@@ -92,6 +92,13 @@ async function main() {
   });
   $("#mode").addEventListener("change", () => command({ type: "set_mode", auto: $("#mode").checked }));
   $("#start-shoe").addEventListener("click", () => command({ type: "start_shoe" }));
+  // The betting time is the dealer's choice for this console: kept across a reload.
+  const seconds = $("#betting-seconds");
+  const kept = readBettingSeconds();
+  if (kept) seconds.value = String(kept);
+  seconds.addEventListener("change", () => {
+    try { localStorage.setItem(BETTING_KEY, String(Math.round(Number(seconds.value)))); } catch { /* private mode */ }
+  });
   $("#open").addEventListener("click", () => {
     const s = Math.max(1, Math.round(Number($("#betting-seconds").value) || 15));
     command({ type: "open_betting", betting_ms: s * 1000 });
@@ -169,6 +176,25 @@ function askEnteredCards() {
   if (st && st.mode === "manual" && st.round_id && !["idle", "settled", "cancelled"].includes(st.phase)) {
     command({ type: "round_cards" });
   }
+}
+
+const BETTING_KEY = "livetable.dealer.bettingSeconds";
+function readBettingSeconds() {
+  let v = 0;
+  try { v = Number(localStorage.getItem(BETTING_KEY)); } catch { /* private mode */ }
+  return Number.isFinite(v) && v >= 3 && v <= 120 ? v : 0;
+}
+
+/** The answer to a command, next to the controls that sent it: the correction's in its
+ * own panel, every other one under the round's buttons (the log keeps them all). */
+function feedback(cmdType, kind, text) {
+  if (cmdType === "card" || cmdType === "round_cards" || cmdType === "ping") return;
+  const el = $(cmdType === "correct_cards" ? "#correction-feedback" : "#round-feedback");
+  el.textContent = text;
+  el.dataset.kind = kind;
+  el.hidden = false;
+  clearTimeout(el._timer);
+  el._timer = setTimeout(() => { el.hidden = true; }, kind === "error" ? 20_000 : 8_000);
 }
 
 function sendCorrection() {
@@ -307,6 +333,7 @@ function onMessage(msg) {
     } else if (msg.cmd === "correct_cards") {
       const voided = (d.voided || []).map((v) => `${v.card} (${slotName(v.slot)}${v.n ? ` · ${t("dealer.card_n", { n: v.n })}` : ""})`);
       log("ack", `✓ ${t("dealer.voided", { cards: voided.join(", ") })}`);
+      feedback("correct_cards", "ack", `✓ ${t("dealer.voided", { cards: voided.join(", ") })}`);
       announce(t("dealer.voided", { cards: voided.join(", ") }));
       $("#card-warning").hidden = true;
       askEnteredCards();
@@ -321,11 +348,13 @@ function onMessage(msg) {
       announce(`${card} → ${where}`);
     } else if (d.awaiting) {
       log("ack", `✓ ${cmdName(msg.cmd)} — ${t("dealer.awaiting_opening")}`);
+      feedback(msg.cmd, "ack", `✓ ${cmdName(msg.cmd)} — ${t("dealer.awaiting_opening")}`);
       announce(t("dealer.awaiting_opening"));
       $("#placed").dataset.awaiting = "1";
     } else {
-      const extra = d.mode ? `: ${t(`mode.${d.mode}`)}` : Object.keys(d).length ? ` ${JSON.stringify(d)}` : "";
+      const extra = d.mode ? `: ${t(`mode.${d.mode}`)}` : Object.keys(d).length ? ` — ${Object.entries(d).map(([k, v]) => `${k} ${Array.isArray(v) ? v.join(" ") : v}`).join(", ")}` : "";
       log("ack", `✓ ${cmdName(msg.cmd)}${extra}`);
+      feedback(msg.cmd, "ack", `✓ ${cmdName(msg.cmd)}${extra}`);
     }
     if (msg.cmd === "set_mode" && st && cmd) st.mode = cmd.auto ? "auto" : "manual";  // mode_changed says so too
     render();
@@ -337,6 +366,7 @@ function onMessage(msg) {
     const text = t("dealer.error", { cmd: cmd ? cmdName(cmd.type) : "?", code: msg.code,
       message: known === `dealer.err.${msg.code}` ? msg.message || "" : `${known} (${msg.message || ""})` });
     log("error", `✗ ${text}`);
+    if (cmd) feedback(cmd.type, "error", `✗ ${text}`);
     announce(text, { urgent: true });
     if (cmd && cmd.type === "card") {
       $("#card-error").hidden = false;
@@ -366,7 +396,7 @@ function describe(ev) {
     case "betting_closed": return t("phase.dealing");
     case "card_dealt": return t("dealer.ev_dealt", { slot: slotName(ev.to), n: ev.n });
     case "hand_revealed": return `${spotName(ev.hand)}: ${ev.cards.join(" ")} — ${handLabel(ev.value)}`;
-    case "round_settled": return t("dealer.ev_settled") + " " + (ev.results || []).map((r) => `${spotName(r.hand)} ${t(`result.${r.outcome}`)}${r.odds === 2 && r.outcome !== "tie" ? " 2:1" : ""}`).join(", ");
+    case "round_settled": return t("dealer.ev_settled") + " " + (ev.results || []).map((r) => `${spotName(r.hand)} ${t(`result.${r.outcome}`)}${r.odds > 1 && r.outcome !== "tie" ? ` ${r.odds}:1` : ""}`).join(", ");
     case "round_cancelled": return t("banner.cancelled", { reason: ev.reason || "—" });
     case "cards_voided": return t("dealer.ev_voided", { n: ev.count, dealer: ev.dealer, supervisor: ev.supervisor });
     case "shoe_shuffling": return t("banner.new_shoe");

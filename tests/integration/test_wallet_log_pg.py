@@ -19,9 +19,9 @@ import test_wallet_log as contract
 from pg_util import PgCluster
 
 from livetable.operator.log import WalletLog
+from livetable.operator.log_postgres import PostgresWalletLog
 from livetable.store.base import Store
 from livetable.store.postgres import PostgresStore
-from livetable.store.postgres.wallet import PostgresWalletLog
 
 _schemas = itertools.count()
 

@@ -357,3 +357,25 @@ async def test_a_plain_state_from_before_sealing_loads_is_sealed_and_its_shoe_re
     started = [ev for ev in step.events if isinstance(ev, p.ShoeStarted)]
     assert [(ev.shoe_id, ev.commitment is not None) for ev in started] == [("t1.2", True)]
     await store.close()
+
+
+async def test_a_configured_mode_that_a_stored_table_does_not_have_is_said_at_start(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--mode manual`` for a table already stored in auto mode: the table keeps its mode
+    (its shoe went with it), and the start says so instead of ignoring the flag silently;
+    ``--help`` says it too."""
+    store = SQLiteStore(tmp_path / "db.sqlite3", seal=StateSeal(KEY))
+    first = TableRunner("t1", store, MemoryBus(), clock=lambda: T0)
+    await first.start()
+    await first.stop()
+    caplog.set_level("WARNING", logger="livetable.runner")
+    again = TableRunner("t1", store, MemoryBus(), mode="manual", clock=lambda: T0 + 1)
+    await again.start()
+    await again.stop()
+    assert again.engine is not None and again.engine.state.mode == "auto"
+    said = [r.getMessage() for r in caplog.records if "mode" in r.getMessage()]
+    assert said and "kept in auto mode" in said[0] and "new tables only" in said[0], said
+    await store.close()
+    assert main(["serve", "--help"]) == 0
+    assert "a table already in the store keeps its own" in " ".join(capsys.readouterr().out.split())

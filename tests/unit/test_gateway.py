@@ -355,9 +355,11 @@ async def test_a_client_answered_lately_gets_no_heartbeat(tmp_path: Path) -> Non
             while len(idle_ws.wire) < 4:  # four beats for the idle client...
                 busy.send_message(p.Pong(t=1, server_time=2))  # ...while busy is answered
                 await asyncio.sleep(0.02)
+        # (both also hear the table's players online once: a count, not a beat)
         beats = [json.loads(_payload(f)) for f in busy_ws.wire]
-        assert {m["type"] for m in beats} == {"pong"}  # no heartbeat among them
-        assert {json.loads(_payload(f))["type"] for f in idle_ws.wire} == {"heartbeat"}
+        assert {m["type"] for m in beats} == {"pong", "presence"}  # no heartbeat among them
+        assert {json.loads(_payload(f))["type"] for f in idle_ws.wire} == {"heartbeat",
+                                                                            "presence"}
     finally:
         await gw.shutdown()
         await gw.store.close()
@@ -458,3 +460,38 @@ async def test_a_head_gone_backwards_resyncs_the_clients_with_a_fresh_snapshot(
     assert feed.seq == 2
     async with asyncio.timeout(2):
         await asyncio.gather(*sessions)
+
+
+async def test_players_online_go_out_when_the_count_changes_at_most_every_interval(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table's connections hear how many watch it (a presence frame): once when they
+    join, again when the number changed, never more often than ``PRESENCE_EVERY``."""
+    from livetable.server.gateway import Client
+
+    monkeypatch.setattr(p, "PRESENCE_EVERY", 0.3)
+    gw = _gateway(tmp_path, heartbeat=5)  # the presence check runs on the heartbeat tick
+    first_ws, second_ws = FakeWebSocket(direct=True), FakeWebSocket(direct=True)
+    first, second = (Client(ws, gw, "player") for ws in (first_ws, second_ws))  # type: ignore[arg-type]
+
+    def counts(ws: FakeWebSocket) -> list[int]:
+        frames = [json.loads(_payload(f)) for f in ws.wire]
+        return [m["online"] for m in frames if m["type"] == "presence"]
+
+    first.table = "t1"
+    gw.feeds["t1"].clients.add(first)
+    gw.feeds["t1"].online_told = -1
+    gw.start()
+    try:
+        await settle(lambda: counts(first_ws) == [1])
+        second.table = "t1"
+        gw.feeds["t1"].clients.add(second)
+        await asyncio.sleep(0.1)
+        assert counts(first_ws) == [1]  # not yet: at most one frame per interval
+        await settle(lambda: counts(first_ws) == [1, 2] and counts(second_ws) == [2])
+        gw.feeds["t1"].clients.discard(second)
+        await settle(lambda: counts(first_ws) == [1, 2, 1])
+        await asyncio.sleep(0.5)
+        assert counts(first_ws) == [1, 2, 1]  # nothing changed: nothing sent
+    finally:
+        await gw.shutdown()
+        await gw.store.close()

@@ -50,6 +50,20 @@ class Repair:
         self.until = time.monotonic() + REPAIR_MEMORY
 
 
+def tell_presence(feed: TableFeed, now: float) -> None:
+    """Players online: a table's connections hear its new count when it changed, at most
+    every ``PRESENCE_EVERY`` seconds (joins and leaves between two frames make one frame).
+    Checked with the heartbeats, on the same tick: no task of its own."""
+    online = len(feed.clients)
+    if online == feed.online_told or now - feed.online_at < p.PRESENCE_EVERY:
+        return
+    feed.online_told, feed.online_at = online, now
+    data = p.encode(feed.presence())
+    text, wire = data.decode(), text_frame(data)
+    for client in list(feed.clients):
+        client.send(text, wire)
+
+
 def heartbeat_message(settings: Settings) -> p.Heartbeat:
     """The heartbeat frame (its interval, and the server's clock)."""
     return p.Heartbeat(interval_ms=round(settings.heartbeat * 1000),
@@ -204,6 +218,7 @@ class Delivery:
             await asyncio.sleep(check_every)
             now = time.monotonic()
             for feed in list(self.tables.feeds.values()):
+                tell_presence(feed, now)
                 if not feed.clients or now - feed.last_sent < interval:
                     continue
                 feed.last_sent = now

@@ -33,6 +33,9 @@ class TableFeed:
     #: reloaded from a store that had lost its last steps): the events this gateway sent
     #: after ``agreed`` are not the table's any more. See :meth:`rewind`.
     rewound: tuple[int, int] | None = None
+    #: The watchers' count the table's connections were last told (a presence frame), when.
+    online_told: int = -1
+    online_at: float = 0.0
     _view: tuple[bytes, p.TableSnapshot] | None = None
 
     def view(self) -> p.TableSnapshot:
@@ -78,6 +81,9 @@ class TableFeed:
             self.ring.pop()
         self.seq = agreed
 
+    def presence(self) -> p.Presence:
+        return p.Presence(table=self.table, online=len(self.clients))
+
     def frames_after(self, seq: int) -> list[tuple[int, str]] | None:
         """Every frame after ``seq`` up to the head, or None if the ring no longer has them."""
         if seq == self.seq:
@@ -98,6 +104,7 @@ class Tables:
     def join(self, client: Client, feed: TableFeed) -> None:
         """``client`` gets ``feed``'s live frames from now on (and a player its own)."""
         feed.clients.add(client)
+        feed.online_told = -1  # the newcomer hears the count on the next tick (delivery.py)
         identity = client.identity
         if identity is not None and identity.is_player:  # private frames are players' only
             self.players.setdefault(identity.id, set()).add(client)

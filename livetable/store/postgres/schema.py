@@ -143,7 +143,7 @@ MIGRATIONS: list[str] = [
     INSERT INTO accounts (id, kind, name) VALUES ('house', 'house', 'House');
     INSERT INTO accounts (id, kind, name) VALUES ('external', 'external', 'Deposits');
     """,
-    # 2: the wallet log (store/postgres/wallet.py; the columns of store/wallet.py's
+    # 2: the wallet log (operator/log_postgres.py; the columns of operator/log_sqlite.py's
     # SQLite table, and ``n`` for the order calls were written in)
     """
     CREATE TABLE wallet_calls (
