@@ -172,8 +172,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     wallet_url: str | None = None
     #: Signs every wallet call (X-Livetable-Signature); required in seamless mode.
     wallet_secret: bytes | None = None
-    #: Seconds one wallet call may take (a debit gets less if the betting window closes
-    #: sooner); past it the outcome is unknown and the debit is rolled back.
+    #: Seconds one wallet call may take, whole: connecting, sending, the headers and the
+    #: body together (a debit gets less if the betting window closes sooner); past it the
+    #: outcome is unknown and the debit is rolled back.
     wallet_timeout: PositiveSeconds = 3
     #: Keep-alive HTTP connections to the wallet, at most (per process): three quarters
     #: for debits and balances, a quarter for the outbox.

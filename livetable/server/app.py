@@ -208,8 +208,7 @@ class Services:
             return WalletClient(settings.wallet_url, settings.wallet_secret,
                                 timeout=settings.wallet_timeout, connections=connections)
 
-        # debits wait for a player: most of the pool (httpcore scans its queue per request,
-        # so requests waiting for a connection also cost CPU)
+        # debits wait for a player: most of the pool
         total = max(2, settings.wallet_connections)
         self.wallet = SeamlessWallet(settings, self.store, self.wallet_log,
                                      client(total - total // 4), self.metrics,

@@ -1,6 +1,7 @@
 """The seamless wallet, unit by unit: signatures, the reference operator's books, and
 livetable's wallet (debit, credit, rollback, the outbox, the sweeper) against the reference
-operator in the same process (httpx's ASGI transport: real requests, no sockets).
+operator served in the test's own event loop (tests/asgi_server.py: real requests over
+loopback).
 
 The over-the-wire runs with faults and kill -9 are tests/integration/test_operator_wallet.py.
 """
@@ -8,6 +9,7 @@ The over-the-wire runs with faults and kill -9 are tests/integration/test_operat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+from asgi_server import served
 
 from livetable import protocol as p
 from livetable.auth import Identity
@@ -56,20 +59,29 @@ class Rig:
     """A SQLite ledger with a round open, the reference operator, and livetable's wallet."""
 
     def __init__(self, tmp: Path, faults: Faults | None = None,
-                 secret: bytes = SECRET) -> None:
+                 secret: bytes = SECRET, timeout: float = 2.0) -> None:
         self.clock = Clock()
         self.store = SQLiteStore(tmp / "lt.db")
         self.log = SQLiteWalletLog(tmp / "lt.db")
         self.operator = create_operator_app(SECRET, initial_balance=INITIAL, faults=faults)
         self.books: Books = self.operator.state.books
-        self.settings = Settings(wallet="seamless", wallet_url="http://operator/wallet",
-                                 wallet_secret=secret, wallet_timeout=2.0)
-        client = WalletClient("http://operator/wallet", secret, timeout=2.0, connections=4,
-                              transport=httpx.ASGITransport(app=self.operator))
+        self.secret = secret
+        self.timeout = timeout
+        self._serving: contextlib.AbstractAsyncContextManager[str] | None = None
+
+    async def start(self) -> None:
+        """Serve the reference operator and make livetable's wallet, calling it."""
+        self._serving = served(self.operator)
+        url = await self._serving.__aenter__() + "/wallet"
+        self.settings = Settings(wallet="seamless", wallet_url=url,
+                                 wallet_secret=self.secret, wallet_timeout=self.timeout)
+        client = WalletClient(url, self.secret, timeout=self.timeout, connections=4)
         self.wallet = SeamlessWallet(self.settings, self.store, self.log, client, Metrics(),
                                      clock=self.clock)
 
     async def open_round(self, round_id: str = R1) -> None:
+        if self._serving is None:
+            await self.start()
         await self.store.ensure_player("alice", "Alice", 0, T0)
         await self.store.commit_step(TABLE, b"{}", [], [OpenRound(
             table=TABLE, round_id=round_id, shoe_id="t1.1", round_no=1,
@@ -111,6 +123,8 @@ class Rig:
 
     async def close(self) -> None:
         await self.wallet.stop()
+        if self._serving is not None:
+            await self._serving.__aexit__(None, None, None)
         await self.log.close()
         await self.store.close()
 
