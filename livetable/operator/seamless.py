@@ -117,7 +117,10 @@ class SeamlessWallet:
         self.rng = random.Random()
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        #: tx_ids of the credits and rollbacks being delivered, and their tasks
         self._sending: set[str] = set()
+        self._deliveries: set[asyncio.Task[bool]] = set()
+        self._sweep_asked = False
         self._players: dict[str, _Turn] = {}
 
     # --- the gateway's side: balances and debits ---------------------------------------
@@ -201,7 +204,7 @@ class SeamlessWallet:
                 # debited, then refused here (the round closed meanwhile, a limit):
                 # the money goes back, the player hears the store's reason
                 await self._roll_back(call, now)
-                self._wake.set()
+                self._ask_sweep()
             elif reply.balance is not None:
                 answer.balance = reply.balance
             return answer
@@ -216,7 +219,7 @@ class SeamlessWallet:
         why = reply.text if not reply.ok else f"ok after the betting window: {reply.text}"
         if await self.log.answer_debit(call, "unknown", why, now):
             await self._roll_back(call, now)
-            self._wake.set()
+            self._ask_sweep()
         return Rejection("wallet_unavailable")
 
     async def _again(self, prior: WalletCall, slip: SlipRequest,
@@ -345,17 +348,47 @@ class SeamlessWallet:
             await self._credit(round_id, player_id, credited, settled, now)
 
     async def deliver(self) -> int:
-        """Send every queued credit and rollback that is due, at once (bounded by the
-        connection pool); returns how many were answered ``ok``."""
+        """Send every queued credit and rollback that is due (at most
+        :attr:`outbox_limit` at once) and wait for their answers; returns how many were
+        answered ``ok``. For tools and tests: the loop (:meth:`run`) never waits."""
+        tasks = await self._send_due()
+        return sum(await asyncio.gather(*tasks))
+
+    @property
+    def outbox_limit(self) -> int:
+        """Credits and rollbacks in flight at once: the outbox client's connections."""
+        return max(1, self.outbox_client.connections)
+
+    async def _send_due(self) -> list[asyncio.Task[bool]]:
+        """Start the delivery of what is due, up to the free places of the outbox: each
+        call on its own, so a wallet slow to answer one player holds one place (for at
+        most the call's deadline), never the others' deliveries."""
+        free = self.outbox_limit - len(self._sending)
+        if free <= 0:
+            return []
         now = self.clock()
-        due = [c for c in await self.log.due(now, 500) if c.tx_id not in self._sending]
-        if not due:
-            return 0
-        results = await asyncio.gather(*(self._deliver_one(call) for call in due))
-        return sum(results)
+        # a call in flight is still queued in the log: ask for enough to skip them
+        due = [c for c in await self.log.due(now, free + len(self._sending))
+               if c.tx_id not in self._sending][:free]
+        tasks = []
+        for call in due:
+            self._sending.add(call.tx_id)
+            task = asyncio.create_task(self._deliver_one(call), name=f"wallet-{call.tx_id}")
+            self._deliveries.add(task)
+            task.add_done_callback(self._delivered)
+            tasks.append(task)
+        return tasks
+
+    def _delivered(self, task: asyncio.Task[bool]) -> None:
+        self._deliveries.discard(task)
+        self._wake.set()  # a place came free: the loop looks for more to send
+
+    def _ask_sweep(self) -> None:
+        """A rollback was queued: deliver it now, not at the next interval."""
+        self._sweep_asked = True
+        self._wake.set()
 
     async def _deliver_one(self, call: WalletCall) -> bool:
-        self._sending.add(call.tx_id)
         try:
             reply = await self.outbox_client.call(call.method, call.body)
             now = self.clock()
@@ -369,6 +402,14 @@ class SeamlessWallet:
                 log.warning("wallet %s %s: %s; next attempt in %.1f s", call.method,
                             call.tx_id, reply.text[:120], wait / 1000)
             return reply.ok
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # the log could not take the answer (the store down): the call stays queued
+            # and is sent again, the same tx_id, once the store is back
+            log.exception("wallet %s %s: delivery not recorded; retried", call.method,
+                          call.tx_id)
+            return False
         finally:
             self._sending.discard(call.tx_id)
 
@@ -378,22 +419,32 @@ class SeamlessWallet:
         self._task = asyncio.create_task(self.run(), name="wallet-outbox")
 
     async def run(self, interval: float = 0.25) -> None:
-        """Sweep and deliver, forever; a failure (the store down) is logged and retried."""
+        """Sweep and start deliveries, forever, never waiting on an answer; a failure (the
+        store down) is logged and retried."""
+        loop = asyncio.get_running_loop()
+        swept = -interval
         while True:
+            self._wake.clear()
             try:
-                await self.sweep()
-                await self.deliver()
+                # a delivery ending wakes the loop only to send more; the sweep (which
+                # reads every open debit) keeps its interval unless a rollback asked
+                if self._sweep_asked or loop.time() - swept >= interval:
+                    self._sweep_asked = False
+                    swept = loop.time()
+                    await self.sweep()
+                await self._send_due()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("wallet sweep failed; retrying")
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), interval)
 
     async def stop(self) -> None:
         await cancel(self._task)
         self._task = None
+        for task in list(self._deliveries):
+            await cancel(task)  # still queued in the log: sent again after a restart
         await self.client.aclose()
         if self.outbox_client is not self.client:
             await self.outbox_client.aclose()
