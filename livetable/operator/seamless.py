@@ -74,7 +74,7 @@ from livetable.operator.log import (
 from livetable.rules import BetSpot
 from livetable.server.metrics import Metrics
 from livetable.store.base import InsufficientBalance, Store
-from livetable.store.bets import Rejection, SlipRequest
+from livetable.store.bets import MirrorDeposit, Rejection, SlipRequest
 from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.wallet")
@@ -198,8 +198,11 @@ class SeamlessWallet:
             if not await self.log.answer_debit(call, "ok", reply.text, now):
                 # the sweeper gave up on it first (and queued its rollback)
                 return Rejection("wallet_unavailable")
-            await self.store.deposit(mirror_id(tx_id), slip.player_id, total, now)
-            answer = await self.store.place_slip(slip, arrived_at)
+            # the debit's mirror deposit goes with the slip, in the store's group commit
+            # with every other slip (one transaction for the batch, not a call per slip)
+            paid = msgspec.structs.replace(
+                slip, deposit=MirrorDeposit(mirror_id(tx_id), total, now))
+            answer = await self.store.place_slip(paid, arrived_at)
             if isinstance(answer, Rejection):
                 # debited, then refused here (the round closed meanwhile, a limit):
                 # the money goes back, the player hears the store's reason

@@ -474,6 +474,11 @@ class SQLiteStore:
         in a few queries, then kept current in memory as each slip is taken, and what the
         batch takes is written with one statement per table (see :class:`_SlipBatch`)."""
         with self._transaction():
+            for slip, _ in batch:  # a seamless slip's debit, in the ledger before its bets
+                if slip.deposit is not None and self._kind(slip.player_id) == "player":
+                    self._transfer(f"deposit:{slip.deposit.transfer_id}", "external",
+                                   slip.player_id, slip.deposit.amount, "deposit",
+                                   slip.player_id, slip.deposit.at)
             return _SlipBatch(self, batch).take()
 
     def _round_facts(self, round_id: str) -> tuple[RoundFacts, int] | None:
