@@ -12,8 +12,10 @@ money. Three rules keep every unit accounted for:
    not a refusal code — a timeout, a non-200, a body that does not parse — is an unknown
    outcome: the slip is refused to the player and the debit rolled back (the operator
    applies a rollback of a debit it never saw as a no-op, and refuses that debit after).
-3. **Every closing call has one id, whoever writes it.** A round's credit for a player is
-   ``credit_tx_id(round, player)``, a debit's rollback ``rollback_tx_id(debit)``. The
+3. **Every closing call has one id, whoever writes it.** A round's credit for a player in
+   a currency is ``credit_tx_id(installation, round, player, currency)`` — one per
+   currency the player's debits of the round were in, each in that currency — a debit's
+   rollback ``rollback_tx_id(debit)``. The
    gateway that saw a debit fail, the sweeper that finds a round ended, a restarted
    process, another engine after a failover: they all write the same calls and the same
    ledger transfers, so doing it twice is doing it once.
@@ -121,7 +123,17 @@ class SeamlessWallet:
         self._sending: set[str] = set()
         self._deliveries: set[asyncio.Task[bool]] = set()
         self._sweep_asked = False
+        self._installation: str | None = None
         self._players: dict[str, _Turn] = {}
+
+    async def installation(self) -> str:
+        """This installation's id: the store's identity (kept with the ledger, so a
+        restart keeps it and a new or wiped store gets a new one); part of every credit's
+        ``tx_id``."""
+        if self._installation is None:
+            self._installation = await self.store.identity(create=True)
+            assert self._installation is not None  # create=True writes one if missing
+        return self._installation
 
     # --- the gateway's side: balances and debits ---------------------------------------
 
@@ -272,14 +284,15 @@ class SeamlessWallet:
 
     async def _credit(self, round_id: str, player_id: str, debits: list[WalletCall],
                       settled: dict[str, p.BetSettled], now: int) -> None:
-        """Queue the player's one credit for the round; first take the return out of the
-        ledger."""
-        tx_id = credit_tx_id(round_id, player_id)
+        """Queue the player's credit for the round in the currency of ``debits`` (all in
+        one); first take the return out of the ledger."""
+        first = debits[0]
+        assert all(d.currency == first.currency for d in debits), "one currency a credit"
+        tx_id = credit_tx_id(await self.installation(), round_id, player_id, first.currency)
         bets = [CreditBet(bet_id=b.bet_id, outcome=settled[b.bet_id].outcome,
                           returned=settled[b.bet_id].returned)
                 for d in debits for b in DEBIT_DECODER.decode(d.body).bets]
         amount = sum(b.returned for b in bets)
-        first = debits[0]
         await self.store.withdraw(mirror_id(tx_id), player_id, amount, now)
         body = ENCODER.encode(Credit(
             tx_id=tx_id, player_id=player_id, currency=first.currency, amount=amount,
@@ -332,11 +345,12 @@ class SeamlessWallet:
                            debits: list[WalletCall], now: int) -> None:
         settled = {b.bet_id: b for b in
                    await self.store.settlements_for_rounds(player_id, [round_id])}
-        credited: list[WalletCall] = []
+        credited: dict[str, list[WalletCall]] = defaultdict(list)  # by currency
         for debit in debits:
             placed = all(b.bet_id in settled for b in DEBIT_DECODER.decode(debit.body).bets)
             if placed and settled_round:
-                credited.append(debit)  # the ledger settled its bets: the credit pays them
+                # the ledger settled its bets: the credit in its currency pays them
+                credited[debit.currency].append(debit)
                 continue
             if not placed:
                 # never placed (a crash between the debit and the bet): its gateway may
@@ -347,8 +361,8 @@ class SeamlessWallet:
                         debit, "unknown", "no answer by the deadline", now):
                     continue
             await self._roll_back(debit, now)  # cancelled (refunded), or never placed
-        if credited:
-            await self._credit(round_id, player_id, credited, settled, now)
+        for theirs in credited.values():
+            await self._credit(round_id, player_id, theirs, settled, now)
 
     async def deliver(self) -> int:
         """Send every queued credit and rollback that is due (at most

@@ -24,7 +24,7 @@ from livetable.auth import Identity
 from livetable.config import Settings
 from livetable.engine import CancelRound, OpenRound, SettleRound
 from livetable.operator.client import WalletClient
-from livetable.operator.log import credit_tx_id, rollback_tx_id
+from livetable.operator.log import rollback_tx_id
 from livetable.operator.log_sqlite import SQLiteWalletLog
 from livetable.operator.reference import Books, Call, Faults, create_operator_app
 from livetable.operator.report import report
@@ -61,6 +61,7 @@ class Rig:
     def __init__(self, tmp: Path, faults: Faults | None = None,
                  secret: bytes = SECRET, timeout: float = 2.0, connections: int = 4) -> None:
         self.clock = Clock()
+        tmp.mkdir(parents=True, exist_ok=True)
         self.store = SQLiteStore(tmp / "lt.db")
         self.log = SQLiteWalletLog(tmp / "lt.db")
         self.operator = create_operator_app(SECRET, initial_balance=INITIAL, faults=faults)
@@ -137,6 +138,12 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     await made.open_round()
     yield made
     await made.close()
+
+
+def credits_of(books: Books, player: str, round_id: str) -> list[dict[str, Any]]:
+    """The credits the operator applied for ``player`` in ``round_id``."""
+    return [c for c in books.applied.values() if c["method"] == "credit"
+            and c["player_id"] == player and c["round_id"] == round_id]
 
 
 def applied_once(books: Books) -> None:
@@ -248,7 +255,7 @@ async def test_a_bet_paid_by_the_operator_then_one_credit_for_the_round(rig: Rig
     await rig.settle()
     await rig.drain()
     assert rig.books.balances["alice"] == INITIAL - 200 + 300
-    credit = rig.books.applied[credit_tx_id(R1, "alice")]
+    [credit] = credits_of(rig.books, "alice", R1)
     assert credit["amount"] == 300 and len(credit["debit_tx_ids"]) == 1
     assert credit["bets"] == [{"bet_id": "b1", "outcome": "win", "returned": 300}]
     assert await rig.ledger_balance() == 0  # livetable holds nothing of the player's
@@ -262,7 +269,7 @@ async def test_a_round_whose_bets_all_lose_still_gets_a_credit_of_0(rig: Rig) ->
     await rig.bet("b1", spot="P2_PAIR", amount=50)  # 2S 3H: no pair, returns 0
     await rig.settle()
     await rig.drain()
-    credit = rig.books.applied[credit_tx_id(R1, "alice")]
+    [credit] = credits_of(rig.books, "alice", R1)
     assert credit["amount"] == 0 and credit["bets"][0]["returned"] == 0
     assert rig.books.balances["alice"] == INITIAL - 50
 
@@ -450,7 +457,7 @@ async def test_a_slip_of_several_bets_is_one_debit_and_one_credit(rig: Rig) -> N
     assert isinstance(again, p.SlipAccepted) and len(rig.books.applied) == 1
     await rig.settle()
     await rig.drain()
-    credit = rig.books.applied[credit_tx_id(R1, "alice")]
+    [credit] = credits_of(rig.books, "alice", R1)
     assert credit["amount"] == 300  # P1 wins 1:1 (300), the pair loses (0)
     assert [b["bet_id"] for b in credit["bets"]] == ["s1-a", "s1-b"]
 
@@ -487,3 +494,55 @@ async def test_one_players_slips_sent_at_once_take_turns_and_all_land(rig: Rig) 
     assert all(isinstance(a, p.BetAccepted) for a in answers), answers
     assert await rig.ledger_balance() == 0
     assert not rig.wallet._players  # no turn kept once nobody waits
+
+
+# --- money defects: currencies and installations ---------------------------------------------
+
+
+async def test_a_credit_carries_its_debits_currency(rig: Rig) -> None:
+    """Alice launched in USD and in THB bets from both sessions in one round: the operator
+    gets one credit per currency, each with its own debits and bets — never one USD credit
+    that includes the THB bet's return."""
+    in_usd = Identity(kind="player", id="alice", name="Alice", expires=2**40, currency="USD")
+    for identity, bet_id, spot in ((in_usd, "b-usd", "P1"), (ALICE, "b-thb", "P4")):
+        request = BetRequest(player_id="alice", table=TABLE, bet_id=bet_id, round_id=R1,
+                             spot=spot, amount=100)
+        answer = bet_answer(request, await rig.wallet.place_slip(
+            identity, request.as_slip(), rig.clock.now, T0 + 16_000))
+        assert isinstance(answer, p.BetAccepted), answer
+    # P1 (9) beats the Banker's 7: 300 of its 200 deducted back; P4 (4) loses 1:1: 100 back
+    await rig.settle()
+    await rig.drain()
+    credits = {c["currency"]: c for c in credits_of(rig.books, "alice", R1)}
+    assert set(credits) == {"USD", "THB"}
+    debits = {c["currency"]: tx for tx, c in rig.books.applied.items()
+              if c["method"] == "debit"}
+    assert credits["USD"]["amount"] == 300
+    assert [b["bet_id"] for b in credits["USD"]["bets"]] == ["b-usd"]
+    assert credits["USD"]["debit_tx_ids"] == [debits["USD"]]
+    assert credits["THB"]["amount"] == 100
+    assert [b["bet_id"] for b in credits["THB"]["bets"]] == ["b-thb"]
+    assert credits["THB"]["debit_tx_ids"] == [debits["THB"]]
+    assert await rig.ledger_balance() == 0
+    assert (await rig.store.audit()).ok
+    assert set(closes(rig.books).values()) == {1}
+
+
+async def test_credit_ids_of_two_fresh_installations_never_collide(tmp_path: Path) -> None:
+    """Two installations (or one whose store was wiped) both start at round ``t1.1.1``;
+    against one operator, each one's credit is its own call, and both wins are paid."""
+    first = Rig(tmp_path / "one")
+    second = Rig(tmp_path / "two")
+    second.operator, second.books = first.operator, first.books  # the same operator
+    for rig in (first, second):
+        await rig.open_round()
+        assert isinstance(await rig.bet("b1"), p.BetAccepted)
+        await rig.settle()
+        await rig.drain()
+    credits = credits_of(first.books, "alice", R1)
+    assert len(credits) == 2 and credits[0]["tx_id"] != credits[1]["tx_id"]
+    # two debits of 200, two credits of 300: both wins reached the player
+    assert first.books.balances["alice"] == INITIAL + 2 * 100
+    applied_once(first.books)
+    await second.close()
+    await first.close()

@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from test_wallet import R1, T0, TABLE, Rig
+from test_wallet import R1, T0, TABLE, Rig, credits_of
 
 from livetable import protocol as p
 from livetable.auth import Identity
 from livetable.engine import OpenRound
-from livetable.operator.log import credit_tx_id
 from livetable.store.bets import SlipRequest
 
 Scope = dict[str, Any]
@@ -195,8 +194,8 @@ async def test_a_trickling_credit_does_not_delay_another_players_credit(
                       p.SlipAccepted)
     await rig.settle(R2)
     started = time.monotonic()
-    while credit_tx_id(R2, "bob") not in rig.books.applied:
+    while not credits_of(rig.books, "bob", R2):
         assert time.monotonic() - started < 8, "Bob's credit waited for Alice's"
         await asyncio.sleep(0.05)
-    assert credit_tx_id(R1, "alice") not in rig.books.applied  # hers is still on its way
+    assert not credits_of(rig.books, "alice", R1)  # hers is still on its way
     await rig.close()
