@@ -113,6 +113,12 @@ class WalletLog(Protocol):
         """``pending`` → ``state`` with ``answer``, if still pending (False if not)."""
         ...
 
+    async def debit_of(self, player_id: str, table_id: str, slip_key: str
+                       ) -> WalletCall | None:
+        """The debit of the player's ``slip_key`` at ``table_id``, if there was one (what a
+        re-sent slip's first send earned); writes nothing."""
+        ...
+
     async def expire_debits(self, before: int, now: int) -> list[WalletCall]:
         """Every ``pending`` debit whose deadline is before ``before`` → ``unknown``."""
         ...

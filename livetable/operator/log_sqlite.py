@@ -194,6 +194,13 @@ class SQLiteWalletLog:
             return cur.rowcount == 1
         return await self._in_batch(work)
 
+    async def debit_of(self, player_id: str, table_id: str, slip_key: str
+                       ) -> WalletCall | None:
+        found = await self._in_batch(lambda: self._select(
+            "method = 'debit' AND player_id = ? AND slip_key = ? AND table_id = ?",
+            (player_id, slip_key, table_id)))
+        return found[0] if found else None
+
     async def expire_debits(self, before: int, now: int) -> list[WalletCall]:
         def work() -> list[WalletCall]:
             expired = self._select("method = 'debit' AND state = 'pending' AND deadline < ?",

@@ -180,11 +180,31 @@ class SeamlessWallet:
             if turn.users == 0:  # kept only while someone holds or waits for it
                 del self._players[slip.player_id]
 
+    async def answer_again(self, slip: SlipRequest, arrived_at: int, *,
+                           in_turn: bool = False) -> p.SlipAccepted | Rejection | None:
+        """If ``slip`` was sent before (a re-send: same player, same key), the answer its
+        first send earned; else None. Asked before any check of the betting window, so a
+        client that lost the answer of an accepted slip hears it again after betting
+        closed, as with the internal wallet — not that its standing bet was refused.
+        ``in_turn``: the caller holds the player's turn already (see :meth:`place_slip`)."""
+        prior = await self.log.debit_of(slip.player_id, slip.table, self.slip_key(slip))
+        if prior is None:
+            return None
+        turn = self._players.get(slip.player_id)
+        if not in_turn and turn is not None and turn.lock.locked():
+            # the first send may be finishing its debit right now: wait for it
+            async with turn.lock:
+                pass
+            prior = await self.log.debit_of(slip.player_id, slip.table,
+                                            self.slip_key(slip)) or prior
+        return await self._again(prior, slip, arrived_at)
+
     async def _place_slip(self, identity: Identity, slip: SlipRequest, arrived_at: int,
                           window_end: int) -> p.SlipAccepted | Rejection:
         now = self.clock()
         if arrived_at >= window_end or now >= window_end:
-            return Rejection("betting_closed")
+            again = await self.answer_again(slip, arrived_at, in_turn=True)
+            return Rejection("betting_closed") if again is None else again
         currency = self.currency_of(identity)
         bets = [DebitBet(bet_id=b.bet_id, spot=b.spot, amount=b.amount,
                          deducted=b.amount * BetSpot(b.spot).deducted_multiple)

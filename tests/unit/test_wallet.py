@@ -546,3 +546,16 @@ async def test_credit_ids_of_two_fresh_installations_never_collide(tmp_path: Pat
     applied_once(first.books)
     await second.close()
     await first.close()
+
+
+async def test_an_accepted_slip_sent_again_after_the_window_is_answered_accepted(
+        rig: Rig) -> None:
+    """The wallet's own window check comes after the look-up of the slip's first answer."""
+    first = await rig.bet("b1")
+    assert isinstance(first, p.BetAccepted)
+    rig.clock.now = T0 + 20_000  # the betting window (T0 + 16 s) is over
+    again = await rig.bet("b1")
+    assert isinstance(again, p.BetAccepted) and again.deducted == first.deducted
+    late = await rig.bet("b2")  # a new slip is still refused
+    assert isinstance(late, p.BetRejected) and late.code == "betting_closed"
+    assert len([c for c in await rig.log.calls() if c.method == "debit"]) == 1

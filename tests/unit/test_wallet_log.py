@@ -58,6 +58,17 @@ async def test_a_slip_is_debited_once_the_second_time_gets_the_first_debit(
     assert [c.tx_id for c in await wallet_log.calls()] == ["d-1", "d-3"]
 
 
+async def test_a_slips_debit_is_found_by_its_key_without_writing(
+        wallet_log: WalletLog) -> None:
+    assert await wallet_log.debit_of("alice", "t1", "slip:s1") is None
+    await wallet_log.begin_debit(debit("d-1", "slip:s1"))
+    found = await wallet_log.debit_of("alice", "t1", "slip:s1")
+    assert found is not None and found.tx_id == "d-1" and found.state == "pending"
+    assert await wallet_log.debit_of("bob", "t1", "slip:s1") is None
+    assert await wallet_log.debit_of("alice", "t2", "slip:s1") is None
+    assert [c.tx_id for c in await wallet_log.calls()] == ["d-1"]
+
+
 async def test_a_debit_leaves_pending_once(wallet_log: WalletLog) -> None:
     call = debit("d-1", "b1")
     await wallet_log.begin_debit(call)
