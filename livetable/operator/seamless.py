@@ -65,7 +65,7 @@ from livetable.operator.calls import (
     DebitBet,
     Rollback,
 )
-from livetable.operator.client import WalletClient
+from livetable.operator.client import Reply, WalletClient
 from livetable.operator.log import (
     WalletCall,
     WalletLog,
@@ -84,6 +84,11 @@ log = logging.getLogger("livetable.wallet")
 #: How long after a debit's deadline the sweeper waits before it takes the debit over
 #: from a gateway that may still be finishing it (ms).
 TAKEOVER_MS = 15_000
+#: The wallet counts as failing after this many calls in a row without an answer...
+FAILING_CALLS = 3
+#: ...as long as the last of them is this recent (ms): one that has not been called since
+#: is not known to be down.
+FAILING_FOR_MS = 60_000
 #: The currency of a player whose session named none (a token minted by ``livetable
 #: token``, not by a launch).
 DEFAULT_CURRENCY = "XXX"
@@ -124,7 +129,34 @@ class SeamlessWallet:
         self._deliveries: set[asyncio.Task[bool]] = set()
         self._sweep_asked = False
         self._installation: str | None = None
+        #: Calls in a row whose outcome was unknown (no answer, a non-200, garbage), and
+        #: the last one's time and reason: the wallet's health (:meth:`health`).
+        self._failing = 0
+        self._failed_at = 0
+        self._failure = ""
         self._players: dict[str, _Turn] = {}
+
+    def _heard(self, reply: Reply) -> Reply:
+        """Count ``reply`` for :meth:`health`: any status the contract knows (a refusal
+        too) says the wallet answers; an unknown outcome says it may not."""
+        if reply.status is not None:
+            self._failing = 0
+        else:
+            self._failing += 1
+            self._failed_at = self.clock()
+            self._failure = reply.text[:200]
+        return reply
+
+    def health(self) -> str | None:
+        """None while the operator's wallet answers; else why it looks down (for
+        readiness: degraded, not down — rounds still deal and settle, and what the wallet
+        owes waits in the outbox). Down means :data:`FAILING_CALLS` calls in a row
+        without an answer, the last within :data:`FAILING_FOR_MS`."""
+        if self._failing < FAILING_CALLS or self.clock() - self._failed_at > FAILING_FOR_MS:
+            return None
+        return (f"degraded: the last {self._failing} wallet calls had no answer "
+                f"(the last {(self.clock() - self._failed_at) / 1000:.0f} s ago: "
+                f"{self._failure})")
 
     async def installation(self) -> str:
         """This installation's id: the store's identity (kept with the ledger, so a
@@ -145,7 +177,8 @@ class SeamlessWallet:
         """The operator's balance for the player, or None if it did not say in time."""
         body = ENCODER.encode(BalanceQuery(player_id=identity.id,
                                             currency=self.currency_of(identity)))
-        reply = await self.client.call("balance", body, min(self.settings.wallet_timeout, 2.0))
+        reply = self._heard(await self.client.call(
+            "balance", body, min(self.settings.wallet_timeout, 2.0)))
         self.metrics.inc(f"livetable_wallet_balance_{'ok' if reply.ok else 'failed'}_total")
         return reply.balance if reply.ok else None
 
@@ -223,7 +256,8 @@ class SeamlessWallet:
         prior = await self.log.begin_debit(call)
         if prior is not None:
             return await self._again(prior, slip, arrived_at)
-        reply = await self.client.call("debit", body, (deadline - self.clock()) / 1000)
+        reply = self._heard(await self.client.call("debit", body,
+                                                   (deadline - self.clock()) / 1000))
         now = self.clock()
         self.metrics.inc(f"livetable_wallet_debits_{reply.status or 'unknown'}_total")
         if reply.ok and now <= deadline:
@@ -427,7 +461,7 @@ class SeamlessWallet:
 
     async def _deliver_one(self, call: WalletCall) -> bool:
         try:
-            reply = await self.outbox_client.call(call.method, call.body)
+            reply = self._heard(await self.outbox_client.call(call.method, call.body))
             now = self.clock()
             # "rolled_back" to a credit cannot happen (only debits are rolled back); any
             # status but ok is retried: the operator must end up saying ok to this tx_id

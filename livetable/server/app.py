@@ -369,6 +369,13 @@ class Services:
             with contextlib.suppress(Exception):  # the store's health is checked above
                 self.metrics.set_gauge("livetable_wallet_outbox",
                                        float(await self.wallet_log.backlog()))
+        if self.wallet is not None:
+            # degraded, never not-ready: the tables deal and settle without the wallet
+            # (bets are refused wallet_unavailable, credits wait in the outbox), and a
+            # load balancer taking every gateway out would not bring it back
+            trouble = self.wallet.health()
+            checks["wallet"] = trouble or True
+            self.metrics.set_gauge("livetable_wallet_ok", 0.0 if trouble else 1.0)
         ok = (checks["store"] is True and checks["ledger"] is True and not halted
               and checks.get("bus", True) is True
               and all(checks.get("tables", {}).values()))

@@ -170,6 +170,33 @@ def test_an_accepted_slip_sent_again_after_betting_closed_is_answered_accepted(
     assert len(debits) == 1
 
 
+def test_a_wallet_outage_shows_in_readiness_as_degraded_not_down(tmp_path: Path) -> None:
+    """Every wallet call fails (HTTP 500): bets are refused, the table goes on, and
+    /readyz says so — ready (the table still deals), with the wallet degraded and why."""
+    with seamless_deployment(tmp_path, operator={"faults": ["*:error=1"]}) as (_, server):
+        assert server.get("/readyz").json()["checks"]["wallet"] is True  # not called yet
+        session = launch(server, "outage-1")
+
+        async def bets() -> list[dict[str, Any]]:
+            client = await WireClient.connect(server.ws)
+            try:
+                await client.hello(session["token"])
+                opened = await client.expect("round_opened", timeout=30)
+                return [await client.bet(f"o-{n}", opened["round_id"], "P1", 100)
+                        for n in range(3)]
+            finally:
+                await client.close()
+
+        answers = asyncio.run(bets())
+        assert {a.get("code") for a in answers} == {"wallet_unavailable"}, answers
+        ready = server.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        wallet = ready.json()["checks"]["wallet"]
+        assert isinstance(wallet, str) and wallet.startswith("degraded"), wallet
+        assert "http 500" in wallet
+        assert "livetable_wallet_ok 0.0" in server.get("/metrics").text
+
+
 # --- the long run -------------------------------------------------------------------------
 
 
