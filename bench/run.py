@@ -50,7 +50,8 @@ FULL: dict[str, Any] = {
     "workers": 3, "sizes": [1000, 5000, 10000, 19900],
     "kinds": ["livetable", "ws", "sio"], "events": 10, "interval": 1.0,
     "pad": 0, "profile_n": 10000, "bet_players": 2000, "bets_per_player": 10,
-    "wallet_players": 200, "wallet_bets_per_player": 2, "wallet_latencies": [0, 20, 100],
+    # the seamless wallet's target load: 2,000 players × 10 bets in the last 2 s
+    "wallet_players": 2000, "wallet_bets_per_player": 10, "wallet_latencies": [0, 20, 100],
     "betting_seconds": 20.0, "settle_players": 5000, "settle_bets_per_player": 20,
     "storm_sizes": [1000, 5000], "timeout": 240.0,
 }
@@ -215,13 +216,17 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
             _reset(lg)
     if "wallet" in parts:  # bet intake with the reference operator's wallet in the loop
         results["wallet"] = []
-        for latency in cfg["wallet_latencies"]:
+        # the internal wallet first, at the same load: the CPU per bet a seamless bet is
+        # compared with (None: no wallet)
+        for latency in [None, *cfg["wallet_latencies"]]:
             r = guarded("wallet", lambda ms=latency: sc.bet_intake(  # type: ignore[misc]
                 lg, work, cfg["wallet_players"], cfg["wallet_bets_per_player"],
                 cfg["betting_seconds"], wallet_latency_ms=ms), latency_ms=latency)
             results["wallet"].append(r)
             if "error" not in r:
-                sc._log(f"  wallet {latency} ms: {r['codes']} ack {r['ack_ms']}")
+                sc._log(f"  wallet {latency} ms: {r['codes']} ack {r['ack_ms']} "
+                        f"server {r['server_cpu_us_per_bet']} µs/bet, operator "
+                        f"{r['operator_cpu_us_per_bet']} µs/bet")
             _reset(lg)
     if "settlement" in parts:
         results["settlement"] = []

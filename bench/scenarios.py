@@ -475,10 +475,12 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
         if redis is not None:
             redis.slowlog_start()
         cpu0, main0 = tree_cpu_seconds(serve.pid), cpu_seconds(serve.pid)
+        op0 = cpu_seconds(operator.pid) if operator is not None else 0.0
         answers = lg.call("bets", round_id=snap["round_id"], start_ns=start_ns, end_ns=end_ns,
                           per_peer=per_player, seed=7, timeout=60.0, spots=SPOTS,
                           amounts=AMOUNTS)
         cpu1, main1 = tree_cpu_seconds(serve.pid), cpu_seconds(serve.pid)
+        op1 = cpu_seconds(operator.pid) if operator is not None else 0.0
         serve.profile(False)
         # the round's close and settlement too: wait for the next round to open
         time.sleep(max(0.0, (closes + 1_500) / 1000 - time.time()) + 3.0)
@@ -513,6 +515,11 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             "server_main_cpu_s": round(main1 - main0, 3),
             "server_cpu_us_per_bet": round((cpu1 - cpu0) / sent * 1e6, 1) if sent else None,
             "wallet_latency_ms": wallet_latency_ms,
+            # the reference operator's own CPU over the same burst: the bench measures
+            # livetable only while this stays well below a core
+            "operator_cpu_s": round(op1 - op0, 3) if operator is not None else None,
+            "operator_cpu_us_per_bet": (round((op1 - op0) / sent * 1e6, 1)
+                                        if operator is not None and sent else None),
         }
     finally:
         serve.stop()
