@@ -65,6 +65,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results",
                         help="directory for the JSON results (default bench/results)")
     parser.add_argument("--workers", type=int, help="load generator processes")
+    parser.add_argument("--wallet-players", type=int,
+                        help="--only wallet: players (each sends --wallet-bets bets)")
+    parser.add_argument("--wallet-bets", type=int, help="--only wallet: bets per player")
     parser.add_argument("--sizes", help="fan-out viewer counts, e.g. 1000,5000")
     parser.add_argument("--kinds", help="fan-out servers, of livetable,ws,sio "
                                          "(default: all; --quick: livetable,ws,sio)")
@@ -98,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = dict(QUICK if args.quick else FULL)
     if args.workers:
         cfg["workers"] = args.workers
+    if args.wallet_players:
+        cfg["wallet_players"] = args.wallet_players
+    if args.wallet_bets:
+        cfg["wallet_bets_per_player"] = args.wallet_bets
     if args.sizes:
         cfg["sizes"] = [int(x) for x in args.sizes.split(",")]
     # the wallet part is asked for by name (--only wallet): it runs a second server per

@@ -96,7 +96,7 @@ DEFAULT_CURRENCY = "XXX"
 
 @dataclass
 class _Turn:
-    """A player's turn at placing slips (see :meth:`SeamlessWallet.place_slip`)."""
+    """A slip's turn: its sends one at a time (see :meth:`SeamlessWallet.place_slip`)."""
 
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0
@@ -134,7 +134,7 @@ class SeamlessWallet:
         self._failing = 0
         self._failed_at = 0
         self._failure = ""
-        self._players: dict[str, _Turn] = {}
+        self._turns: dict[tuple[str, str], _Turn] = {}
 
     def _heard(self, reply: Reply) -> Reply:
         """Count ``reply`` for :meth:`health`: any status the contract knows (a refusal
@@ -198,12 +198,16 @@ class SeamlessWallet:
         ``arrived_at`` (``closes_at`` plus the close grace): the debit must answer ``ok``
         by then, or the slip is refused and the debit rolled back.
         """
-        # One slip per player at a time in this process: a slip's mirror deposit sits in
-        # the player's ledger account until its bets take it, and no other slip of the
-        # player's may take it meanwhile (nor a re-send find its debit half done).
-        turn = self._players.get(slip.player_id)
+        # One send of a slip at a time in this process: a re-send waits for the first to
+        # finish and hears its answer, never finds its debit half done. A player's other
+        # slips go on meanwhile (ten bets in the last two seconds are ten debits in
+        # flight, not ten in a row): each slip brings its own mirror deposit into the
+        # ledger just before its bets are judged, and takes no more than it, so no slip
+        # can spend another's money.
+        key = (slip.player_id, self.slip_key(slip))
+        turn = self._turns.get(key)
         if turn is None:
-            turn = self._players[slip.player_id] = _Turn()
+            turn = self._turns[key] = _Turn()
         turn.users += 1
         try:
             async with turn.lock:
@@ -211,7 +215,7 @@ class SeamlessWallet:
         finally:
             turn.users -= 1
             if turn.users == 0:  # kept only while someone holds or waits for it
-                del self._players[slip.player_id]
+                del self._turns[key]
 
     async def answer_again(self, slip: SlipRequest, arrived_at: int, *,
                            in_turn: bool = False) -> p.SlipAccepted | Rejection | None:
@@ -223,7 +227,7 @@ class SeamlessWallet:
         prior = await self.log.debit_of(slip.player_id, slip.table, self.slip_key(slip))
         if prior is None:
             return None
-        turn = self._players.get(slip.player_id)
+        turn = self._turns.get((slip.player_id, self.slip_key(slip)))
         if not in_turn and turn is not None and turn.lock.locked():
             # the first send may be finishing its debit right now: wait for it
             async with turn.lock:

@@ -487,13 +487,18 @@ async def test_a_bet_id_whose_debit_was_rolled_back_is_never_placed_later(rig: R
     assert rig.books.balances["alice"] == INITIAL
 
 
-async def test_one_players_slips_sent_at_once_take_turns_and_all_land(rig: Rig) -> None:
-    """Four slips of one player at once wait for one another (each debit's deposit is
-    taken by its own bets) and are all taken; no turn is kept once they are done."""
-    answers = await asyncio.gather(*(rig.bet(f"b{n}", amount=100 + n) for n in range(4)))
+async def test_one_players_slips_sent_at_once_all_land(rig: Rig) -> None:
+    """Four slips of one player at once are debited together (each debit's deposit is
+    taken by its own bets only) and are all taken; a re-send of one sent meanwhile waits
+    for the first and hears its answer; no turn is kept once they are done."""
+    answers = await asyncio.gather(*(rig.bet(f"b{n}", amount=100 + n) for n in range(4)),
+                                   rig.bet("b0", amount=100))
     assert all(isinstance(a, p.BetAccepted) for a in answers), answers
+    assert answers[4] == answers[0]
+    assert len([c for c in await rig.log.calls() if c.method == "debit"]) == 4
     assert await rig.ledger_balance() == 0
-    assert not rig.wallet._players  # no turn kept once nobody waits
+    assert (await rig.store.audit()).ok
+    assert not rig.wallet._turns  # no turn kept once nobody waits
 
 
 # --- money defects: currencies and installations ---------------------------------------------
