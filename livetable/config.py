@@ -219,6 +219,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return self.db if self.db is not None else self.data_dir / "livetable.sqlite3"
 
     @property
+    def wallet_db_path(self) -> Path:
+        """The seamless wallet's log, a file beside the ledger's (``livetable-wallet.sqlite3``
+        by default): with a file of its own it never waits for the ledger's write lock
+        (livetable/operator/log_sqlite.py says why)."""
+        path = self.db_path
+        return path.with_name(f"{path.stem}-wallet{path.suffix}")
+
+    @property
     def table_names(self) -> list[str]:
         return self.table_ids or [f"t{i}" for i in range(1, self.tables + 1)]
 

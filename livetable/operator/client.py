@@ -34,6 +34,8 @@ from livetable.operator.signatures import HEADER, sign
 
 #: The largest answer read (bytes): a wallet answer is a few dozen bytes.
 MAX_ANSWER = 64 * 1024
+#: How long an idle connection is kept for the next call (s).
+KEEPALIVE_SECONDS = 4.0
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,11 @@ class WalletClient:
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.connections,
-                                               limit_per_host=self.connections),
+                connector=aiohttp.TCPConnector(
+                    limit=self.connections, limit_per_host=self.connections,
+                    # idle connections are dropped before common servers drop them
+                    # (uvicorn's keep-alive is 5 s), so that few calls meet a dead one
+                    keepalive_timeout=KEEPALIVE_SECONDS),
                 # the deadline is ours (asyncio.timeout, the whole call); no proxies from
                 # the environment; no cookies: every call stands alone
                 timeout=aiohttp.ClientTimeout(total=None), trust_env=False,
@@ -86,7 +91,14 @@ class WalletClient:
         seconds = self.timeout if timeout is None else max(0.001, timeout)
         try:
             async with asyncio.timeout(seconds):
-                status, content = await self._post(method, body)
+                try:
+                    status, content = await self._post(method, body)
+                except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                    # a pooled connection the server had closed while it sat idle (a
+                    # keep-alive timeout shorter than ours): sent again once, on a fresh
+                    # connection, within the same deadline — safe, as every call is
+                    # idempotent by its tx_id (and a balance moves nothing)
+                    status, content = await self._post(method, body)
         except TimeoutError:
             return Reply(None, None, "timeout")
         except AnswerTooLarge as exc:

@@ -10,6 +10,16 @@ a transaction of its own. So the log's work runs on a writer thread of its own, 
 calls that arrive while it is busy wait for one another and go in the next transaction
 together (each in a savepoint of its own: one that fails fails alone). The event loop
 only queues a call and awaits its answer.
+
+And in a file of its own, beside the ledger's (``livetable-wallet.sqlite3``). In the
+ledger's file, under ``livetable serve`` the log's thread and the ledger's writer process
+took turns at the file's one write lock, and SQLite's busy handler (a sleep and a retry)
+lost the race at the close of betting: measured (docs/benchmarks.md), debits waited for
+the lock until their 3 s deadline and were refused ``wallet_unavailable``; in a file of
+its own, 200 players × 10 bets were all accepted. The log never shares a transaction with
+the ledger anyway (every step that touches both is idempotent by id), so nothing is lost
+by the split. A log found in the ledger's file (the layout before) is moved over when
+the log is opened (:func:`_move_from`).
 """
 
 from __future__ import annotations
@@ -73,21 +83,38 @@ def _row(row: tuple[object, ...]) -> WalletCall:
     return msgspec.convert(values, WalletCall)
 
 
+def _move_from(db: sqlite3.Connection, old: Path) -> None:
+    """Move a wallet log kept in the ledger's file (the layout before) into ``db``: every
+    call copied (one already here is kept), then the old table dropped. A crash between
+    the two copies again next time, which changes nothing."""
+    db.execute("ATTACH DATABASE ? AS old", (str(old),))
+    try:
+        if db.execute("SELECT 1 FROM old.sqlite_master WHERE type = 'table' AND "
+                      "name = 'wallet_calls'").fetchone() is None:
+            return
+        db.execute(f"INSERT OR IGNORE INTO main.wallet_calls ({_COLUMNS}) "
+                   f"SELECT {_COLUMNS} FROM old.wallet_calls")
+        db.execute("DROP TABLE old.wallet_calls")
+    finally:
+        db.execute("DETACH DATABASE old")
+
+
 @surface_outages(is_sqlite_outage)
 class SQLiteWalletLog:
-    """The wallet log in the embedded database file, on a connection and a writer thread
-    of its own (see the module's docstring).
+    """The wallet log in a SQLite file of its own beside the ledger's, on a connection and
+    a writer thread of its own (see the module's docstring).
 
     The file locked past ``busy_timeout``, or a disk I/O error, surfaces as
     :class:`~livetable.store.base.StoreUnavailable` (:func:`surface_outages`).
 
     The log never shares a transaction with the ledger — every step that touches both is
-    idempotent by id instead (see :mod:`livetable.operator.seamless`) — so nothing waits
-    on the other's work beyond SQLite's own write lock, and that wait is the log's
-    thread's, never the event loop's.
+    idempotent by id instead (see :mod:`livetable.operator.seamless`) — so neither waits
+    for the other's work. ``moved_from``: the ledger's file, where an older version kept
+    the log (moved over here on opening).
     """
 
-    def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
+    def __init__(self, path: str | Path, synchronous: str = "NORMAL", *,
+                 moved_from: str | Path | None = None) -> None:
         self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA busy_timeout=5000")
@@ -97,6 +124,9 @@ class SQLiteWalletLog:
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 self.db.execute(statement)
+        if moved_from is not None and Path(moved_from).exists() \
+                and Path(moved_from).resolve() != Path(path).resolve():
+            _move_from(self.db, Path(moved_from))
         self.writer = ThreadPoolExecutor(max_workers=1,
                                          thread_name_prefix="livetable-wallet-log")
         self._pending: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []

@@ -201,7 +201,8 @@ class Services:
         else:
             from livetable.operator.log_sqlite import SQLiteWalletLog
 
-            self.wallet_log = SQLiteWalletLog(settings.db_path, settings.sqlite_sync)
+            self.wallet_log = SQLiteWalletLog(settings.wallet_db_path, settings.sqlite_sync,
+                                              moved_from=settings.db_path)
 
         def client(connections: int) -> WalletClient:
             assert settings.wallet_url is not None and settings.wallet_secret is not None

@@ -63,7 +63,7 @@ class Rig:
         self.clock = Clock()
         tmp.mkdir(parents=True, exist_ok=True)
         self.store = SQLiteStore(tmp / "lt.db")
-        self.log = SQLiteWalletLog(tmp / "lt.db")
+        self.log = SQLiteWalletLog(tmp / "lt-wallet.db")  # beside the ledger, as served
         self.operator = create_operator_app(SECRET, initial_balance=INITIAL, faults=faults)
         self.books: Books = self.operator.state.books
         self.secret = secret
