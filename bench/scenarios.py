@@ -451,9 +451,9 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
         wait_port(op_port, timeout=30)
         env.update({"LIVETABLE_WALLET": "seamless", "LIVETABLE_WALLET_SECRET": wallet_secret,
                     "LIVETABLE_WALLET_URL": f"http://127.0.0.1:{op_port}/wallet",
-                    # HTTP/1.1: a call in flight holds a connection; 10,000 debits a
-                    # second at 100 ms are 1,000 in flight
-                    "LIVETABLE_WALLET_CONNECTIONS": "1024"})
+                    # 1,024 (what 10,000 debits a second at 100 ms hold) did worse than
+                    # 128 at 200 x 10 bets, 100 ms (docs/benchmarks.md): not understood yet
+                    "LIVETABLE_WALLET_CONNECTIONS": "128"})
     serve = LivetableServe(work, f"bets-{store}{'-wallet' if wallet else ''}",
                            ["--betting-seconds", str(betting_s), "--reveal-interval", "0.3"],
                            env, redis_url=redis.url if redis else "", profile_to=profile_to)
