@@ -772,7 +772,8 @@ def cmd_wallet_report(args: argparse.Namespace) -> int:
 
         if not settings.db_path.exists():
             raise UsageError(f"no database at {settings.db_path} (pass --data-dir or --db)")
-        wallet_log = SQLiteWalletLog(settings.db_path, settings.sqlite_sync)
+        wallet_log = SQLiteWalletLog(settings.wallet_db_path, settings.sqlite_sync,
+                                     moved_from=settings.db_path)
         try:
             return await wallet_log.calls(args.round, args.player)
         finally:

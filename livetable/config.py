@@ -175,8 +175,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     wallet_url: str | None = None
     #: Signs every wallet call (X-Livetable-Signature); required in seamless mode.
     wallet_secret: bytes | None = None
-    #: Seconds one wallet call may take (a debit gets less if the betting window closes
-    #: sooner); past it the outcome is unknown and the debit is rolled back.
+    #: Seconds one wallet call may take, whole: connecting, sending, the headers and the
+    #: body together (a debit gets less if the betting window closes sooner); past it the
+    #: outcome is unknown and the debit is rolled back.
     wallet_timeout: PositiveSeconds = 3
     #: Keep-alive HTTP connections to the wallet, at most (per process): three quarters
     #: for debits and balances, a quarter for the outbox.
@@ -223,6 +224,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def db_path(self) -> Path:
         return self.db if self.db is not None else self.data_dir / "livetable.sqlite3"
+
+    @property
+    def wallet_db_path(self) -> Path:
+        """The seamless wallet's log, a file beside the ledger's (``livetable-wallet.sqlite3``
+        by default): with a file of its own it never waits for the ledger's write lock
+        (livetable/operator/log_sqlite.py says why)."""
+        path = self.db_path
+        return path.with_name(f"{path.stem}-wallet{path.suffix}")
 
     @property
     def table_names(self) -> list[str]:

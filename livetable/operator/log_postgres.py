@@ -59,6 +59,14 @@ class PostgresWalletLog:
 
         return await self.store._transaction(work)
 
+    async def debit_of(self, player_id: str, table_id: str, slip_key: str
+                       ) -> WalletCall | None:
+        async with self.store._connection() as con:
+            found = await con.fetch(f"SELECT {_COLUMNS} FROM wallet_calls WHERE method = "
+                                    f"'debit' AND player_id = $1 AND slip_key = $2 AND "
+                                    f"table_id = $3", player_id, slip_key, table_id)
+        return _call(found[0]) if found else None
+
     async def answer_debit(self, debit: WalletCall, state: CallState, answer: str, now: int,
                            closed_by: str | None = None) -> bool:
         async with self.store._connection() as con:

@@ -270,15 +270,15 @@ class Services:
         else:
             from livetable.operator.log_sqlite import SQLiteWalletLog
 
-            self.wallet_log = SQLiteWalletLog(settings.db_path, settings.sqlite_sync)
+            self.wallet_log = SQLiteWalletLog(settings.wallet_db_path, settings.sqlite_sync,
+                                              moved_from=settings.db_path)
 
         def client(connections: int) -> WalletClient:
             assert settings.wallet_url is not None and settings.wallet_secret is not None
             return WalletClient(settings.wallet_url, settings.wallet_secret,
                                 timeout=settings.wallet_timeout, connections=connections)
 
-        # debits wait for a player: most of the pool (httpcore scans its queue per request,
-        # so requests waiting for a connection also cost CPU)
+        # debits wait for a player: most of the pool
         total = max(2, settings.wallet_connections)
         self.wallet = SeamlessWallet(settings, self.store, self.wallet_log,
                                      client(total - total // 4), self.metrics,
@@ -461,6 +461,13 @@ class Services:
         owed, failure = backlog  # credits and rollbacks still owed to the operator
         if self.wallet_log is not None and failure is None and owed is not None:
             self.metrics.set_gauge("livetable_wallet_outbox", float(owed))
+        if self.wallet is not None:
+            # degraded, never not-ready: the tables deal and settle without the wallet
+            # (bets are refused wallet_unavailable, credits wait in the outbox), and a
+            # load balancer taking every gateway out would not bring it back
+            trouble = self.wallet.health()
+            checks["wallet"] = trouble or True
+            self.metrics.set_gauge("livetable_wallet_ok", 0.0 if trouble else 1.0)
         ok = (checks["store"] is True and checks["ledger"] is True and not halted
               and checks.get("bus", True) is True
               and all(checks.get("tables", {}).values()))

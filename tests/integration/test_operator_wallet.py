@@ -184,6 +184,63 @@ def test_guests_are_off_with_a_seamless_wallet(calm: tuple[OperatorServer, LiveS
         assert http.post(server.http + "/api/guest").status_code == 403
 
 
+def test_an_accepted_slip_sent_again_after_betting_closed_is_answered_accepted(
+        calm: tuple[OperatorServer, LiveServer]) -> None:
+    """A client that lost the answer of an accepted slip sends it again, exactly, after
+    betting closed: it hears ``slip_accepted`` again (its bets stand), as with the internal
+    wallet — not ``betting_closed``, and no second debit."""
+    operator, server = calm
+    session = launch(server, "resend-after-close")
+
+    async def play() -> tuple[dict[str, Any], dict[str, Any]]:
+        client = await WireClient.connect(server.ws)
+        try:
+            await client.hello(session["token"])
+            opened = await client.expect("round_opened", timeout=30)
+            bets = [("rs-1", "P1", 100), ("rs-2", "P3", 50)]
+            first = await client.slip("rs-slip", opened["round_id"], bets)
+            await client.expect("betting_closed", timeout=30, round_id=opened["round_id"])
+            again = await client.slip("rs-slip", opened["round_id"], bets)
+            return first, again
+        finally:
+            await client.close()
+
+    first, again = asyncio.run(play())
+    assert first["type"] == "slip_accepted", first
+    assert again["type"] == "slip_accepted", again
+    assert again["bets"] == first["bets"]
+    debits = [c for c in operator.state()["applied"].values()
+              if c["method"] == "debit" and c["player_id"] == "resend-after-close"]
+    assert len(debits) == 1
+
+
+def test_a_wallet_outage_shows_in_readiness_as_degraded_not_down(tmp_path: Path) -> None:
+    """Every wallet call fails (HTTP 500): bets are refused, the table goes on, and
+    /readyz says so — ready (the table still deals), with the wallet degraded and why."""
+    with seamless_deployment(tmp_path, operator={"faults": ["*:error=1"]}) as (_, server):
+        assert server.get("/readyz").json()["checks"]["wallet"] is True  # not called yet
+        session = launch(server, "outage-1")
+
+        async def bets() -> list[dict[str, Any]]:
+            client = await WireClient.connect(server.ws)
+            try:
+                await client.hello(session["token"])
+                opened = await client.expect("round_opened", timeout=30)
+                return [await client.bet(f"o-{n}", opened["round_id"], "P1", 100)
+                        for n in range(3)]
+            finally:
+                await client.close()
+
+        answers = asyncio.run(bets())
+        assert {a.get("code") for a in answers} == {"wallet_unavailable"}, answers
+        ready = server.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        wallet = ready.json()["checks"]["wallet"]
+        assert isinstance(wallet, str) and wallet.startswith("degraded"), wallet
+        assert "http 500" in wallet
+        assert "livetable_wallet_ok 0.0" in server.get("/metrics").text
+
+
 # --- the long run -------------------------------------------------------------------------
 
 

@@ -1115,7 +1115,7 @@ async def test_a_round_settling_across_the_open_bets_index_migration_sqlite(
     store = SQLiteStore(path, settle_chunk=4)
     try:
         assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(
-            sqlite_store.MIGRATIONS) == 6  # 6: the wallet log's tables
+            sqlite_store.MIGRATIONS) == 5
         index = store.db.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'bets_open'").fetchone()[0]
         assert index.endswith("WHERE state = 'accepted'"), index

@@ -87,6 +87,11 @@ def take_slips(ledger: Ledger, batch: Batch) -> list[SlipAnswer]:
     """Judge and apply a batch of slips in one transaction, one after another, as if each
     had its own."""
     with ledger.transaction():
+        for slip, _ in batch:  # a seamless slip's debit, in the ledger before its bets
+            if slip.deposit is not None and ledger.kind(slip.player_id) == "player":
+                ledger.transfer(Transfer(f"deposit:{slip.deposit.transfer_id}", "external",
+                                         slip.player_id, slip.deposit.amount, "deposit",
+                                         slip.player_id, slip.deposit.at))
         facts = read_facts(ledger, batch)
         writes = Writes()
         answers = [take(slip, now, facts, writes) for slip, now in batch]
