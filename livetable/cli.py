@@ -280,6 +280,7 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
 
     import uvicorn
 
+    from livetable.config import masked_url
     from livetable.server.app import Services, create_app
     from livetable.server.gcpolicy import Collector
 
@@ -287,6 +288,11 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     if settings.redis_url and not settings.secret:
         raise UsageError("with --redis every process must share LIVETABLE_SECRET (tokens "
                          "minted by one must verify on all)")
+    if (settings.redis_url and "engine" in roles and settings.shoe_key is None
+            and settings.shoe_key_file is None):
+        raise UsageError("with --redis every engine must share the shoe key: set "
+                         "LIVETABLE_SHOE_KEY or LIVETABLE_SHOE_KEY_FILE (openssl rand -hex "
+                         "32; see docs/operations.md). Gateways do not need it")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     services = Services(settings, roles=roles)
@@ -295,7 +301,7 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
         on_collect=services.metrics.gc_pause.observe) if settings.gc_interval > 0 else None
     app = create_app(settings, services, roles=roles)
     shown = "localhost" if settings.host in ("0.0.0.0", "127.0.0.1", "::") else settings.host
-    store = (f"Redis {settings.redis_url}" if settings.redis_url
+    store = (f"Redis {masked_url(settings.redis_url)}" if settings.redis_url
              else f"embedded, database {settings.db_path}")
     print(f"livetable {'+'.join(roles)}: tables {','.join(settings.table_names)}; {store}",
           flush=True)

@@ -101,12 +101,16 @@ class Services:
         self.settings = settings
         self.roles = roles
         self.secret = settings.load_secret()
-        key, source, warnings = settings.state_key()
-        for warning in warnings:
-            log.warning("%s", warning)
-        log.info("engine states are sealed at rest with a key from %s", source)
-        #: Seals every table's engine state at rest (store/sealing.py).
-        self.seal = StateSeal(key)
+        #: Seals every table's engine state at rest (store/sealing.py). Engines only: a
+        #: gateway never reads a sealed state (it catches up from the public snapshot the
+        #: store keeps beside it), so it never holds the shoe key.
+        self.seal: StateSeal | None = None
+        if "engine" in roles:
+            key, source, warnings = settings.state_key()
+            for warning in warnings:
+                log.warning("%s", warning)
+            log.info("engine states are sealed at rest with a key from %s", source)
+            self.seal = StateSeal(key)
         self.metrics = Metrics()
         self.rng = rng
         self.runners: dict[str, TableRunner] = {}

@@ -287,21 +287,21 @@ class TableRunner:
             # them right after storing the step, while the event loop fans the step out
             # (round_settled to 5,000 connections: about 80 ms it would have sat idle).
             self._settle_later()
+        snapshot = p.encode(engine.snapshot())
         try:
             settled = await self.store.commit_step(self.table, engine.to_bytes(), frames,
-                                                   step.effects, started)
+                                                   step.effects, started, snapshot=snapshot)
         except BaseException:
             self._stale = True  # see _reload
             raise
         if not (frames or settled or force):
             return
-        snapshot = engine.snapshot()
         batch = TableBatch(
             table=self.table,
             epoch=engine.state.epoch,
             seq=engine.state.seq,
             frames=[(seq, frame) for _, seq, frame in frames],
-            snapshot=p.encode(snapshot),
+            snapshot=snapshot,
             private=[(s.player_id, p.encode(s.message)) for s in settled],
         )
         await self.bus.publish(batch)

@@ -367,7 +367,8 @@ class RedisStore:
     # --- engine steps ------------------------------------------------------------------
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Effect], now: int) -> list[Settled]:
+                          effects: list[Effect], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
         if any(isinstance(effect, SettleRound) for effect in effects):
             await self._unanswered.answered()  # slips that came before it go first
         k = self.keys
@@ -410,7 +411,7 @@ class RedisStore:
                 raise TypeError(f"unknown effect {effect!r}")
         args: list[bytes | str | int] = [
             "" if token is None else str(token), now, seal_state(self.seal, table, state),
-            msgspec.msgpack.encode(plan), self.event_retention, self.settle_chunk]
+            msgspec.msgpack.encode(plan), self.event_retention, self.settle_chunk, snapshot]
         for epoch, seq, frame in events:
             args += [epoch, seq, frame]
         try:
@@ -452,6 +453,16 @@ class RedisStore:
     async def load_table(self, table: str) -> bytes | None:
         state = await self.redis.hget(self.keys.table_state(table), "state")
         return None if state is None else open_state(self.seal, table, _b(state))
+
+    async def load_snapshot(self, table: str) -> tuple[int, int, bytes] | None:
+        """The table's head ``(epoch, seq)`` and public snapshot as of its last step: what
+        a gateway catches up from. It needs no shoe key (gateways hold none); None before
+        the table's first step stored by this version."""
+        epoch, seq, snapshot = await self.redis.hmget(self.keys.table_state(table),
+                                                      ["epoch", "seq", "snapshot"])
+        if snapshot is None or epoch is None or seq is None:
+            return None
+        return int(epoch), int(seq), _b(snapshot)
 
     async def events_after(self, table: str, epoch: int, seq: int,
                            limit: int) -> list[bytes] | None:

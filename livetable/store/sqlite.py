@@ -492,7 +492,10 @@ class SQLiteStore:
     # --- engine steps ------------------------------------------------------------------
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Effect], now: int) -> list[Settled]:
+                          effects: list[Effect], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
+        # ``snapshot`` is for gateways of other processes (Redis): the embedded gateway
+        # runs beside its engine.
         if any(isinstance(effect, SettleRound) for effect in effects):
             await self._unanswered.answered()  # slips that came before it go first
         return await self._run(self._commit_step, table, state, events, effects, now,

@@ -95,6 +95,7 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
 async def test_a_redis_that_comes_back_empty_is_not_ready(
         tmp_path: Path, redis_server: RedisServer) -> None:
     server = LiveServer(tmp_path / "scaled", env={"LIVETABLE_SECRET": "s" * 32,
+                                                 "LIVETABLE_SHOE_KEY": "k" * 32,
                                                  "LIVETABLE_AUDIT_INTERVAL": "0.3"},
                         args=["--redis", redis_server.url])
     server.start()

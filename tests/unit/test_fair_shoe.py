@@ -304,26 +304,88 @@ def test_a_sealed_state_opens_only_with_its_key_and_table() -> None:
 
 def test_the_state_key_comes_from_outside_the_data_directory(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    s = Settings(data_dir=data, secret=None)
-    key, _, warnings = s.state_key()  # the default: the secret made in the data dir
-    assert key == (data / "secret").read_bytes().strip()
-    assert len(warnings) == 1 and "beside the database" in warnings[0]
-    s = Settings(data_dir=data, secret=b"from-the-environment")
-    assert s.state_key() == (b"from-the-environment", "the signing secret", [])
+    data.mkdir()
     s = Settings(data_dir=data, secret=b"x", shoe_key=b"k" * 32)
-    assert s.state_key() == (b"k" * 32, "LIVETABLE_SHOE_KEY", [])
+    assert s.state_key() == (b"k" * 32 + b"\nx", "LIVETABLE_SHOE_KEY", [])
     key_file = tmp_path / "shoe.key"
     key_file.write_text("f" * 64 + "\n")
+    key_file.chmod(0o600)
     s = Settings(data_dir=data, secret=b"x", shoe_key_file=key_file)
-    assert s.state_key()[0] == b"f" * 64 and s.state_key()[2] == []
+    assert s.state_key()[0] == b"f" * 64 + b"\nx" and s.state_key()[2] == []
     inside = data / "shoe.key"
     inside.write_text("f" * 64)
+    inside.chmod(0o600)
     assert "inside the data directory" in Settings(
         data_dir=data, secret=b"x", shoe_key_file=inside).state_key()[2][0]
+    key_file.chmod(0o644)
+    assert "readable by others" in Settings(
+        data_dir=data, secret=b"x", shoe_key_file=key_file).state_key()[2][0]
     with pytest.raises(ValueError, match="at least 32"):
         Settings(data_dir=data, secret=b"x", shoe_key=b"short").state_key()
     with pytest.raises(ValueError, match="LIVETABLE_SHOE_KEY_FILE"):
         Settings(data_dir=data, secret=b"x", shoe_key_file=tmp_path / "none").state_key()
+    with pytest.raises(ValueError, match="signing secret"):
+        Settings(data_dir=data, secret=b"s" * 32, shoe_key=b"s" * 32).state_key()
+
+
+def test_the_shoe_key_is_its_own_generated_apart_from_the_secret_and_the_data(
+        tmp_path: Path) -> None:
+    """Issue 25, attack 2: the default sealing key was the token secret, kept beside the
+    database. Now a key of its own is generated on the first start, in a 0700 directory
+    beside the data directory, 0600, and the secret cannot open what it seals."""
+    data = tmp_path / "data"
+    s = Settings(data_dir=data)
+    secret = s.load_secret()
+    ring, source, warnings = s.state_key()
+    path = tmp_path / "data-keys" / "shoe.key"
+    assert source == f"the key file {path}" and "generated the shoe key" in warnings[0]
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    shoe_key = path.read_bytes().strip()
+    assert len(shoe_key) >= 32 and shoe_key != secret
+    assert ring == shoe_key + b"\n" + secret  # the secret only opens (the migration)
+    assert s.state_key() == (ring, source, [])  # the second start reads the same key
+    sealed = StateSeal(ring).seal("t1", b'{"shoe": "next cards"}')
+    with pytest.raises(SealError, match="another key"):
+        StateSeal(secret).open("t1", sealed)  # what the attacker held: not enough now
+
+
+def test_a_rotated_ring_seals_with_the_new_key_and_opens_with_the_old() -> None:
+    old, new = b"o" * 32, b"n" * 32
+    before = StateSeal(old).seal("t1", b"{}")
+    ring = StateSeal(new + b"\n" + old)
+    assert ring.open("t1", before) == b"{}"
+    after = ring.seal("t1", b"{}")
+    assert ring.sealed_with(after) == StateSeal(new).key_id
+    assert StateSeal(new).open("t1", after) == b"{}"
+    with pytest.raises(SealError, match="another key"):
+        StateSeal(old).open("t1", after)
+
+
+async def test_a_state_sealed_with_the_secret_is_resealed_with_the_shoe_key(
+        tmp_path: Path) -> None:
+    """A deployment from before the shoe key: its state sealed with the signing secret
+    opens on the first start and the runner's first commit reseals it with the shoe key."""
+    data = tmp_path / "data"
+    settings = Settings(data_dir=data)
+    secret = settings.load_secret()
+    path = data / "livetable.sqlite3"
+    old = SQLiteStore(path, seal=StateSeal(secret))
+    e = TableEngine.new("t1", rng=random.Random(5))
+    step = e.open_betting(T0)
+    await commit(old, e, step, T0)
+    await old.close()
+
+    store = SQLiteStore(path, seal=StateSeal(settings.state_key()[0]))
+    runner = TableRunner("t1", store, MemoryBus(), clock=lambda: T0 + 10)
+    await runner.start()
+    await runner.stop()
+    stored = bytes(store.db.execute("SELECT state FROM tables").fetchone()[0])
+    with pytest.raises(SealError, match="another key"):
+        StateSeal(secret).open("t1", stored)
+    shoe_key = settings.shoe_key_path.read_bytes().strip()
+    assert TableEngine.from_bytes(StateSeal(shoe_key).open("t1", stored)).state.round_no == 1
+    await store.close()
 
 
 async def test_a_plain_state_from_before_sealing_loads_is_sealed_and_its_shoe_retired(

@@ -45,7 +45,8 @@ class FlakyStore:
         return getattr(self.inner, name)
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Any], now: int) -> list[Settled]:
+                          effects: list[Any], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
         closes = any(isinstance(e, SetBetting) and e.status == "closed" for e in effects)
         settles = any(isinstance(e, SettleRound) for e in effects)
         if settles and "settle" not in self.failed:
@@ -116,11 +117,13 @@ class BuggyStore:
         return getattr(self.inner, name)
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Any], now: int) -> list[Settled]:
+                          effects: list[Any], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
         if self.where == "commit" and any(isinstance(e, SettleRound) for e in effects):
             self.calls += 1
             raise KeyError("a bug in settling")
-        return await self.inner.commit_step(table, state, events, effects, now)
+        return await self.inner.commit_step(table, state, events, effects, now,
+                                            snapshot=snapshot)
 
     async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
         if self.where == "settle":

@@ -1,8 +1,9 @@
 -- One engine step, all or nothing.
 -- KEYS: ledger(6), bets, rounds index, table state, table events, lease token, pending
 --       rounds, then the keys the effects name by index (round info, round bets).
--- ARGV: fencing token ('' = none), now, engine state, effects (msgpack), event retention,
---       chunk size, then the events flat: epoch, seq, frame, epoch, seq, frame, ...
+-- ARGV: fencing token ('' = none), now, engine state (sealed), effects (msgpack), event
+--       retention, chunk size, the table's public snapshot (what a gateway catches up
+--       from: it holds no shoe key), then the events flat: epoch, seq, frame, ...
 -- Effects: {'open', info, round, table, shoe, round_no, closes_at, min, max, pair_min,
 --            pair_max, round_max}
 --          {'betting', info, status, closes_at or ''}
@@ -105,7 +106,7 @@ end
 local head = redis.call('HMGET', STATE, 'epoch', 'seq')
 local head_epoch, head_seq = tonumber(head[1] or '0'), tonumber(head[2] or '0')
 local last_epoch, last_seq
-for i = 7, #ARGV - 2, 3 do
+for i = 8, #ARGV - 2, 3 do
   local epoch, seq = ARGV[i], ARGV[i + 1]
   if not (tonumber(epoch) == head_epoch and tonumber(seq) <= head_seq) then
     redis.call('XADD', EVENTS, 'MAXLEN', '~', ARGV[5], '*', 'epoch', epoch, 'seq', seq,
@@ -114,6 +115,7 @@ for i = 7, #ARGV - 2, 3 do
   last_epoch, last_seq = epoch, seq
 end
 redis.call('HSET', STATE, 'state', ARGV[3])
+if ARGV[7] ~= '' then redis.call('HSET', STATE, 'snapshot', ARGV[7]) end
 if last_seq and tonumber(last_seq) > 0 then
   redis.call('HSET', STATE, 'epoch', last_epoch, 'seq', last_seq)
 else
