@@ -252,6 +252,8 @@ class TableState(msgspec.Struct, kw_only=True):
     #: Cards of the round in dealing order: index 0 is the burn, then ROUND_SLOTS.
     round_cards: list[str] = msgspec.field(default_factory=list)
     revealed: int = 0
+    #: The nonces of the supervisors' approvals used in this round: each is used once.
+    approvals_used: list[str] = msgspec.field(default_factory=list)
     last_round: bool = False
     results: list[p.PositionResult] = msgspec.field(default_factory=list)
     roadmap: list[p.RoadmapEntry] = msgspec.field(default_factory=list)
@@ -532,6 +534,7 @@ class TableEngine:
         s.round_id = f"{s.shoe.shoe_id}.{s.round_no}"
         s.round_cards = []
         s.revealed = 0
+        s.approvals_used = []
         s.results = []
         s.closes_at = now + (betting_ms or s.timing.betting_ms)
         s.phase = target
@@ -657,15 +660,27 @@ class TableEngine:
         self._after_card(due)
         return step
 
-    def void_cards(self, count: int, dealer: str, supervisor: str, now: int) -> Step:
+    def void_cards(self, count: int, dealer: str, supervisor: str, now: int,
+                   approval: tuple[str, str] | None = None) -> Step:
         """Void the last ``count`` cards of the round (a mis-scan), before any reveal.
 
-        Manual mode only. The gateway has checked the supervisor's approval; both names are
-        announced in ``cards_voided`` and logged. The voided cards go back to the shoe's
-        count (they were never dealt as such): the dealer scans the right ones next.
+        Manual mode only. The gateway has checked the supervisor's approval (its signature,
+        table, count and life); ``approval`` is its ``(round id, nonce)``, None when the
+        supervisor corrects at their own console. It must be for this round, and a nonce is
+        taken once: the engine is the one place every gateway's corrections of the table
+        meet. Both names are announced in ``cards_voided`` and logged. The voided cards go
+        back to the shoe's count (they were never dealt as such): the dealer scans the
+        right ones next.
         """
         target = self._target("void_cards")
         s = self.state
+        if approval is not None:
+            round_id, nonce = approval
+            if round_id != s.round_id:
+                raise EngineError("bad_approval", f"the approval is for round {round_id}, "
+                                  f"not the round in play ({s.round_id})")
+            if nonce in s.approvals_used:
+                raise EngineError("bad_approval", "this approval was already used")
         if s.mode != "manual":
             raise EngineError("wrong_mode", "cards are corrected only in manual mode")
         if s.revealed:
@@ -682,6 +697,8 @@ class TableEngine:
             if not s.shoe.seen[key]:
                 del s.shoe.seen[key]
         s.shoe.drawn -= count
+        if approval is not None:
+            s.approvals_used.append(approval[1])
         self._live_shoe = None  # re-read from the corrected state
         del s.round_cards[-count:]
         s.phase = target

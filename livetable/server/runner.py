@@ -380,8 +380,10 @@ def _dispatch(engine: TableEngine, command: DealerAction, now: int) -> Step:
             return engine.cancel_round(reason, now)
         case p.SetMode(auto=auto):
             return engine.set_mode("auto" if auto else "manual", now)
-        case p.VoidCards(count=count, dealer=dealer, supervisor=supervisor):
-            return engine.void_cards(count, dealer, supervisor, now)
+        case p.VoidCards(count=count, dealer=dealer, supervisor=supervisor, round_id=round_id,
+                         nonce=nonce):
+            approval = None if round_id is None or nonce is None else (round_id, nonce)
+            return engine.void_cards(count, dealer, supervisor, now, approval)
         case p.RoundCards():  # a read, answered by execute without a step
             raise EngineError("bad_command", "round_cards takes no step")
         case _:  # mypy: every TableCommand has its case above

@@ -136,6 +136,7 @@ class Gateway:
     # --- commands: commands.py -------------------------------------------------------
     _handle = commands.handle
     _approve = commands.approve
+    _issue_approval = commands.issue_approval
 
     # --- bet intake: intake.py -------------------------------------------------------
     _may_bet = intake.may_bet
