@@ -18,7 +18,6 @@ import hmac
 import json
 import random
 import time
-from pathlib import Path
 
 import pytest
 
@@ -31,7 +30,6 @@ from livetable.auth import (
     verify,
     verify_approval,
 )
-from livetable.cli import main
 from livetable.engine import EngineError, TableEngine
 
 SECRET = b"s" * 32
