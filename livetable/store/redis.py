@@ -92,7 +92,7 @@ from livetable.engine.table import (
     SetBetting,
     SettleRound,
 )
-from livetable.rules.fairness import ShoeRecord, ShoeRound
+from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
 from livetable.store.base import (
     AmountOverflow,
     AuditReport,
@@ -548,10 +548,13 @@ class RedisStore:
             rounds.append(ShoeRound(
                 round_id=round_id, round_no=int(round_no or 0), state=state, dealt=dealt,
                 cards=json.loads(cards) if cards and state == "settled" else None))
+        # a cancelled round's dealt cards too: the record accounts for every slot
+        order = json.loads(info["order"])
+        rounds = publish_rounds(order, rounds)
         return ShoeRecord(shoe_id=shoe_id, table=info["table"], commitment=info["commitment"],
                           salt=info["salt"], cut_at=int(info["cut_at"]),
                           burn_card=info["burn_card"], burned=int(info["burned"]),
-                          order=json.loads(info["order"]), rounds=rounds,
+                          order=order, rounds=rounds,
                           ended_at=int(info["ended_at"]))
 
     async def audit(self) -> AuditReport:

@@ -38,7 +38,7 @@ from livetable.engine.table import (
     SetBetting,
     SettleRound,
 )
-from livetable.rules.fairness import ShoeRecord, ShoeRound
+from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
 from livetable.store.base import (
     AuditReport,
     InsufficientBalance,
@@ -765,9 +765,12 @@ class SQLiteStore:
             rounds.append(ShoeRound(
                 round_id=round_id, round_no=round_no, state=state, dealt=dealt,
                 cards=json.loads(cards) if cards and state == "settled" else None))
+        # a cancelled round's dealt cards too: the record accounts for every slot
+        order = json.loads(row[6])
+        rounds = publish_rounds(order, rounds)
         return ShoeRecord(shoe_id=shoe_id, table=row[0], commitment=row[1], salt=row[2],
                           cut_at=row[3], burn_card=row[4], burned=row[5],
-                          order=json.loads(row[6]), rounds=rounds, ended_at=row[8])
+                          order=order, rounds=rounds, ended_at=row[8])
 
     async def audit(self) -> AuditReport:
         return await self._run(self._audit)

@@ -26,7 +26,7 @@ from livetable.bus import MemoryBus
 from livetable.cli import main
 from livetable.config import Settings
 from livetable.engine import Step, TableEngine, Timing
-from livetable.rules.fairness import ShoeRecord, check_shoe, commitment
+from livetable.rules.fairness import ShoeRecord, check_shoe, commitment, publish_rounds
 from livetable.server.runner import TableRunner
 from livetable.store.sealing import MAGIC, SealError, StateSeal, open_state, seal_state
 from livetable.store.sqlite import SQLiteStore
@@ -103,7 +103,12 @@ async def test_a_dealt_shoe_verifies(fair: tuple[ShoeRecord, str]) -> None:
     assert record.commitment == expected
     states = [r.state for r in record.rounds]
     assert "settled" in states and states[1] == "cancelled"
-    assert record.rounds[1].dealt == 5 and record.rounds[1].cards is None
+    # the cancelled round's dealt cards are published: burn, then P1 … P4
+    assert record.rounds[1].dealt == 5
+    at = 1 + (record.burned or 0) + record.rounds[0].dealt
+    assert record.rounds[1].cards == {
+        "P1": [record.order[at + 1]], "P2": [record.order[at + 2]],
+        "P3": [record.order[at + 3]], "P4": [record.order[at + 4]], "P5": [], "BANKER": []}
     # The cut card came out in the last round, and the record says which slots it took.
     first = 1 + record.burned if record.burned is not None else 0
     assert first + sum(r.dealt for r in record.rounds[:-1]) <= record.cut_at
@@ -152,6 +157,22 @@ TAMPERED: dict[str, Any] = {
             s.rounds[0], round_id=f"{s.shoe_id}.{len(s.rounds) + 1}",
             round_no=len(s.rounds) + 1, cards=None, state="cancelled", dealt=0)]), s)[1],
         "after the shoe's last round"),
+    # issue 25, attack 3: a record that leaves slots of the order unaccounted for
+    "a settled round's cards set to null": (
+        lambda s: (setattr(s.rounds[0], "cards", None), s)[1], "no cards published"),
+    "a settled round called cancelled, its cards null": (
+        lambda s: (setattr(s.rounds[0], "state", "cancelled"),
+                   setattr(s.rounds[0], "cards", None), s)[2], "no cards published"),
+    "a cancelled round's cards withheld": (
+        lambda s: (setattr(s.rounds[1], "cards", None), s)[1], "no cards published"),
+    "a cancelled round's published cards changed": (
+        lambda s: (s.rounds[1].cards.__setitem__("P1", ["AS"] if s.rounds[1].cards["P1"]
+                                                  != ["AS"] else ["AH"]), s)[1],
+        "was revealed as"),
+    "a round in no ended state": (
+        lambda s: (setattr(s.rounds[0], "state", "betting"), s)[1], "settled or cancelled"),
+    "a hand that does not exist": (
+        lambda s: (s.rounds[0].cards.__setitem__("P6", ["AS", "AH"]), s)[1], "no hand"),
     "a salt that is not 32 bytes (hash recomputed)": (
         lambda s: _rehash((setattr(s, "salt", "xyz"), s)[1]), "salt is not 64"),
 }
@@ -171,8 +192,9 @@ async def test_a_recomputed_commitment_is_caught_by_the_one_seen_before_the_bets
         fair: tuple[ShoeRecord, str]) -> None:
     record, seen = fair
     forged = _rehash(_swap_in_first_round(_copy(record)))
-    forged.rounds[0].cards = None  # pretend the round was cancelled: consistent again
-    forged.rounds[0].state = "cancelled"
+    forged.rounds[0].state = "cancelled"  # pretend the round was cancelled, publish what
+    forged.rounds[0].cards = None  # the forged order deals: consistent again
+    publish_rounds(forged.order, forged.rounds)
     assert check_shoe(forged) == []  # consistent in itself…
     problems = check_shoe(forged, seen_commitment=seen)  # …but not the shoe announced
     assert len(problems) == 1 and "not the one published" in problems[0]
@@ -224,6 +246,18 @@ async def test_verify_shoe_from_a_file(fair: tuple[ShoeRecord, str], tmp_path: P
     assert err.startswith("shoe t1.1: NOT VERIFIED\n  - round t1.1.1: P1 was revealed as")
     code, out, _ = run(capsys, "verify-shoe", "t1.1", "--file", str(bad), "--json")
     assert code == 1 and json.loads(out)["ok"] is False
+    # issue 25, attack 3: one round's cards set to null, or the round called cancelled,
+    # exited 0 ("verified")
+    for how in ("null", "cancelled"):
+        forged = _copy(record)
+        forged.rounds[0].cards = None
+        if how == "cancelled":
+            forged.rounds[0].state = "cancelled"
+        bad.write_bytes(msgspec.json.encode(forged))
+        code, out, err = run(capsys, "verify-shoe", "t1.1", "--file", str(bad),
+                             "--commitment", seen)
+        assert (code, out) == (1, ""), how
+        assert "round t1.1.1: no cards published for the 13 slots" in err, how
     broken = tmp_path / "broken.json"
     broken.write_text('{"shoe_id": "t1.1", "commitment": 5}')
     code, _, err = run(capsys, "verify-shoe", "t1.1", "--file", str(broken))

@@ -357,6 +357,8 @@ export default {
   "verify.check.decks": "The order is 8 full decks (416 cards)",
   "verify.check.opening": "Opening card {card} shown face up, then {n} cards burned",
   "verify.check.rounds": "Every round was dealt from the next slots of the order: burn, then Player 1–5 and Banker, twice",
+  "verify.check.id": "The record is of shoe {id}, the one asked for",
+  "verify.check.reveals": "The {n} round(s) this browser watched are in the record, settled with the cards it saw revealed",
   "verify.check.cut": "No round was dealt after the round in which the cut card came out",
   "verify.commitment": "Commitment",
   "verify.round": "Round {n}",
