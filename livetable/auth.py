@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from livetable.accounts import AccountError, check_player_id
+from livetable.accounts import GUEST_PREFIX, AccountError, check_player_id
 
 Kind = Literal["player", "guest", "dealer", "supervisor"]
 KINDS: tuple[Kind, ...] = ("player", "guest", "dealer", "supervisor")
@@ -150,7 +150,7 @@ def verify(secret: bytes, token: str, now: float | None = None) -> Identity:
 
 
 def new_guest_id() -> str:
-    return "g_" + secrets.token_urlsafe(9)
+    return GUEST_PREFIX + secrets.token_urlsafe(9)
 
 
 #: Seconds an approval lives after the supervisor's console asked for it.

@@ -315,6 +315,7 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     from livetable.server.wsproto import FramedWebSocketProtocol
 
     guard = ConnectionGuard(head_timeout=settings.request_head_timeout,
+                            body_timeout=settings.request_body_timeout,
                             per_address=settings.connections_per_address,
                             trusted=settings.trusted_proxies)
     # X-Forwarded-For only from the proxies named: uvicorn would trust 127.0.0.1 (or
@@ -423,12 +424,16 @@ def cmd_deposit(args: argparse.Namespace) -> int:
     """Credit a player's account (an operator's cashier, in its simplest form)."""
     import asyncio
 
-    from livetable.accounts import AccountError
+    from livetable.accounts import AccountError, check_not_guest, check_player_id
     from livetable.clock import now_ms
     from livetable.store.base import AmountOverflow, Store
 
     if args.amount <= 0:
         raise UsageError("--amount must be a positive integer")
+    try:  # a guest's demo balance is no money: nobody deposits into it
+        check_not_guest(check_player_id(args.player))
+    except AccountError as exc:
+        raise UsageError(str(exc)) from None
     settings = _settings(args)
 
     async def deposit() -> int:

@@ -143,6 +143,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     trusted_proxies: list[str] = []
     #: Seconds a connection has to complete a request's head (request line and headers).
     request_head_timeout: Seconds = 10
+    #: Seconds a request's whole body may take to arrive once its head is complete (408).
+    request_body_timeout: Seconds = 10
     #: Open connections allowed from one client address (trusted proxies exempt); 0 = no cap.
     connections_per_address: Count = 256
     #: HTTP API requests per client address (``limits`` notation), and Bet Record reads.
@@ -249,7 +251,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if not create:
             raise FileNotFoundError(
                 f"no signing secret: set LIVETABLE_SECRET or run where {path} exists")
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # its files are secrets
         value = secrets.token_urlsafe(32).encode()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:

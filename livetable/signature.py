@@ -25,5 +25,8 @@ def valid(secret: bytes, body: bytes, header: str | None) -> bool:
     """Whether ``header`` is the signature of ``body`` (constant-time compare)."""
     if not header or not header.startswith(_PREFIX):
         return False
+    given = header[len(_PREFIX):].strip().lower()
+    if not given.isascii():  # compare_digest raises on non-ASCII text: a 500 before
+        return False
     expected = hmac.new(secret, body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(header[len(_PREFIX):].strip().lower(), expected)
+    return hmac.compare_digest(given, expected)

@@ -21,7 +21,7 @@ from brotli_asgi import BrotliMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
@@ -30,7 +30,7 @@ from starlette.websockets import WebSocket
 
 from livetable import protocol as p
 from livetable import signature
-from livetable.accounts import AccountError, check_player_id
+from livetable.accounts import AccountError, check_not_guest, check_player_id
 from livetable.auth import Identity, TokenError, mint, new_guest_id, verify
 from livetable.bus import Bus, MemoryBus
 from livetable.clock import now_ms
@@ -626,10 +626,13 @@ async def operator_body(request: Request, kind: type[OperatorRequest]
     if secret is None:
         return _error(404, "not_found", "operator integration is not configured")
     body = b""
-    async for chunk in request.stream():  # bounded: never buffer a huge body
-        body += chunk
-        if len(body) > MAX_OPERATOR_BODY:
-            return _error(413, "too_large", "the body is at most 16 KiB")
+    try:
+        async for chunk in request.stream():  # bounded: never buffer a huge body
+            body += chunk
+            if len(body) > MAX_OPERATOR_BODY:
+                return _error(413, "too_large", "the body is at most 16 KiB")
+    except ClientDisconnect:  # gone, or too slow (server/guard.py answered it 408)
+        return _error(408, "body_timeout", "the request body did not arrive in time")
     if not signature.valid(secret, body, request.headers.get(signature.HEADER)):
         return _error(401, "invalid_signature",
                       f"{signature.HEADER} must be sha256=<hex HMAC-SHA256 of the body "
@@ -648,8 +651,10 @@ async def launch(request: Request) -> Response:
         check_player_id(launch.player_id)
     except AccountError as exc:
         return _error(400, "bad_player_id", str(exc))
-    if launch.player_id.startswith("g_"):
-        return _error(400, "bad_player_id", "player ids starting g_ are demo guests'")
+    try:
+        check_not_guest(launch.player_id)
+    except AccountError as exc:
+        return _error(400, "bad_player_id", str(exc))
     svc = services_of(request)
     settings = svc.settings
     table_id = launch.table or settings.table_names[0]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
@@ -247,6 +248,16 @@ _TAKEN_COLUMNS = "bet_id, round_id, spot, amount, deducted, balance_at_accept"
 _TAKEN_COLUMNS_OF_BETS = ", ".join(f"bets.{c}" for c in _TAKEN_COLUMNS.split(", "))
 
 
+def create_private(path: Path) -> None:
+    """The database file, if it is new, readable by its owner only (0600), in a directory
+    created 0700: the ledger and the event log are nobody else's to read, whatever the
+    umask (outside systemd it is usually 022: 0644 files). SQLite gives the ``-wal`` and
+    ``-shm`` files the database file's mode."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 def check_synchronous(value: str) -> str:
     """``PRAGMA synchronous`` of the ledger and the wallet log (``LIVETABLE_SQLITE_SYNC``,
     which the settings check first)."""
@@ -275,7 +286,7 @@ class SQLiteStore:
                 settle_chunk, check_synchronous(synchronous)))
         else:
             if self.path != ":memory:":
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                create_private(Path(self.path))
             # used by the writer thread only (tests may use it between two operations)
             self._db = sqlite3.connect(self.path, isolation_level=None,
                                        check_same_thread=False)

@@ -32,7 +32,7 @@ from typing import Literal, Protocol
 import msgspec
 
 from livetable.store.base import surface_outages
-from livetable.store.sqlite import check_synchronous, is_sqlite_outage
+from livetable.store.sqlite import check_synchronous, create_private, is_sqlite_outage
 
 Method = Literal["balance", "debit", "credit", "rollback"]
 #: debit: pending ok refused unknown; credit and rollback: queued ok
@@ -200,6 +200,8 @@ class SQLiteWalletLog:
     """
 
     def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
+        if str(path) != ":memory:":
+            create_private(Path(path))
         self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA busy_timeout=5000")

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -164,3 +165,31 @@ def test_nginx_forwards_the_address_it_saw_and_limits_per_client() -> None:
     assert "limit_req zone=livetable_guest" in blocks["/api/guest"]
     for websocket in ("/ws", "/ws/dealer"):
         assert "limit_req" not in blocks[websocket], websocket  # the connection cap only
+
+
+def _ingress_match(path: str, kind: str, url: str) -> int:
+    """How long a match Kubernetes' Ingress path ``path`` (``kind``) is for ``url``
+    (-1: none). Prefix matches element by element of the "/"-split path."""
+    if kind == "Exact":
+        return len(path) if url == path else -1
+    want = [e for e in path.split("/") if e]
+    have = [e for e in url.split("/") if e]
+    return len(path) if have[:len(want)] == want else -1
+
+
+@pytest.mark.parametrize("url", ["/metrics", "/metrics/", "/metrics/x"])
+def test_the_kubernetes_ingress_does_not_expose_metrics(url: str) -> None:
+    """Issue 25, attack 7: the Ingress routed /metrics to the gateways like any path (the
+    nginx of deploy/ answers it 404). The longest path that matches it must be an Ingress
+    that refuses every address."""
+    best: tuple[int, dict[str, Any]] | None = None
+    for ingress in k8s("ingress.yaml"):
+        for rule in ingress["spec"]["rules"]:
+            for route in rule["http"]["paths"]:
+                n = _ingress_match(route["path"], route["pathType"], url)
+                if n >= 0 and (best is None or n > best[0]):
+                    best = (n, ingress)
+    assert best is not None
+    annotations = best[1]["metadata"].get("annotations", {})
+    denied = annotations.get("nginx.ingress.kubernetes.io/denylist-source-range", "")
+    assert {r.strip() for r in denied.split(",")} >= {"0.0.0.0/0", "::/0"}, best[1]["metadata"]

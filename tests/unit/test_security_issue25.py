@@ -16,8 +16,10 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import random
 import time
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +32,10 @@ from livetable.auth import (
     verify,
     verify_approval,
 )
+from livetable.cli import main
+from livetable.config import Settings
 from livetable.engine import EngineError, TableEngine
+from livetable.store.sqlite import SQLiteStore
 
 SECRET = b"s" * 32
 SUE = Identity(kind="supervisor", id="sup-1", name="Sue", expires=int(time.time()) + 600,
@@ -114,3 +119,35 @@ def test_a_token_whose_sub_is_not_a_string_is_refused(sub: object) -> None:
     token = _signed({"k": "player", "sub": "alice", "name": sub, "exp": time.time() + 60})
     with pytest.raises(TokenError, match="malformed token payload"):
         verify(SECRET, token)
+
+
+def test_a_deposit_into_a_guests_id_is_refused(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "secret").write_bytes(SECRET)
+    code = main(["deposit", "--data-dir", str(tmp_path), "--player", "g_abcdef",
+                 "--amount", "1000", "--id", "d1"])
+    assert code == 2
+    assert "player ids starting g_ are demo guests'" in capsys.readouterr().err
+    assert not (tmp_path / "livetable.sqlite3").exists()  # refused before any store opened
+
+
+@pytest.mark.parametrize("writer", ["thread", "process"])
+async def test_the_data_directory_and_the_sqlite_files_are_private(
+        tmp_path: Path, writer: str) -> None:
+    old = os.umask(0o022)  # what a shell outside systemd usually has: 0644 files
+    try:
+        data = tmp_path / "data"
+        settings = Settings(data_dir=data)
+        settings.load_secret()
+        store = SQLiteStore(settings.db_path, writer=writer)  # type: ignore[arg-type]
+        await store.ensure_player("alice", "Alice", 100, 1)
+        await store.deposit("d1", "alice", 5, 2)
+        files = sorted(data.glob("livetable.sqlite3*"))
+        modes = {f.name: f.stat().st_mode & 0o777 for f in files}
+        await store.close()
+    finally:
+        os.umask(old)
+    assert data.stat().st_mode & 0o777 == 0o700
+    assert (data / "secret").stat().st_mode & 0o777 == 0o600
+    assert "livetable.sqlite3-wal" in modes
+    assert modes == dict.fromkeys(modes, 0o600), modes
