@@ -116,6 +116,8 @@ class Services:
         self.runners: dict[str, TableRunner] = {}
         self.leases: LeasedTables | None = None
         self.redis: Any = None
+        #: Redis only: the check of the store's identity on every new connection.
+        self.identity_check: Any = None
         self.pubsub_redis: Any = None
         self.lease_redis: Any = None
         self.control: RedisControl | None = None
@@ -138,17 +140,21 @@ class Services:
 
             from livetable.bus.redis import RedisBus
             from livetable.server.scaleout import LeasedTables, RedisControl
-            from livetable.store.redis import FencedOut, RedisStore
+            from livetable.store.redis import FencedOut, IdentityCheck, RedisStore
 
             # Retry a command once or twice on a dropped connection (after a Redis restart
             # the first command on each pooled connection fails). Safe: every write is
             # idempotent by its id (bet, step, round).
             # A round's settlement is one Lua script: a round of 100,000 bets keeps Redis
             # busy for seconds (docs/benchmarks.md), past redis-py's 5 s default timeout.
+            # Every new connection checks the store's identity first (once start has read
+            # it): a Redis that came back empty is refused before anything is written.
+            check = self.identity_check = IdentityCheck()
             self.redis = Redis(
                 connection_pool=BlockingConnectionPool.from_url(
                     settings.redis_url, max_connections=512, timeout=10,
-                    health_check_interval=5, socket_timeout=60),
+                    health_check_interval=5, socket_timeout=60,
+                    redis_connect_func=check.on_connect),
                 retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
                 retry_on_error=[RedisConnectionError, RedisTimeoutError])
             self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
@@ -156,6 +162,7 @@ class Services:
             redis_store = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
                                      seal=self.seal)
             self.store: Store = redis_store
+            check.key = redis_store.keys.identity
             # one prefix for every name: the store's (livetable/store/keys.py)
             self.redis_prefix = prefix = redis_store.keys.prefix
             self.bus: Bus = RedisBus(self.pubsub_redis or self.redis, settings.table_names,
@@ -167,7 +174,7 @@ class Services:
                 # must never delay a lease renewal
                 self.lease_redis = Redis(connection_pool=BlockingConnectionPool.from_url(
                     settings.redis_url, max_connections=len(settings.table_names) + 8,
-                    timeout=5, health_check_interval=5))
+                    timeout=5, health_check_interval=5, redis_connect_func=check.on_connect))
                 self.leases = LeasedTables(self.lease_redis, redis_store,
                                            settings.table_names,
                                            lambda t: self._runner(t, (FencedOut,)))
@@ -245,6 +252,8 @@ class Services:
         if pinned and pinned != self.store_identity:
             raise RuntimeError(f"the store's identity is {self.store_identity}, not the "
                                f"LIVETABLE_STORE_ID {pinned}: a wiped or different store")
+        if self.identity_check is not None:
+            self.identity_check.expected = self.store_identity
         log.info("store identity %s", self.store_identity)
         self.metrics.set_gauge("livetable_ledger_ok", 1.0)
         if "engine" in self.roles and self.settings.audit_interval > 0:
@@ -280,7 +289,14 @@ class Services:
 
     async def check_ledger(self) -> str | None:
         """One audit (and identity check); returns the problem found, if any."""
-        current = await self.store.identity()
+        try:
+            current = await self.store.identity()
+        except StoreUnavailable as exc:  # a new connection found another store: no outage
+            from livetable.store.redis import StoreIdentityChanged
+
+            if not isinstance(exc.__cause__, StoreIdentityChanged):
+                raise
+            current = exc.__cause__.found
         pause = True
         problem: str | None
         if current != self.store_identity:

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
@@ -154,6 +155,58 @@ def is_redis_outage(exc: BaseException) -> bool:
     running a long script past ``busy-reply-threshold`` (a ``BUSY`` reply)."""
     return isinstance(exc, REDIS_OUTAGES) or (
         isinstance(exc, ResponseError) and str(exc).startswith("BUSY"))
+
+
+log = logging.getLogger("livetable.store.redis")
+
+
+class StoreIdentityChanged(redis_errors.ConnectionError):
+    """A new connection found Redis holding another store identity, or none: Redis came
+    back empty (a restart without persistence), or the URL now reaches another store.
+    Nothing is sent on that connection; to the callers it is an outage (StoreUnavailable),
+    so every write is refused — loudly — until an operator looks."""
+
+    def __init__(self, expected: str, found: str | None) -> None:
+        super().__init__(f"the store's identity changed (started on {expected}, a new "
+                         f"connection finds {found}): a wiped or different store; nothing "
+                         "is written to it")
+        self.expected = expected
+        self.found = found
+
+
+class IdentityCheck:
+    """Checks the store's identity on every new Redis connection, before anything is sent
+    on it (:meth:`on_connect`, a pool's ``redis_connect_func``).
+
+    Why on connect: a Redis that restarts empty drops every connection, so everything this
+    process writes afterwards goes through a new one. Checked only there, the check costs
+    one GET per connection, not per write, and no write of any kind (a script, a lease, a
+    new guest's account) can reach an empty Redis before it is noticed — where the periodic
+    audit took up to a minute, and wrote meanwhile. ``expected`` is set once the process
+    has read the identity it starts on (``Services.start``); before that nothing is checked.
+    """
+
+    def __init__(self, key: str = "") -> None:
+        self.key = key
+        self.expected: str | None = None
+        #: The identities already logged as found (each once: the callers retry often).
+        self._reported: set[str | None] = set()
+
+    async def on_connect(self, connection: Any) -> None:
+        """The pool's ``redis_connect_func`` (a coroutine function: redis-py awaits it only
+        if ``asyncio.iscoroutinefunction`` says so)."""
+        await connection.on_connect()
+        if self.expected is None or not self.key:
+            return
+        await connection.send_command("GET", self.key)
+        value = await connection.read_response()
+        found = None if value is None else _s(value)
+        if found != self.expected:
+            error = StoreIdentityChanged(self.expected, found)
+            if found not in self._reported:
+                self._reported.add(found)
+                log.error("%s", error)
+            raise error
 
 
 class FencedOut(StoreError):
