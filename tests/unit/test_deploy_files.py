@@ -193,3 +193,25 @@ def test_the_kubernetes_ingress_does_not_expose_metrics(url: str) -> None:
     annotations = best[1]["metadata"].get("annotations", {})
     denied = annotations.get("nginx.ingress.kubernetes.io/denylist-source-range", "")
     assert {r.strip() for r in denied.split(",")} >= {"0.0.0.0/0", "::/0"}, best[1]["metadata"]
+
+
+def test_only_engines_get_the_shoe_key() -> None:
+    """Issue 25, attack 2: the shoe key is the engines' alone (a gateway never opens a
+    sealed state), and required for them."""
+    services = livetable_services(compose())
+    for name, svc in services.items():
+        has = "LIVETABLE_SHOE_KEY" in svc["environment"]
+        assert has == (svc["command"][1] == "engine"), name
+        if has:
+            assert ":?" in svc["environment"]["LIVETABLE_SHOE_KEY"], name  # required
+    refs = {}
+    for name in ("engine.yaml", "gateway.yaml"):
+        for doc in k8s(name):
+            if doc["kind"] == "Deployment":
+                container = doc["spec"]["template"]["spec"]["containers"][0]
+                refs[name] = {e.get("secretRef", {}).get("name") for e in container["envFrom"]}
+    assert "livetable-shoe" in refs["engine.yaml"]
+    assert "livetable-shoe" not in refs["gateway.yaml"]
+    secrets = {d["metadata"]["name"]: d["stringData"] for d in k8s("secret.example.yaml")}
+    assert "LIVETABLE_SHOE_KEY" in secrets["livetable-shoe"]
+    assert "LIVETABLE_SHOE_KEY" not in secrets["livetable"]
