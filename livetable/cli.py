@@ -280,7 +280,7 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
 
     import uvicorn
 
-    from livetable.config import masked_url
+    from livetable.config import SettingsError, masked_url
     from livetable.server.app import Services, create_app
     from livetable.server.gcpolicy import Collector
 
@@ -295,7 +295,10 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
                          "32; see docs/operations.md). Gateways do not need it")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    services = Services(settings, roles=roles)
+    try:
+        services = Services(settings, roles=roles)
+    except SettingsError as exc:  # the shoe key: missing, short, not creatable
+        raise UsageError(str(exc)) from None
     services.collector = Collector(
         services.busy, interval=settings.gc_interval,
         on_collect=services.metrics.gc_pause.observe) if settings.gc_interval > 0 else None

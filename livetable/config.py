@@ -288,14 +288,20 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         else:
             source = f"the key file {path}"
             if self.shoe_key_file is None and create and not path.exists():
-                _create_key_file(path)
+                try:
+                    _create_key_file(path)
+                except OSError as exc:
+                    raise SettingsError(
+                        f"cannot create the shoe key {path}: {exc.strerror}; make its "
+                        "directory writable, or set LIVETABLE_SHOE_KEY or "
+                        "LIVETABLE_SHOE_KEY_FILE") from None
                 warnings.append(f"generated the shoe key {path}: back it up apart from the "
                                 "data (docs/operations.md, section 4)")
             try:
                 ring = path.read_bytes()
             except OSError as exc:
                 what = "LIVETABLE_SHOE_KEY_FILE" if self.shoe_key_file else "the shoe key"
-                raise ValueError(f"{what} {path}: {exc.strerror}") from None
+                raise SettingsError(f"{what} {path}: {exc.strerror}") from None
             if path.stat().st_mode & 0o077:
                 warnings.append(f"the shoe key file {path} is readable by others than its "
                                 "owner: chmod 600 it")
@@ -305,16 +311,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                             "future card; keep it elsewhere")
         keys = [k.strip() for k in ring.split(b"\n") if k.strip()]
         if not keys:
-            raise ValueError(f"{source} is empty")
+            raise SettingsError(f"{source} is empty")
         for key in keys:
             if len(key) < MIN_KEY_BYTES:
-                raise ValueError(f"{source} holds a key of {len(key)} bytes; a shoe key "
+                raise SettingsError(f"{source} holds a key of {len(key)} bytes; a shoe key "
                                  f"needs at least {MIN_KEY_BYTES} (e.g. openssl rand -hex 32)")
         secret = self.secret
         if secret is None and (self.data_dir / "secret").exists():
             secret = (self.data_dir / "secret").read_bytes().strip()
         if secret and secret in keys:
-            raise ValueError(f"{source} holds the signing secret: the shoe key must be a key "
+            raise SettingsError(f"{source} holds the signing secret: the shoe key must be a key "
                              "of its own (every gateway and `livetable token` holds the "
                              "secret)")
         if secret:

@@ -24,7 +24,7 @@ import pytest
 from livetable import protocol as p
 from livetable.bus import MemoryBus
 from livetable.cli import main
-from livetable.config import Settings
+from livetable.config import Settings, SettingsError
 from livetable.engine import Step, TableEngine, Timing
 from livetable.rules.fairness import ShoeRecord, check_shoe, commitment, publish_rounds
 from livetable.server.runner import TableRunner
@@ -452,3 +452,9 @@ async def test_a_plain_state_from_before_sealing_loads_is_sealed_and_its_shoe_re
     started = [ev for ev in step.events if isinstance(ev, p.ShoeStarted)]
     assert [(ev.shoe_id, ev.commitment is not None) for ev in started] == [("t1.2", True)]
     await store.close()
+
+
+def test_a_shoe_key_that_cannot_be_created_is_a_clear_settings_error(tmp_path: Path) -> None:
+    (tmp_path / "data-keys").write_text("a file where the key's directory would go")
+    with pytest.raises(SettingsError, match=r"cannot create the shoe key .*LIVETABLE_SHOE_KEY"):
+        Settings(data_dir=tmp_path / "data", secret=b"x" * 32).state_key()
