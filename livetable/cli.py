@@ -275,18 +275,12 @@ def cmd_engine(args: argparse.Namespace) -> int:
     return _run_server(args, ("engine",))
 
 
-def _without_password(url: str | None) -> str:
-    """A database URL fit to print: its password replaced by ``***``."""
-    import re
-
-    return re.sub(r"(://[^:/@,]+):[^@/]*@", r"\1:***@", url or "")
-
-
 def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     import logging
 
     import uvicorn
 
+    from livetable.config import SettingsError, masked_url
     from livetable.server.app import Services, create_app
     from livetable.server.gcpolicy import Collector
 
@@ -294,22 +288,28 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     if settings.redis_url and not settings.secret:
         raise UsageError("with --redis every process must share LIVETABLE_SECRET (tokens "
                          "minted by one must verify on all)")
+    if (settings.redis_url and "engine" in roles and settings.shoe_key is None
+            and settings.shoe_key_file is None):
+        raise UsageError("with --redis every engine must share the shoe key: set "
+                         "LIVETABLE_SHOE_KEY or LIVETABLE_SHOE_KEY_FILE (openssl rand -hex "
+                         "32; see docs/operations.md). Gateways do not need it")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from livetable.operator.registry import RegistryError
 
     try:
         services = Services(settings, roles=roles)
-    except RegistryError as exc:
+    except (RegistryError, SettingsError) as exc:  # the registry; the shoe key (missing,
+        # short, not creatable)
         raise UsageError(str(exc)) from None
     services.collector = Collector(
         services.busy, interval=settings.gc_interval,
         on_collect=services.metrics.gc_pause.observe) if settings.gc_interval > 0 else None
     app = create_app(settings, services, roles=roles)
     shown = "localhost" if settings.host in ("0.0.0.0", "127.0.0.1", "::") else settings.host
-    store = (f"PostgreSQL {_without_password(settings.postgres_url)}"
+    store = (f"PostgreSQL {masked_url(settings.postgres_url)}"
              if settings.postgres_url
-             else f"Redis {settings.redis_url}" if settings.redis_url
+             else f"Redis {masked_url(settings.redis_url)}" if settings.redis_url
              else f"embedded, database {settings.db_path}")
     print(f"livetable {'+'.join(roles)}: tables {','.join(settings.table_names)}; {store}",
           flush=True)
@@ -323,6 +323,7 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     from livetable.server.guard import ConnectionGuard
 
     guard = ConnectionGuard(head_timeout=settings.request_head_timeout,
+                            body_timeout=settings.request_body_timeout,
                             per_address=settings.connections_per_address,
                             trusted=settings.trusted_proxies)
     # X-Forwarded-For only from the proxies named: uvicorn would trust 127.0.0.1 (or
@@ -437,12 +438,16 @@ def cmd_deposit(args: argparse.Namespace) -> int:
     """Credit a player's account (an operator's cashier, in its simplest form)."""
     import asyncio
 
-    from livetable.accounts import AccountError
+    from livetable.accounts import AccountError, check_not_guest, check_player_id
     from livetable.clock import now_ms
     from livetable.store.base import AmountOverflow, Store
 
     if args.amount <= 0:
         raise UsageError("--amount must be a positive integer")
+    try:  # a guest's demo balance is no money: nobody deposits into it
+        check_not_guest(check_player_id(args.player))
+    except AccountError as exc:
+        raise UsageError(str(exc)) from None
     settings = _settings(args)
 
     async def deposit() -> int:

@@ -35,7 +35,10 @@ HELP = """\
   cut                  the cut card came out
   cards                the cards entered so far this round (after a restart of this console)
   void N [APPROVAL]    void the last N cards (a mis-scan), before any reveal; APPROVAL is
-                       a supervisor token (none needed when signed in as a supervisor)
+                       the one-time code a supervisor's console issued for it (none
+                       needed when signed in as a supervisor)
+  approve N            (a supervisor) issue that code for voiding the last N cards of
+                       the round in play: used once, within 2 minutes
   auto | manual        switch the table's mode (between rounds)
   ping                 ask the server for a pong
   help                 this list"""
@@ -78,8 +81,12 @@ def command_of(line: str) -> p.DealerCommand | None:
         case "void" | "correct" | "correct_cards":
             count, _, approval = rest.partition(" ")
             if not count.isdigit():
-                raise ValueError("void N [SUPERVISOR-TOKEN]: N is how many of the last cards")
+                raise ValueError("void N [APPROVAL]: N is how many of the last cards")
             return p.CorrectCards(count=int(count), approval=approval.strip() or None)
+        case "approve" | "approve_correction":
+            if not rest.strip().isdigit():
+                raise ValueError("approve N: N is how many of the last cards to void")
+            return p.ApproveCorrection(count=int(rest))
         case "auto" | "manual":
             return p.SetMode(auto=word == "auto")
         case "ping":

@@ -285,13 +285,23 @@ class SetMode(Struct, tag="set_mode", tag_field="type", kw_only=True):
 class CorrectCards(Struct, tag="correct_cards", tag_field="type", kw_only=True):
     """Void the last ``count`` cards of the round before its reveal (a mis-scan).
 
-    Needs a supervisor: a dealer's console sends ``approval``, a supervisor token scoped to
-    the table (the supervisor scans their badge at the console); a supervisor's own console
-    needs none. The gateway turns it into :class:`VoidCards` with both names.
+    Needs a supervisor: a dealer's console sends ``approval``, the code a supervisor's
+    console got for this correction (:class:`ApproveCorrection`: this table, this round,
+    this count, used once, 120 s); a supervisor's own console needs none. A supervisor's
+    token is not an approval. The gateway turns it into :class:`VoidCards` with both names.
     """
 
     count: Annotated[int, msgspec.Meta(ge=1, le=13)]
     approval: Annotated[str, Meta(max_length=2048)] | None = None
+
+
+class ApproveCorrection(Struct, tag="approve_correction", tag_field="type", kw_only=True):
+    """A supervisor's console asks for the approval of voiding the last ``count`` cards of
+    the round in play at its table. Answered ``ack {cmd, detail: {approval, round_id,
+    count, expires_at}}`` to that console only: ``approval`` is the code the dealer's
+    console sends with ``correct_cards`` (docs/dealer.md)."""
+
+    count: Annotated[int, msgspec.Meta(ge=1, le=13)]
 
 
 class RoundCards(Struct, tag="round_cards", tag_field="type", kw_only=True):
@@ -301,7 +311,7 @@ class RoundCards(Struct, tag="round_cards", tag_field="type", kw_only=True):
 
 DealerCommand = (
     Hello | StartShoe | OpenBetting | CloseBetting | CardIn | Reveal | Pause | ResumeTable
-    | CallOffRound | SetMode | CorrectCards | RoundCards | Ping
+    | CallOffRound | SetMode | CorrectCards | ApproveCorrection | RoundCards | Ping
 )
 
 
@@ -318,13 +328,17 @@ DEALER_COMMANDS: tuple[str, ...] = tuple(n for n in type_names(DealerCommand) if
 
 class VoidCards(Struct, tag="void_cards", tag_field="type", kw_only=True):
     """An approved correction, as the gateway hands it to the table (never decoded from a
-    client: the names come from verified tokens)."""
+    client: the names come from a verified token and a verified approval). ``round_id``
+    and ``nonce`` are the approval's (the engine takes a nonce once, in that round only);
+    both None when a supervisor corrects at their own console."""
 
     count: int
     dealer: str
     dealer_id: str
     supervisor: str
     supervisor_id: str
+    round_id: str | None = None
+    nonce: str | None = None
 
 
 #: What a gateway hands to a table's engine (in-process, or through Redis in scale-out).

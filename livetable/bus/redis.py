@@ -32,11 +32,10 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
 from livetable.bus import BATCH_DECODER, BATCH_ENCODER, TableBatch
-from livetable.engine import TableEngine
-from livetable.protocol import encode
-from livetable.store.base import Store, StoreUnavailable
+from livetable.store.base import StoreUnavailable
 from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
-from livetable.store.redis import is_redis_outage
+from livetable.store.postgres import PostgresStore
+from livetable.store.redis import RedisStore, is_redis_outage
 from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.bus")
@@ -46,7 +45,8 @@ RECENT_FRAMES = 512
 
 
 class RedisBus:
-    def __init__(self, client: Redis | RedisCluster, tables: list[str], store: Store, *,
+    def __init__(self, client: Redis | RedisCluster, tables: list[str],
+                 store: RedisStore | PostgresStore, *,
                  on_reconnect: Callable[[], None] | None = None,
                  silence_timeout: float = 3.0, ping_interval: float = 1.0,
                  prefix: str = DEFAULT_PREFIX,
@@ -218,19 +218,17 @@ class RedisBus:
 
     async def _catch_up(self, table: str) -> None:
         """Deliver what the table's log holds beyond what we delivered (or its snapshot)."""
-        state = await self.store.load_table(table)
-        if state is None:
+        stored = await self.store.load_snapshot(table)  # never the sealed state: see there
+        if stored is None:
             return
-        engine = TableEngine.from_bytes(state)
-        epoch, seq = engine.state.epoch, engine.state.seq
+        epoch, seq, snapshot = stored
         head = self._heads.get(table)
         frames: list[tuple[int, bytes]] = []
         if head is not None and head[0] == epoch and head[1] < seq:
-            stored = await self.store.events_after(table, epoch, head[1], 100_000)
-            if stored is not None:
-                frames = [(head[1] + 1 + i, frame) for i, frame in enumerate(stored)]
+            missed = await self.store.events_after(table, epoch, head[1], 100_000)
+            if missed is not None:
+                frames = [(head[1] + 1 + i, frame) for i, frame in enumerate(missed)]
         elif head is not None and head[0] == epoch:
             return  # nothing missed
-        snapshot = encode(engine.snapshot())
         self._deliver(TableBatch(table=table, epoch=epoch, seq=seq, frames=frames,
                                  snapshot=snapshot, private=[], repair=True))

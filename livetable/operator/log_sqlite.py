@@ -36,7 +36,7 @@ import msgspec
 
 from livetable.operator.log import CallState, WalletCall
 from livetable.store.base import surface_outages
-from livetable.store.ledger.schema import check_synchronous, is_sqlite_outage
+from livetable.store.ledger.schema import check_synchronous, create_private, is_sqlite_outage
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS wallet_calls (
@@ -115,6 +115,8 @@ class SQLiteWalletLog:
 
     def __init__(self, path: str | Path, synchronous: str = "NORMAL", *,
                  moved_from: str | Path | None = None) -> None:
+        if str(path) != ":memory:":  # 0600 in a 0700 directory, whatever the umask
+            create_private(Path(path))
         self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA busy_timeout=5000")
@@ -179,7 +181,12 @@ class SQLiteWalletLog:
                 try:
                     out.append((True, work()))
                 except Exception as exc:
-                    db.execute("ROLLBACK TO call")
+                    try:
+                        db.execute("ROLLBACK TO call")
+                    except sqlite3.Error:
+                        # the transaction is gone (SQLite rolled it back: a full disk):
+                        # the batch fails, with why, not with the rollback's own error
+                        raise exc from None
                     out.append((False, exc))
                 db.execute("RELEASE call")
             db.execute("COMMIT")

@@ -23,7 +23,7 @@ from brotli_asgi import BrotliMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from livetable import protocol as p
-from livetable.accounts import AccountError, is_operator_player_id
+from livetable.accounts import AccountError, check_not_guest, is_operator_player_id
 from livetable.auth import Identity, TokenError, mint, new_guest_id, verify
 from livetable.bus import Bus, MemoryBus
 from livetable.clock import now_ms
@@ -110,17 +110,23 @@ class Services:
         self.settings = settings
         self.roles = roles
         self.secret = settings.load_secret()
-        key, source, warnings = settings.state_key()
-        for warning in warnings:
-            log.warning("%s", warning)
-        log.info("engine states are sealed at rest with a key from %s", source)
-        #: Seals every table's engine state at rest (store/sealing.py).
-        self.seal = StateSeal(key)
+        #: Seals every table's engine state at rest (store/sealing.py). Engines only: a
+        #: gateway never reads a sealed state (it catches up from the public snapshot the
+        #: store keeps beside it), so it never holds the shoe key.
+        self.seal: StateSeal | None = None
+        if "engine" in roles:
+            key, source, warnings = settings.state_key()
+            for warning in warnings:
+                log.warning("%s", warning)
+            log.info("engine states are sealed at rest with a key from %s", source)
+            self.seal = StateSeal(key)
         self.metrics = Metrics()
         self.rng = rng
         self.runners: dict[str, TableRunner] = {}
         self.leases: LeasedTables | None = None
         self.redis: Any = None
+        #: Redis only: the check of the store's identity on every new connection.
+        self.identity_check: Any = None
         self.pubsub_redis: Any = None
         self.lease_redis: Any = None
         self.subscriber_redis: Any = None
@@ -142,20 +148,25 @@ class Services:
             from livetable.server.scaleout import LeasedTables, RedisControl
             from livetable.store.base import FenceRefused
             from livetable.store.postgres import PostgresStore
-            from livetable.store.redis import FencedOut, RedisStore, connection_pool
+            from livetable.store.redis import FencedOut, IdentityCheck, RedisStore, connection_pool
 
             # Pooled connections retry a command on a dropped connection (after a Redis
             # restart the first command on each of them fails): see connection_pool.
             # A round's settlement is one Lua script: a round of 100,000 bets keeps Redis
             # busy for seconds (docs/benchmarks.md), past redis-py's 5 s default timeout.
+            # Every new connection checks the store's identity first (once start has read
+            # it): a Redis that came back empty is refused before anything is written.
+            check = self.identity_check = IdentityCheck()
             self.redis = Redis(connection_pool=connection_pool(
                 settings.redis_url, max_connections=512, timeout=10,
-                health_check_interval=5, socket_timeout=60))
+                health_check_interval=5, socket_timeout=60,
+                redis_connect_func=check.on_connect))
             self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
                                       if settings.redis_pubsub_cluster else None)
             fenced: RedisStore | PostgresStore
             if settings.postgres_url:
                 # the ledger in PostgreSQL; Redis is the bus, the commands and the leases
+                # (PostgreSQL checks its own identity: it is not in Redis)
                 fenced = PostgresStore(settings.postgres_url,
                                        event_retention=settings.event_log_size * 4,
                                        seal=self.seal, max_connections=32)
@@ -163,6 +174,7 @@ class Services:
             else:
                 fenced = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
                                     seal=self.seal)
+                check.key = fenced.keys.identity
                 fatal = (FencedOut,)
             self.store: Store = fenced
             # one prefix for every name: the store's (livetable/store/keys.py)
@@ -182,7 +194,7 @@ class Services:
                 # must never delay a lease renewal
                 self.lease_redis = Redis(connection_pool=connection_pool(
                     settings.redis_url, max_connections=len(settings.table_names) + 8,
-                    timeout=5, health_check_interval=5))
+                    timeout=5, health_check_interval=5, redis_connect_func=check.on_connect))
                 self.leases = LeasedTables(self.lease_redis, fenced, settings.table_names,
                                            lambda t: self._runner(t, fatal),
                                            keys=RedisKeys(prefix))
@@ -320,6 +332,8 @@ class Services:
         if pinned and pinned != self.store_identity:
             raise RuntimeError(f"the store's identity is {self.store_identity}, not the "
                                f"LIVETABLE_STORE_ID {pinned}: a wiped or different store")
+        if self.identity_check is not None:
+            self.identity_check.expected = self.store_identity
         log.info("store identity %s", self.store_identity)
         self.metrics.set_gauge("livetable_ledger_ok", 1.0)
         if "engine" in self.roles and self.settings.audit_interval > 0:
@@ -355,7 +369,14 @@ class Services:
 
     async def check_ledger(self) -> str | None:
         """One audit (and identity check); returns the problem found, if any."""
-        current = await self.store.identity()
+        try:
+            current = await self.store.identity()
+        except StoreUnavailable as exc:  # a new connection found another store: no outage
+            from livetable.store.redis import StoreIdentityChanged
+
+            if not isinstance(exc.__cause__, StoreIdentityChanged):
+                raise
+            current = exc.__cause__.found
         pause = True
         problem: str | None
         if current != self.store_identity:
@@ -771,10 +792,13 @@ async def operator_body(request: Request, kind: type[OperatorRequest]
         return _error(401, "unknown_operator",
                       f"{signatures.OPERATOR_HEADER} names no operator of this platform")
     body = b""
-    async for chunk in request.stream():  # bounded: never buffer a huge body
-        body += chunk
-        if len(body) > MAX_OPERATOR_BODY:
-            return _error(413, "too_large", "the body is at most 16 KiB")
+    try:
+        async for chunk in request.stream():  # bounded: never buffer a huge body
+            body += chunk
+            if len(body) > MAX_OPERATOR_BODY:
+                return _error(413, "too_large", "the body is at most 16 KiB")
+    except ClientDisconnect:  # gone, or too slow (server/guard.py answered it 408)
+        return _error(408, "body_timeout", "the request body did not arrive in time")
     why = signatures.check(operator.operator_secrets, body, request.headers, now_ms())
     if why is not None:
         return _error(401, "invalid_signature", why)
@@ -792,8 +816,11 @@ async def launch(request: Request) -> Response:
     if not is_operator_player_id(launch.player_id):
         return _error(400, "bad_player_id", f"{launch.player_id[:80]!r} is not a valid player "
                       f"id: 1 to 64 letters, digits or _ - . @ +")
-    if operator.id == registry.DEFAULT_OPERATOR and launch.player_id.startswith("g_"):
-        return _error(400, "bad_player_id", "player ids starting g_ are demo guests'")
+    if operator.id == registry.DEFAULT_OPERATOR:  # namespaced ids never meet a guest's
+        try:
+            check_not_guest(launch.player_id)
+        except AccountError as exc:
+            return _error(400, "bad_player_id", str(exc))
     if operator.currencies and launch.currency not in operator.currencies:
         return _error(400, "unknown_currency", f"{operator.id} plays in "
                       f"{', '.join(sorted(operator.currencies))}, not {launch.currency}")

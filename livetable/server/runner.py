@@ -336,22 +336,22 @@ class TableRunner:
             # them right after storing the step, while the event loop fans the step out
             # (round_settled to 5,000 connections: about 80 ms it would have sat idle).
             self._settle_later()
+        snapshot = p.encode(engine.snapshot())
         try:
             settled = await self.store.commit_step(self.table, engine.to_bytes(), frames,
-                                                   step.effects, started)
+                                                   step.effects, started, snapshot=snapshot)
         except BaseException:
             self._stale = True  # see _reload
             raise
         self._reloaded_for_refusal = False
         if not (frames or settled or force):
             return
-        snapshot = engine.snapshot()
         batch = TableBatch(
             table=self.table,
             epoch=engine.state.epoch,
             seq=engine.state.seq,
             frames=[(seq, frame) for _, seq, frame in frames],
-            snapshot=p.encode(snapshot),
+            snapshot=snapshot,
             private=[(s.player_id, p.encode(s.message)) for s in settled],
         )
         await self.bus.publish(batch)
@@ -437,8 +437,10 @@ def _dispatch(engine: TableEngine, command: DealerAction, now: int) -> Step:
             return engine.cancel_round(reason, now)
         case p.SetMode(auto=auto):
             return engine.set_mode("auto" if auto else "manual", now)
-        case p.VoidCards(count=count, dealer=dealer, supervisor=supervisor):
-            return engine.void_cards(count, dealer, supervisor, now)
+        case p.VoidCards(count=count, dealer=dealer, supervisor=supervisor, round_id=round_id,
+                         nonce=nonce):
+            approval = None if round_id is None or nonce is None else (round_id, nonce)
+            return engine.void_cards(count, dealer, supervisor, now, approval)
         case p.RoundCards():  # a read, answered by execute without a step
             raise EngineError("bad_command", "round_cards takes no step")
         case _:  # mypy: every TableCommand has its case above

@@ -359,7 +359,15 @@ class Store(Protocol):
         events: list[tuple[int, int, bytes]],
         effects: list[Effect],
         now: int,
-    ) -> list[Settled]: ...
+        *,
+        snapshot: bytes = b"",
+    ) -> list[Settled]:
+        """Store one engine step: its events, its effects, the new ``state`` (sealed by the
+        store), and ``snapshot``, the table's public snapshot after it (encoded): a
+        store that gateways read from another process (Redis) keeps it beside the sealed
+        state, so that a gateway catches up without the shoe key; SQLite, whose gateway
+        runs beside the engine, has no use for it."""
+        ...
 
     async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]: ...
 

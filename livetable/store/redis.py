@@ -74,6 +74,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
@@ -109,7 +110,7 @@ from livetable.engine.effects import (
     SetBetting,
     SettleRound,
 )
-from livetable.rules.fairness import ShoeRecord, ShoeRound
+from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
 from livetable.store.base import (
     AmountOverflow,
     AuditReport,
@@ -188,6 +189,58 @@ def is_redis_outage(exc: BaseException) -> bool:
     running a long script past ``busy-reply-threshold`` (a ``BUSY`` reply)."""
     return isinstance(exc, REDIS_OUTAGES) or (
         isinstance(exc, ResponseError) and str(exc).startswith("BUSY"))
+
+
+log = logging.getLogger("livetable.store.redis")
+
+
+class StoreIdentityChanged(redis_errors.ConnectionError):
+    """A new connection found Redis holding another store identity, or none: Redis came
+    back empty (a restart without persistence), or the URL now reaches another store.
+    Nothing is sent on that connection; to the callers it is an outage (StoreUnavailable),
+    so every write is refused — loudly — until an operator looks."""
+
+    def __init__(self, expected: str, found: str | None) -> None:
+        super().__init__(f"the store's identity changed (started on {expected}, a new "
+                         f"connection finds {found}): a wiped or different store; nothing "
+                         "is written to it")
+        self.expected = expected
+        self.found = found
+
+
+class IdentityCheck:
+    """Checks the store's identity on every new Redis connection, before anything is sent
+    on it (:meth:`on_connect`, a pool's ``redis_connect_func``).
+
+    Why on connect: a Redis that restarts empty drops every connection, so everything this
+    process writes afterwards goes through a new one. Checked only there, the check costs
+    one GET per connection, not per write, and no write of any kind (a script, a lease, a
+    new guest's account) can reach an empty Redis before it is noticed — where the periodic
+    audit took up to a minute, and wrote meanwhile. ``expected`` is set once the process
+    has read the identity it starts on (``Services.start``); before that nothing is checked.
+    """
+
+    def __init__(self, key: str = "") -> None:
+        self.key = key
+        self.expected: str | None = None
+        #: The identities already logged as found (each once: the callers retry often).
+        self._reported: set[str | None] = set()
+
+    async def on_connect(self, connection: Any) -> None:
+        """The pool's ``redis_connect_func`` (a coroutine function: redis-py awaits it only
+        if ``asyncio.iscoroutinefunction`` says so)."""
+        await connection.on_connect()
+        if self.expected is None or not self.key:
+            return
+        await connection.send_command("GET", self.key)
+        value = await connection.read_response()
+        found = None if value is None else _s(value)
+        if found != self.expected:
+            error = StoreIdentityChanged(self.expected, found)
+            if found not in self._reported:
+                self._reported.add(found)
+                log.error("%s", error)
+            raise error
 
 
 class FencedOut(StoreError):
@@ -408,7 +461,8 @@ class RedisStore:
     # --- engine steps ------------------------------------------------------------------
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Effect], now: int) -> list[Settled]:
+                          effects: list[Effect], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
         if any(isinstance(effect, SettleRound) for effect in effects):
             await self._unanswered.answered()  # slips that came before it go first
         k = self.keys
@@ -453,7 +507,7 @@ class RedisStore:
         args: list[bytes | str | int] = [
             "" if token is None else str(token), now, seal_state(self.seal, table, state),
             msgspec.msgpack.encode(plan), self.event_retention, self.settle_chunk,
-            *(("", "") if left is None else left)]
+            *(("", "") if left is None else left), snapshot]
         for epoch, seq, frame in events:
             args += [epoch, seq, frame]
         try:
@@ -504,6 +558,16 @@ class RedisStore:
     async def load_table(self, table: str) -> bytes | None:
         state = await self.redis.hget(self.keys.table_state(table), "state")
         return None if state is None else open_state(self.seal, table, _b(state))
+
+    async def load_snapshot(self, table: str) -> tuple[int, int, bytes] | None:
+        """The table's head ``(epoch, seq)`` and public snapshot as of its last step: what
+        a gateway catches up from. It needs no shoe key (gateways hold none); None before
+        the table's first step stored by this version."""
+        epoch, seq, snapshot = await self.redis.hmget(self.keys.table_state(table),
+                                                      ["epoch", "seq", "snapshot"])
+        if snapshot is None or epoch is None or seq is None:
+            return None
+        return int(epoch), int(seq), _b(snapshot)
 
     async def events_after(self, table: str, epoch: int, seq: int,
                            limit: int) -> list[bytes] | None:
@@ -589,10 +653,13 @@ class RedisStore:
             rounds.append(ShoeRound(
                 round_id=round_id, round_no=int(round_no or 0), state=state, dealt=dealt,
                 cards=json.loads(cards) if cards and state == "settled" else None))
+        # a cancelled round's dealt cards too: the record accounts for every slot
+        order = json.loads(info["order"])
+        rounds = publish_rounds(order, rounds)
         return ShoeRecord(shoe_id=shoe_id, table=info["table"], commitment=info["commitment"],
                           salt=info["salt"], cut_at=int(info["cut_at"]),
                           burn_card=info["burn_card"], burned=int(info["burned"]),
-                          order=json.loads(info["order"]), rounds=rounds,
+                          order=order, rounds=rounds,
                           ended_at=int(info["ended_at"]))
 
     async def audit(self) -> AuditReport:

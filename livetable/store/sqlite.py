@@ -185,7 +185,10 @@ class SQLiteStore:
     # --- engine steps ------------------------------------------------------------------
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Effect], now: int) -> list[Settled]:
+                          effects: list[Effect], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
+        # ``snapshot`` is for gateways of other processes (Redis): the embedded gateway
+        # runs beside its engine.
         if any(isinstance(effect, SettleRound) for effect in effects):
             await self._unanswered.answered()  # slips that came before it go first
         left = self._left.pop(table, None)  # unknown until this call answers
@@ -204,6 +207,18 @@ class SQLiteStore:
 
     async def load_table(self, table: str) -> bytes | None:
         return await self._run(c.LoadTable(table))
+
+    async def load_snapshot(self, table: str) -> tuple[int, int, bytes] | None:
+        """The table's head and public snapshot (what a Redis bus catches a gateway up
+        from). The embedded store keeps no snapshot of its own: it is the engine state's,
+        opened here, in the one process that holds the shoe key anyway."""
+        from livetable.engine import TableEngine
+
+        state = await self.load_table(table)
+        if state is None:
+            return None
+        engine = TableEngine.from_bytes(state)
+        return engine.state.epoch, engine.state.seq, p.encode(engine.snapshot())
 
     async def events_after(self, table: str, epoch: int, seq: int,
                            limit: int) -> list[bytes] | None:

@@ -9,7 +9,8 @@
 //
 // After a reload the console asks the server for the cards entered so far this round
 // (`round_cards`: answered to dealer consoles only, in manual mode). A mis-scan is voided
-// with `correct_cards`, which needs a supervisor's approval (their token, scanned here).
+// with `correct_cards`, which needs a supervisor's approval: a one-time code a supervisor's
+// console gets with `approve_correction` (this table, this round, this count; 120 s).
 // Hotkeys: Alt+O open, Alt+C close, Alt+R reveal, Alt+P pause/resume (by key position, so
 // they work with a Thai or Hindi keyboard layout too).
 
@@ -114,6 +115,10 @@ async function main() {
   });
   $("#card-form").addEventListener("submit", (e) => { e.preventDefault(); sendCard(); });
   $("#correction-form").addEventListener("submit", (e) => { e.preventDefault(); sendCorrection(); });
+  $("#approve").addEventListener("click", () => {
+    const count = Math.max(1, Math.min(13, Math.round(Number($("#correction-count").value) || 1)));
+    command({ type: "approve_correction", count });
+  });
   document.addEventListener("keydown", onHotkey);
   $("#card").addEventListener("input", () => validateCard(false));
   setInterval(tick, 250);
@@ -330,6 +335,11 @@ function onMessage(msg) {
       lastScanned = last ? last.card : null;
       lastPlaced = last ? { card: last.card, slot: last.slot, n: last.n } : null;
       log("ack", `✓ ${t("dealer.entered_count", { n: entered.length })}`);
+    } else if (msg.cmd === "approve_correction") {
+      // A one-time code for this round and count, shown for the dealer's console (never kept).
+      $("#approval-code").value = d.approval || "";
+      log("ack", `✓ ${t("dealer.approval_issued", { n: d.count, round: d.round_id })}`);
+      announce(t("dealer.approval_issued", { n: d.count, round: d.round_id }));
     } else if (msg.cmd === "correct_cards") {
       const voided = (d.voided || []).map((v) => `${v.card} (${slotName(v.slot)}${v.n ? ` · ${t("dealer.card_n", { n: v.n })}` : ""})`);
       log("ack", `✓ ${t("dealer.voided", { cards: voided.join(", ") })}`);
@@ -456,6 +466,7 @@ function render() {
   $("#correct").disabled = !correctable;
   $("#correction-count").max = String(Math.max(1, entered.length));
   $("#approval-field").hidden = !!(me && me.kind === "supervisor");
+  $("#issue-approval").hidden = !(me && me.kind === "supervisor");
   $("#correction").hidden = st.mode !== "manual";
   renderEntered();
   const next = nextReveal();

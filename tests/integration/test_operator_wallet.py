@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import random
+import socket
 import sqlite3
 import time
 import uuid
@@ -63,7 +64,8 @@ FAULTS = [
 def calm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OperatorServer,
                                                                       LiveServer]]:
     """A seamless server whose operator never misbehaves (for the launch tests)."""
-    with seamless_deployment(tmp_path_factory.mktemp("calm")) as deployment:
+    with seamless_deployment(tmp_path_factory.mktemp("calm"),
+                             env={"LIVETABLE_REQUEST_BODY_TIMEOUT": "2"}) as deployment:
         yield deployment
 
 
@@ -166,6 +168,44 @@ def test_a_replayed_launch_is_refused_and_each_launch_is_its_own_session(
     fresh = launch(server, "replayed")
     assert fresh["session_id"] != first.json()["session_id"]
     assert fresh["token"] != first.json()["token"]
+
+
+def test_a_signature_that_is_not_ascii_is_a_401_not_a_500(
+        calm: tuple[OperatorServer, LiveServer]) -> None:
+    """Issue 25, attack 7: ``X-Livetable-Signature: sha256=\\xe9\\xe9`` reached
+    ``hmac.compare_digest`` as non-ASCII text, which raises: HTTP 500."""
+    _, server = calm
+    with httpx.Client(trust_env=False) as http:
+        response = http.post(server.http + "/api/operator/sessions", content=b"{}",
+                             headers=[(signatures.TIMESTAMP_HEADER.encode(),
+                                       str(now_ms()).encode()),
+                                      (signatures.HEADER.encode(), b"sha256=\xe9\xe9")])
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "invalid_signature"
+
+
+def test_a_body_dribbled_a_byte_at_a_time_is_cut_off(
+        calm: tuple[OperatorServer, LiveServer]) -> None:
+    """Issue 25, attack 7: a body announced as 10,000 bytes and sent a byte every 2 s held
+    the request for ever (the head timeout covers heads only). The whole body now has
+    LIVETABLE_REQUEST_BODY_TIMEOUT (2 s here) once the head is in: 408, closed."""
+    _, server = calm
+    with socket.create_connection(("127.0.0.1", server.port), timeout=1) as sock:
+        sock.sendall(b"POST /api/operator/sessions HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 10000\r\n\r\n")
+        started = time.monotonic()
+        answer = b""
+        while time.monotonic() - started < 8 and not answer:
+            try:
+                sock.sendall(b"{")
+                answer = sock.recv(4096)
+            except TimeoutError:
+                continue  # 1 s without an answer: the next byte
+            except OSError:
+                break  # closed under us: what the answer was is below
+        took = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 408"), (answer, took)
+    assert 1.5 < took < 5, took
 
 
 def test_the_wallet_report_needs_the_operators_signature(

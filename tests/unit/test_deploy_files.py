@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -217,3 +218,53 @@ def test_kubernetes_postgres_is_a_cloudnativepg_cluster_with_sync_replicas_and_b
     assert livetable["ports"] == [{"protocol": "TCP", "port": 5432}]
     assert livetable["from"][0]["podSelector"]["matchExpressions"][0]["values"] == [
         "livetable-engine", "livetable-gateway"]
+
+
+def _ingress_match(path: str, kind: str, url: str) -> int:
+    """How long a match Kubernetes' Ingress path ``path`` (``kind``) is for ``url``
+    (-1: none). Prefix matches element by element of the "/"-split path."""
+    if kind == "Exact":
+        return len(path) if url == path else -1
+    want = [e for e in path.split("/") if e]
+    have = [e for e in url.split("/") if e]
+    return len(path) if have[:len(want)] == want else -1
+
+
+@pytest.mark.parametrize("url", ["/metrics", "/metrics/", "/metrics/x"])
+def test_the_kubernetes_ingress_does_not_expose_metrics(url: str) -> None:
+    """Issue 25, attack 7: the Ingress routed /metrics to the gateways like any path (the
+    nginx of deploy/ answers it 404). The longest path that matches it must be an Ingress
+    that refuses every address."""
+    best: tuple[int, dict[str, Any]] | None = None
+    for ingress in k8s("ingress.yaml"):
+        for rule in ingress["spec"]["rules"]:
+            for route in rule["http"]["paths"]:
+                n = _ingress_match(route["path"], route["pathType"], url)
+                if n >= 0 and (best is None or n > best[0]):
+                    best = (n, ingress)
+    assert best is not None
+    annotations = best[1]["metadata"].get("annotations", {})
+    denied = annotations.get("nginx.ingress.kubernetes.io/denylist-source-range", "")
+    assert {r.strip() for r in denied.split(",")} >= {"0.0.0.0/0", "::/0"}, best[1]["metadata"]
+
+
+def test_only_engines_get_the_shoe_key() -> None:
+    """Issue 25, attack 2: the shoe key is the engines' alone (a gateway never opens a
+    sealed state), and required for them."""
+    services = livetable_services(compose())
+    for name, svc in services.items():
+        has = "LIVETABLE_SHOE_KEY" in svc["environment"]
+        assert has == (svc["command"][1] == "engine"), name
+        if has:
+            assert ":?" in svc["environment"]["LIVETABLE_SHOE_KEY"], name  # required
+    refs = {}
+    for name in ("engine.yaml", "gateway.yaml"):
+        for doc in k8s(name):
+            if doc["kind"] == "Deployment":
+                container = doc["spec"]["template"]["spec"]["containers"][0]
+                refs[name] = {e.get("secretRef", {}).get("name") for e in container["envFrom"]}
+    assert "livetable-shoe" in refs["engine.yaml"]
+    assert "livetable-shoe" not in refs["gateway.yaml"]
+    secrets = {d["metadata"]["name"]: d["stringData"] for d in k8s("secret.example.yaml")}
+    assert "LIVETABLE_SHOE_KEY" in secrets["livetable-shoe"]
+    assert "LIVETABLE_SHOE_KEY" not in secrets["livetable"]

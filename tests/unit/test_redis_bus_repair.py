@@ -12,6 +12,7 @@ from __future__ import annotations
 from livetable.bus import TableBatch
 from livetable.bus.redis import RedisBus
 from livetable.engine import TableEngine
+from livetable.protocol import encode
 
 
 def frame(seq: int) -> bytes:
@@ -19,20 +20,19 @@ def frame(seq: int) -> bytes:
 
 
 class LogOnly:
-    """The two reads of a catch-up: the table's stored state and its event log."""
+    """The two reads of a catch-up: the table's public snapshot and its event log."""
 
     def __init__(self, seq: int) -> None:
-        engine = TableEngine.new("t1")
-        engine.state.seq = seq
-        self.state = engine.to_bytes()
+        self.engine = TableEngine.new("t1")
+        self.engine.state.seq = seq
 
-    async def load_table(self, table: str) -> bytes:
-        return self.state
+    async def load_snapshot(self, table: str) -> tuple[int, int, bytes]:
+        state = self.engine.state
+        return state.epoch, state.seq, encode(self.engine.snapshot())
 
     async def events_after(self, table: str, epoch: int, seq: int, limit: int
                            ) -> list[bytes]:
-        return [frame(s) for s in range(seq + 1, TableEngine.from_bytes(self.state).state.seq
-                                        + 1)][:limit]
+        return [frame(s) for s in range(seq + 1, self.engine.state.seq + 1)][:limit]
 
 
 def batch(*seqs: int, private: list[tuple[str, bytes]] | None = None) -> TableBatch:

@@ -50,7 +50,8 @@ class FlakyStore:
         return getattr(self.inner, name)
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Any], now: int) -> list[Settled]:
+                          effects: list[Any], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
         closes = any(isinstance(e, SetBetting) and e.status == "closed" for e in effects)
         settles = any(isinstance(e, SettleRound) for e in effects)
         if settles and "settle" not in self.failed:
@@ -121,11 +122,13 @@ class BuggyStore:
         return getattr(self.inner, name)
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Any], now: int) -> list[Settled]:
+                          effects: list[Any], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
         if self.where == "commit" and any(isinstance(e, SettleRound) for e in effects):
             self.calls += 1
             raise KeyError("a bug in settling")
-        return await self.inner.commit_step(table, state, events, effects, now)
+        return await self.inner.commit_step(table, state, events, effects, now,
+                                            snapshot=snapshot)
 
     async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
         if self.where == "settle":
@@ -173,10 +176,12 @@ class LosingStore:
         return getattr(self.inner, name)
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Any], now: int) -> list[Settled]:
+                          effects: list[Any], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
         opens = [e for e in effects if isinstance(e, OpenRound)]
         if not opens or self.lost:
-            return await self.inner.commit_step(table, state, events, effects, now)
+            return await self.inner.commit_step(table, state, events, effects, now,
+                                             snapshot=snapshot)
         self.lost += opens
         before = sqlite3.connect(":memory:", check_same_thread=False)
         loop = asyncio.get_running_loop()  # on the store's writer thread, between its calls
@@ -261,11 +266,13 @@ class RefusingStore:
         return getattr(self.inner, name)
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Any], now: int) -> list[Settled]:
+                          effects: list[Any], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
         self.steps += 1
         if self.steps > 1:
             raise OutOfStep(f"table {table}: round r1 is settled: it cannot go settling")
-        return await self.inner.commit_step(table, state, events, effects, now)
+        return await self.inner.commit_step(table, state, events, effects, now,
+                                             snapshot=snapshot)
 
 
 async def test_a_step_refused_again_after_the_reload_holds_the_table(tmp_path: Path) -> None:
@@ -305,12 +312,14 @@ class ClosingRefusedOnceStore:
         return getattr(self.inner, name)
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Any], now: int) -> list[Settled]:
+                          effects: list[Any], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
         closes = any(isinstance(e, SetBetting) and e.status == "closed" for e in effects)
         if closes and not self.refused:
             self.refused += 1
             raise OutOfStep("the store's head is not where this engine left it")
-        return await self.inner.commit_step(table, state, events, effects, now)
+        return await self.inner.commit_step(table, state, events, effects, now,
+                                             snapshot=snapshot)
 
 
 async def test_a_step_refused_as_out_of_step_reloads_the_engine(tmp_path: Path) -> None:

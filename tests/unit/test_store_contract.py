@@ -827,7 +827,11 @@ async def test_a_shoe_is_kept_once_revealed_with_its_rounds(store: Store) -> Non
         order=ORDER, burn_card=ORDER[0], burned=1, ended_at=T0 + 9,
         rounds=[ShoeRound(round_id=R1, round_no=1, state="settled", dealt=13,
                           cards={pos: text.split() for pos, text in ROUND_HANDS.items()}),
-                ShoeRound(round_id=R2, round_no=2, state="cancelled", dealt=4, cards=None)])
+                # a cancelled round publishes what it had dealt: its burn is slot 15
+                # (the opening AS, its one burn, round 1's 13), then P1, P2, P3
+                ShoeRound(round_id=R2, round_no=2, state="cancelled", dealt=4, cards={
+                    "P1": [ORDER[16]], "P2": [ORDER[17]], "P3": [ORDER[18]], "P4": [],
+                    "P5": [], "BANKER": []})])
     assert await store.shoe_view("t1.1") == expected
     # Revealed once: a repeated step (a runner's retry) does not rewrite the record.
     await commit(store, reveal(salt="ee" * 32), now=T0 + 10)

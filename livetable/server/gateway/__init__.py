@@ -103,7 +103,8 @@ class Gateway:
         self.deliver = self.delivery.deliver
         self.admission = Admission(settings, secret, store, metrics, self.tables, players)
         intake = Intake(settings, store, metrics, self.limits, wallet, self.tables.feeds)
-        self.commands = Commands(store, self.limits, execute, secret, intake, players)
+        self.commands = Commands(store, self.limits, execute, secret, intake, players,
+                                 self.tables.feeds)
 
     def keep(self, task: asyncio.Task[None]) -> None:
         """Hold a reference to ``task`` until it is done (asyncio keeps only a weak one)."""

@@ -9,7 +9,7 @@ import uuid
 
 from livetable import protocol as p
 from livetable.engine.bets import settled_message
-from livetable.rules.fairness import ShoeRecord, ShoeRound
+from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
 from livetable.store.base import AuditReport, cursor_of
 from livetable.store.bets import (
     BetRow,
@@ -79,9 +79,11 @@ def shoe_view(ledger: Ledger, shoe_id: str) -> ShoeRecord | None:
         rounds.append(ShoeRound(
             round_id=round_id, round_no=round_no, state=state, dealt=dealt,
             cards=json.loads(cards) if cards and state == "settled" else None))
+    # a cancelled round's dealt cards too: the record accounts for every slot
+    order = json.loads(row[6])
     return ShoeRecord(shoe_id=shoe_id, table=row[0], commitment=row[1], salt=row[2],
                       cut_at=row[3], burn_card=row[4], burned=row[5],
-                      order=json.loads(row[6]), rounds=rounds, ended_at=row[8])
+                      order=order, rounds=publish_rounds(order, rounds), ended_at=row[8])
 
 
 def audit(ledger: Ledger) -> AuditReport:

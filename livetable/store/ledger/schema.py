@@ -14,6 +14,7 @@ an OS crash may lose the last transactions, which ``FULL`` would not — set
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -189,10 +190,20 @@ def check_synchronous(value: str) -> str:
     return value
 
 
+def create_private(path: Path) -> None:
+    """The database file, if it is new, readable by its owner only (0600), in a directory
+    created 0700: the ledger and the event log are nobody else's to read, whatever the
+    umask (outside systemd it is usually 022: 0644 files). SQLite gives the ``-wal`` and
+    ``-shm`` files the database file's mode."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 def connect(path: str, synchronous: str = "NORMAL") -> sqlite3.Connection:
     """A connection to the database file at ``path`` (WAL, foreign keys), migrated."""
     if path != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        create_private(Path(path))
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute(f"PRAGMA synchronous={check_synchronous(synchronous)}")

@@ -1,9 +1,10 @@
 -- One engine step, all or nothing.
 -- KEYS: ledger(6), bets, rounds index, table state, table events, lease token, pending
 --       rounds, then the keys the effects name by index (round info, round bets).
--- ARGV: fencing token ('' = none), now, engine state, effects (msgpack), event retention,
---       chunk size, the head where this store left the table (epoch, seq; '' '' = not
---       known), then the events flat: epoch, seq, frame, epoch, seq, frame, ...
+-- ARGV: fencing token ('' = none), now, engine state (sealed), effects (msgpack), event
+--       retention, chunk size, the head where this store left the table (epoch, seq; '' ''
+--       = not known), the table's public snapshot (what a gateway catches up from: it holds
+--       no shoe key; '' = none), then the events flat: epoch, seq, frame, epoch, seq, ...
 -- Refused, writing nothing: {'fenced', holder}, {'hold_taken', round, kind},
 --   {'out_of_step', head epoch, head seq} (the step does not follow on: store/base.py's
 --   out_of_step, mirrored here), {'round_state', effect index, state} (the round is not
@@ -36,8 +37,8 @@ end
 local head = redis.call('HMGET', STATE, 'epoch', 'seq')
 local head_epoch, head_seq = tonumber(head[1] or '0'), tonumber(head[2] or '0')
 if head[1] then
-  if #ARGV >= 11 then
-    local epoch, first = tonumber(ARGV[9]), tonumber(ARGV[10])
+  if #ARGV >= 12 then
+    local epoch, first = tonumber(ARGV[10]), tonumber(ARGV[11])
     if not ((epoch == head_epoch and first == head_seq + 1)
             or (first == 1 and (head_seq == 0 or epoch > head_epoch))) then
       return {'out_of_step', head_epoch, head_seq}
@@ -149,13 +150,14 @@ end
 -- 3. the events (they follow the log's head: checked above) and the engine's state, with
 -- the new head.
 local last_epoch, last_seq
-for i = 9, #ARGV - 2, 3 do
+for i = 10, #ARGV - 2, 3 do
   local epoch, seq = ARGV[i], ARGV[i + 1]
   redis.call('XADD', EVENTS, 'MAXLEN', '~', ARGV[5], '*', 'epoch', epoch, 'seq', seq,
              'frame', ARGV[i + 2])
   last_epoch, last_seq = epoch, seq
 end
 redis.call('HSET', STATE, 'state', ARGV[3])
+if ARGV[9] ~= '' then redis.call('HSET', STATE, 'snapshot', ARGV[9]) end
 if last_seq and tonumber(last_seq) > 0 then
   redis.call('HSET', STATE, 'epoch', last_epoch, 'seq', last_seq)
 else

@@ -175,6 +175,11 @@ MIGRATIONS: list[str] = [
     CREATE INDEX wallet_rounds ON wallet_calls (round_id, player_id);
     CREATE INDEX wallet_players ON wallet_calls (player_id, created_at);
     """,
+    # 3: the table's public snapshot beside its sealed state: what a gateway catches up
+    # from (it holds no shoe key: PostgresStore.load_snapshot)
+    """
+    ALTER TABLE tables ADD COLUMN snapshot bytea;
+    """,
 ]
 
 

@@ -95,7 +95,8 @@ async def check_head(con: Any, table: str, token: int, expected: Head | None,
 
 
 async def write_head(con: Any, table: str, state: bytes,
-                     events: list[tuple[int, int, bytes]], retention: int) -> Head | None:
+                     events: list[tuple[int, int, bytes]], retention: int,
+                     snapshot: bytes = b"") -> Head | None:
     """Append the step's events and store the engine's state; the new head if it moved."""
     if events:
         await con.execute(
@@ -109,11 +110,13 @@ async def write_head(con: Any, table: str, state: bytes,
                               "seq <= $3)", table, epoch, last - retention)
     head = (events[-1][0], events[-1][1]) if events else (0, 0)
     stored = await con.fetchrow(
-        "INSERT INTO tables (table_id, state, epoch, seq) VALUES ($1, $2, $3, $4) "
+        "INSERT INTO tables (table_id, state, epoch, seq, snapshot) VALUES ($1, $2, $3, $4, "
+        "NULLIF($5, ''::bytea)) "
         "ON CONFLICT (table_id) DO UPDATE SET state = excluded.state, "
         "epoch = CASE WHEN excluded.seq > 0 THEN excluded.epoch ELSE tables.epoch END, "
-        "seq = CASE WHEN excluded.seq > 0 THEN excluded.seq ELSE tables.seq END "
-        "RETURNING epoch, seq", table, state, *head)
+        "seq = CASE WHEN excluded.seq > 0 THEN excluded.seq ELSE tables.seq END, "
+        "snapshot = COALESCE(excluded.snapshot, tables.snapshot) "
+        "RETURNING epoch, seq", table, state, *head, snapshot)
     return (stored[0], stored[1])
 
 

@@ -47,7 +47,7 @@ from livetable.engine.effects import (
     Effect,
     SettleRound,
 )
-from livetable.rules.fairness import ShoeRecord, ShoeRound
+from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
 from livetable.store.base import (
     AuditReport,
     InsufficientBalance,
@@ -310,7 +310,8 @@ class PostgresStore:
     # --- engine steps ------------------------------------------------------------------
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Effect], now: int) -> list[Settled]:
+                          effects: list[Effect], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
         if any(isinstance(effect, SettleRound | CancelRound) for effect in effects):
             await self._unanswered.answered()  # slips that came before it go first
         token = self.fence_tokens.get(table, 0)
@@ -322,7 +323,7 @@ class PostgresStore:
             for effect in effects:
                 settled += await steps.apply(con, effect, now, self.settle_chunk)
             return settled, await steps.write_head(con, table, sealed, events,
-                                                   self.event_retention)
+                                                   self.event_retention, snapshot)
 
         try:
             settled, head = await self._transaction(work)
@@ -332,6 +333,16 @@ class PostgresStore:
         if head is not None:
             self.heads[table] = head
         return settled
+
+    async def load_snapshot(self, table: str) -> tuple[int, int, bytes] | None:
+        """The table's head ``(epoch, seq)`` and public snapshot as of its last step: what
+        a gateway catches up from (it holds no shoe key)."""
+        async with self._connection() as con:
+            row = await con.fetchrow("SELECT epoch, seq, snapshot FROM tables "
+                                     "WHERE table_id = $1", table)
+        if row is None or row[2] is None:
+            return None
+        return int(row[0]), int(row[1]), bytes(row[2])
 
     async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
         """The next chunk of the oldest round of ``table`` still settling or refunding."""
@@ -445,9 +456,12 @@ class PostgresStore:
             rounds.append(ShoeRound(
                 round_id=round_id, round_no=round_no, state=state, dealt=dealt,
                 cards=json.loads(cards) if cards and state == "settled" else None))
+        # a cancelled round's dealt cards too: the record accounts for every slot
+        order = json.loads(row[6])
         return ShoeRecord(shoe_id=shoe_id, table=row[0], commitment=row[1], salt=row[2],
                           cut_at=row[3], burn_card=row[4], burned=row[5],
-                          order=json.loads(row[6]), rounds=rounds, ended_at=row[8])
+                          order=order, rounds=publish_rounds(order, rounds),
+                          ended_at=row[8])
 
     async def audit(self) -> AuditReport:
         """Prove the ledger on one snapshot (a repeatable-read transaction)."""
