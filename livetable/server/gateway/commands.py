@@ -16,6 +16,7 @@ from livetable.clock import now_ms
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.intake import Intake
 from livetable.server.gateway.players import Players
+from livetable.server.gateway.sessions import Sessions
 from livetable.server.ratelimit import RateLimits
 from livetable.store.base import Store
 
@@ -27,13 +28,14 @@ class Commands:
     """Every command a connection sends after its hello, to its answer."""
 
     def __init__(self, store: Store, limits: RateLimits, execute: Execute, secret: bytes,
-                 intake: Intake, players: Players) -> None:
+                 intake: Intake, players: Players, sessions: Sessions) -> None:
         self.store = store
         self.limits = limits
         self.execute = execute
         self.secret = secret
         self.intake = intake
         self.players = players
+        self.sessions = sessions
 
     async def handle(self, client: Client, command: p.PlayerCommand | p.DealerCommand,
                      arrived_at: int) -> None:
@@ -53,6 +55,9 @@ class Commands:
                 await self._balance(client)
             case p.GetBets():
                 await self._bet_record(client, command)
+            case p.RealityCheckAck():
+                await self.sessions.acknowledge(client)
+                client.send_message(p.Ack(cmd="reality_check_ack"))
             case p.CorrectCards():
                 await self._correct(client, command)
             case (p.StartShoe() | p.OpenBetting() | p.CloseBetting() | p.CardIn()
