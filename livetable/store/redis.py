@@ -84,6 +84,7 @@ from redis.exceptions import ResponseError
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id
+from livetable.clock import now_ms
 from livetable.engine.bets import (
     SPOT_IS_PAIR,
     SPOT_MULTIPLE,
@@ -641,7 +642,8 @@ class RedisStore:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hsetnx(key, "record", _SESSION_ENCODER.encode(record))
             pipe.hsetnx(key, "checked_at", record.checked_at)
-            pipe.pexpireat(key, record.expires_at)
+            # PEXPIRE, not PEXPIREAT: the ACL's commands (deploy/redis-users.acl.template)
+            pipe.pexpire(key, max(1, record.expires_at - now_ms()))
             await pipe.execute()
 
     async def session(self, session_id: str) -> SessionRecord | None:
@@ -665,7 +667,7 @@ class RedisStore:
     async def end_session(self, session_id: str, reason: str,
                           now: int) -> SessionRecord | None:
         key = self.keys.session(session_id)
-        if not await self.redis.exists(key):
+        if await self.redis.hget(key, "record") is None:
             return None
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hsetnx(key, "ended_at", now)
@@ -676,7 +678,7 @@ class RedisStore:
     async def count_session(self, session_id: str, round_id: str | None, staked: int,
                             returned: int) -> SessionRecord | None:
         key = self.keys.session(session_id)
-        if not await self.redis.exists(key):
+        if await self.redis.hget(key, "record") is None:
             return None
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hincrby(key, "staked", staked)
@@ -689,7 +691,7 @@ class RedisStore:
 
     async def reality_checked(self, session_id: str, now: int) -> SessionRecord | None:
         key = self.keys.session(session_id)
-        if not await self.redis.exists(key):
+        if await self.redis.hget(key, "record") is None:
             return None
         await self.redis.hset(key, "checked_at", now)
         return await self.session(session_id)
