@@ -84,7 +84,6 @@ from redis.exceptions import ResponseError
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id
-from livetable.clock import now_ms
 from livetable.engine.bets import (
     SPOT_IS_PAIR,
     SPOT_MULTIPLE,
@@ -643,7 +642,8 @@ class RedisStore:
             pipe.hsetnx(key, "record", _SESSION_ENCODER.encode(record))
             pipe.hsetnx(key, "checked_at", record.checked_at)
             # PEXPIRE, not PEXPIREAT: the ACL's commands (deploy/redis-users.acl.template)
-            pipe.pexpire(key, max(1, record.expires_at - now_ms()))
+            # (the session opens as it is launched: its token's life is from its start)
+            pipe.pexpire(key, max(1, record.expires_at - record.started_at))
             await pipe.execute()
 
     async def session(self, session_id: str) -> SessionRecord | None:
