@@ -166,8 +166,7 @@ class Services:
             self.redis_prefix = prefix = redis_store.keys.prefix
             self.bus: Bus = RedisBus(self.pubsub_redis or self.redis, settings.table_names,
                                      redis_store, prefix=prefix,
-                                     on_reconnect=lambda: self.metrics.inc(
-                                         "livetable_redis_reconnects_total"))
+                                     on_reconnect=self._bus_reconnected)
             if "engine" in roles:
                 # leases and dealer commands on their own connections: a flood of bets
                 # must never delay a lease renewal
@@ -196,6 +195,14 @@ class Services:
             self._seamless()
         self.gateway = Gateway(settings, self.store, execute, self.metrics, self.secret,
                                self.wallet, announce=self.bus.end_session)
+
+    def _bus_reconnected(self) -> None:
+        """The Redis bus subscribed again: what it missed meanwhile may include ended
+        sessions, so the gateway asks the store about the sessions it has connected."""
+        self.metrics.inc("livetable_redis_reconnects_total")
+        if "gateway" in self.roles:
+            self.gateway.keep(asyncio.get_running_loop().create_task(
+                self.gateway.recheck_sessions()))
 
     def load_operators(self) -> Registry:
         """The registry file if one is set (RegistryError if it is bad), else the

@@ -131,6 +131,16 @@ class Gateway:
             if identity is not None and identity.session == end.session_id:
                 close_ended(client, end.reason)
 
+    async def recheck_sessions(self) -> None:
+        """Close the connections of sessions the store says ended (after the bus lost
+        messages: an end announced meanwhile did not reach this gateway)."""
+        sids = {c.identity.session for c in self.clients
+                if c.identity is not None and c.identity.session is not None}
+        for sid in sids:
+            record = await self.store.session(sid)
+            if record is not None and record.ended_at is not None:
+                self.end_session(SessionEnd(session_id=sid, reason=record.reason or ""))
+
     async def _announce_here(self, end: SessionEnd) -> None:
         self.end_session(end)
 
