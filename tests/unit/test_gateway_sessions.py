@@ -100,3 +100,38 @@ async def test_a_missed_end_closes_the_sessions_sockets_when_the_store_is_asked_
         async with asyncio.timeout(5):
             await asyncio.gather(*tasks)
         await store.close()
+
+
+async def test_a_reality_check_answered_before_it_is_due_does_not_put_it_off(
+        tmp_path: Path) -> None:
+    """Answering ahead of time would move the next check for ever: only an answer to a
+    check that is due counts."""
+    from livetable.clock import now_ms
+    from livetable.engine.sessions import SessionLimits
+
+    settings = Settings(data_dir=tmp_path, secret=SECRET, heartbeat=0)
+
+    async def execute(table: str, command: Any) -> p.Ack | p.Error:
+        raise AssertionError("no dealer command here")
+
+    store = SQLiteStore(tmp_path / "db.sqlite3")
+    gateway = Gateway(settings, store, execute, Metrics(), SECRET)
+    snapshot = p.encode(p.TableSnapshot(id="t1", name="T1", phase="idle", mode="auto"))
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[], snapshot=snapshot))
+    start = now_ms() - 30_000  # half of its minute played: no check due yet
+    await store.open_session(SessionRecord(
+        session_id="s-rc", operator="default", player_id="p1", started_at=start,
+        expires_at=2**52, limits=SessionLimits(reality_check_minutes=1), checked_at=start))
+    ws = _Socket(mint(SECRET, "player", "p1", "P1", 3600, session="s-rc"))
+    ws.incoming.put_nowait({"type": "websocket.receive",
+                            "text": json.dumps({"type": "reality_check_ack"})})
+    task = asyncio.create_task(gateway.serve(ws, "player"))  # type: ignore[arg-type]
+    try:
+        await _until(lambda: ws.types() == ["welcome", "ack"])
+        record = await store.session("s-rc")
+        assert record is not None and record.checked_at == start  # not put off
+    finally:
+        await ws.close()
+        async with asyncio.timeout(5):
+            await task
+        await store.close()

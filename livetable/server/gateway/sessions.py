@@ -212,12 +212,18 @@ class Sessions:
     # --- reality checks ---------------------------------------------------------------
 
     async def acknowledge(self, client: Client) -> None:
-        """``reality_check_ack``: the next check is due ``reality_check_minutes`` from now."""
+        """``reality_check_ack``: the next check is due ``reality_check_minutes`` from now —
+        only when one is due (an answer sent ahead of time would put the next off)."""
         identity = client.identity
         sid = identity.session if identity is not None else None
         if sid is None or sid not in self.records:
             return
-        record = await self.store.reality_checked(sid, now_ms())
+        now = now_ms()
+        record = await self.store.session(sid)
+        due = None if record is None else record.reality_check_at()
+        if due is None or now < due:
+            return
+        record = await self.store.reality_checked(sid, now)
         if record is not None and sid in self.records:
             self.records[sid] = record
             self._disarm(sid)
