@@ -135,3 +135,54 @@ async def test_a_reality_check_answered_before_it_is_due_does_not_put_it_off(
         async with asyncio.timeout(5):
             await task
         await store.close()
+
+
+async def test_a_slip_the_store_failed_on_holds_no_stake(tmp_path: Path) -> None:
+    """A slip answered ``unavailable`` (a store outage) gives its reserved stake back: else
+    the session's next slips would be refused a limit they are within."""
+    from livetable.engine.sessions import SessionLimits
+    from livetable.store.base import StoreUnavailable
+
+    settings = Settings(data_dir=tmp_path, secret=SECRET, heartbeat=0)
+
+    async def execute(table: str, command: Any) -> p.Ack | p.Error:
+        raise AssertionError("no dealer command here")
+
+    store = SQLiteStore(tmp_path / "db.sqlite3")
+    gateway = Gateway(settings, store, execute, Metrics(), SECRET)
+    snapshot = p.encode(p.TableSnapshot(id="t1", name="T1", phase="idle", mode="auto"))
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[], snapshot=snapshot))
+    await store.open_session(SessionRecord(
+        session_id="s-out", operator="default", player_id="p1", started_at=T0,
+        expires_at=2**52, limits=SessionLimits(max_stake_per_round=1000), checked_at=T0))
+    place_slip = store.place_slip
+    failures = [StoreUnavailable("the store is down")]
+
+    async def failing_once(slip: Any, now: int) -> Any:
+        if failures:
+            raise failures.pop()
+        return await place_slip(slip, now)
+
+    store.place_slip = failing_once  # type: ignore[method-assign]
+    ws = _Socket(mint(SECRET, "player", "p1", "P1", 3600, session="s-out"))
+    task = asyncio.create_task(gateway.serve(ws, "player"))  # type: ignore[arg-type]
+
+    def bet(bet_id: str) -> None:
+        frame = {"type": "place_bet", "bet_id": bet_id, "round_id": "r1", "spot": "P1",
+                 "amount": 400}  # stakes 800 of the round's 1000
+        ws.incoming.put_nowait({"type": "websocket.receive", "text": json.dumps(frame)})
+
+    try:
+        await _until(lambda: ws.types() == ["welcome"])
+        bet("b1")
+        await _until(lambda: len(ws.types()) == 2)
+        assert ws.sent[-1]["type"] == "error" and ws.sent[-1]["code"] == "unavailable"
+        bet("b2")
+        await _until(lambda: len(ws.types()) == 3)
+        # judged within the limit, so it reached the store (which has no round r1 open)
+        assert ws.sent[-1]["code"] == "unknown_round", ws.sent[-1]
+    finally:
+        await ws.close()
+        async with asyncio.timeout(5):
+            await task
+        await store.close()

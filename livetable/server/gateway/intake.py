@@ -109,10 +109,15 @@ class Intake:
             refused = await self.sessions.judge(identity, slip, arrived_at)
             if refused is not None:
                 return refused
-        if self.wallet is not None:
-            answer = await self._place_seamless(client, slip, arrived_at)
-        else:
-            answer = await self.store.place_slip(slip, arrived_at)
+        try:
+            if self.wallet is not None:
+                answer = await self._place_seamless(client, slip, arrived_at)
+            else:
+                answer = await self.store.place_slip(slip, arrived_at)
+        except BaseException:  # an outage answered unavailable: its stake is not held
+            if identity.session is not None:
+                self.sessions.release(identity, slip)
+            raise
         if identity.session is not None:
             await self.sessions.taken(identity, slip, answer)
         return answer

@@ -176,11 +176,18 @@ class Sessions:
                 if record is not None and sid in self.records:
                     self.records[sid] = record
         finally:
-            left = self.reserved.get(sid, 0) - slip_deducted(slip.bets)
-            if left > 0:
-                self.reserved[sid] = left
-            else:
-                self.reserved.pop(sid, None)
+            self.release(identity, slip)
+
+    def release(self, identity: Identity, slip: SlipRequest) -> None:
+        """The slip :meth:`judge` reserved for is answered (or failed: an outage, a bug)."""
+        sid = identity.session
+        if sid is None or sid not in self.reserved:
+            return
+        left = self.reserved[sid] - slip_deducted(slip.bets)
+        if left > 0:
+            self.reserved[sid] = left
+        else:
+            del self.reserved[sid]
 
     def settled(self, private: list[tuple[str, bytes]]) -> None:
         """A settlement passed this gateway: count the returns of the bets it took."""
