@@ -658,8 +658,13 @@ async def session_ended(request: Request, identity: Identity) -> Response | None
     if identity.session is None:
         return None
     record = await services_of(request).store.session(identity.session)
-    if record is None or record.ended_at is None:
+    if record is None:
         return None
+    if record.ended_at is None:
+        ends_at = record.ends_at  # its time limit came while no gateway was timing it
+        if ends_at is None or now_ms() < ends_at:
+            return None
+        return _error(401, "session_ended", "this session has ended (time_limit)")
     return _error(401, "session_ended", f"this session has ended ({record.reason})")
 
 

@@ -267,6 +267,15 @@ def test_session_minutes_end_the_session(server: LiveServer) -> None:
     assert bet_record(server, session["token"]).status_code == 401
 
 
+def test_a_time_limit_that_came_while_away_refuses_the_bet_record(server: LiveServer) -> None:
+    session = launch(server, "p-away", limits={"session_minutes": 1})
+    assert bet_record(server, session["token"]).status_code == 200
+    shift_start(server, session["session_id"], 61_000)  # its minute is up, nobody connected
+    refused = bet_record(server, session["token"])
+    assert refused.status_code == 401, refused.text
+    assert refused.json()["error"]["code"] == "session_ended"
+
+
 def test_limits_in_a_launch_are_checked(server: LiveServer) -> None:
     for limits in ({"loss_limit": 0}, {"session_minutes": -5}, {"max_stake": 100},
                    {"reality_check_minutes": "10"}):
