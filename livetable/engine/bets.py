@@ -64,6 +64,11 @@ REJECTIONS: dict[p.RejectionCode, str] = {
 WALLET_REJECTIONS: frozenset[p.RejectionCode] = frozenset(
     {"wallet_refused", "wallet_unavailable", "wallet_pending"})
 
+#: The refusals of an operator's session's limits (livetable/engine/sessions.py), judged by
+#: the gateway before a slip reaches a store or a wallet.
+SESSION_REJECTIONS: frozenset[p.RejectionCode] = frozenset(
+    {"rg_limit", "reality_check_pending", "session_ended"})
+
 #: What follows the message, filled from :attr:`Rejection.values` (the Lua scripts return
 #: the same values after the code).
 DETAILS: dict[str, str] = {
