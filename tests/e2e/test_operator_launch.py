@@ -127,3 +127,21 @@ def test_the_reality_check_holds_betting_until_acknowledged_then_the_session_end
     expect(page.get_by_test_id("conn-overlay")).to_be_hidden()
     expect(banner).to_be_visible()
     page.close()
+
+
+def test_a_bet_past_a_session_limit_is_refused_with_the_limit_in_the_currency(
+        context: BrowserContext, seamless: tuple[OperatorServer, LiveServer]) -> None:
+    _, server = seamless
+    session = launch(server, "rg-1", currency="THB", language="en",
+                     limits={"max_stake_per_round": 150})
+    page = context.new_page()
+    page.goto(session["url"])
+    table = TablePage(page, server.http + "/")
+    table.wait_online()
+    table.wait_betting(at_least_ms=3_000)
+    table.place(Bet("P1", 100))  # stakes 200 (its withholding counts): past 150
+    page.get_by_test_id("confirm").click()
+    expect(page.get_by_test_id("bet-error")).to_contain_text(
+        "your stake limit per round — ฿1.50 left of ฿1.50 this round")
+    expect(page.get_by_test_id("balance")).to_have_attribute("data-value", "50000")
+    page.close()
