@@ -1,6 +1,7 @@
-// The lobby: every table with its phase, countdown and a small roadmap, kept live by one
-// viewer websocket per table (no token: viewers need none), with the HTTP list as the
-// starting point and as the fallback while a socket is down.
+// The lobby: every table with its phase, countdown, players online, who deals and a small
+// roadmap, kept live by one viewer websocket per table (no token: viewers need none; the
+// server's presence frames bring the count), with the HTTP list as the starting point and
+// as the fallback while a socket is down.
 
 import { t, onLangChange } from "./i18n.js";
 import { $, h, money, initPage, connectionBadge } from "./common.js";
@@ -55,6 +56,11 @@ function watch(id, entry) {
     renderCard(id);
   });
   conn.addEventListener("event", (e) => { applyEvent(entry.st, e.detail); renderCard(id); });
+  conn.addEventListener("message", (e) => {
+    if (e.detail.type !== "presence") return;
+    entry.online = e.detail.online;  // counting this lobby's own viewer connection
+    renderCard(id);
+  });
   conn.addEventListener("state", (e) => { entry.connState = e.detail.state; renderBadge(entry); });
   conn.start();
 }
@@ -73,6 +79,9 @@ function buildCard(id) {
       h("span", { class: "lobby-card__round" }),
       h("span", { class: "lobby-card__limits" }),
       badge),
+    h("div", { class: "lobby-card__meta" },
+      h("span", { class: "online lobby-card__online", "data-testid": `lobby-online-${id}`, hidden: true }),
+      h("span", { class: "lobby-card__dealer", "data-testid": `lobby-dealer-${id}` })),
     h("div", { class: "lobby-card__roadmap", "data-testid": `lobby-roadmap-${id}` }),
     h("a", { class: "btn btn--primary", href: `table.html?table=${encodeURIComponent(id)}`,
       "data-testid": `join-${id}` }));
@@ -88,6 +97,13 @@ function renderCard(id) {
   el.querySelector(".lobby-card__limits").textContent =
     t("lobby.limits", { min: money(st.limits.min), max: money(st.limits.max) });
   renderRoadmap(el.querySelector(".lobby-card__roadmap"), st.roadmap, { limit: 14, compact: true });
+  const entry = tables.get(id);
+  const online = el.querySelector(".lobby-card__online");
+  online.hidden = typeof entry.online !== "number";
+  online.dataset.online = online.hidden ? "" : String(entry.online);
+  if (!online.hidden) online.textContent = t("lobby.online", { n: money(entry.online) });
+  el.querySelector(".lobby-card__dealer").textContent =
+    st.mode === "manual" ? t("mode.manual") : t("lobby.auto_dealer");
   renderBadge(tables.get(id));
   const join = el.querySelector("a.btn");
   join.textContent = t("lobby.join");

@@ -113,7 +113,7 @@ class Gateway:
         intake = Intake(settings, store, metrics, self.limits, wallet, self.tables.feeds,
                         self.sessions)
         self.commands = Commands(store, self.limits, execute, secret, intake, players,
-                                 self.sessions)
+                                 self.tables.feeds, self.sessions)
 
     def deliver(self, batch: TableBatch) -> None:
         """A step from the bus: fanned out, and its settlements counted for the sessions
