@@ -54,6 +54,8 @@ RejectionCode = Literal[
     "duplicate_bet_id", "unknown_round", "paused", "betting_closed", "below_min",
     "above_max", "round_limit", "insufficient_funds", "wallet_refused", "wallet_unavailable",
     "wallet_pending",
+    # an operator's session (responsible gaming: docs/protocol.md §6)
+    "rg_limit", "reality_check_pending", "session_ended",
     # slips only
     "bad_slip_id", "bad_slip", "duplicate_slip_id",
 ]
@@ -237,7 +239,11 @@ class GetBalance(Struct, tag="get_balance", tag_field="type", kw_only=True):
     """Ask for the player's balance now (with a seamless wallet: the operator's)."""
 
 
-PlayerCommand = Hello | PlaceBet | PlaceBets | GetBets | Ping | GetBalance
+class RealityCheckAck(Struct, tag="reality_check_ack", tag_field="type", kw_only=True):
+    """The player has seen the reality check: betting goes on until the next one."""
+
+
+PlayerCommand = Hello | PlaceBet | PlaceBets | GetBets | Ping | GetBalance | RealityCheckAck
 
 
 # --- dealer console → server on /ws/dealer ----------------------------------------------
@@ -583,6 +589,25 @@ class Error(Struct, tag="error", tag_field="type", kw_only=True, omit_defaults=T
     message: str
     bet_id: str | None = None  # set when the error is about one place_bet (unavailable)
     slip_id: str | None = None  # set when the error is about one place_bets (unavailable)
+
+
+class SessionEnded(Struct, tag="session_ended", tag_field="type", kw_only=True):
+    """The operator's session this connection belongs to has ended (the operator ended it:
+    self-exclusion, an account closed; or its time limit, ``time_limit``). The connection
+    closes 4002 next; its token is refused from now on. Bets already taken settle as
+    usual."""
+
+    reason: str
+
+
+class RealityCheck(Struct, tag="reality_check", tag_field="type", kw_only=True):
+    """The session's figures so far (minor units): the player's slips are refused
+    ``reality_check_pending`` until they answer ``reality_check_ack``."""
+
+    minutes: int  # since the session started
+    staked: int
+    returned: int
+    net: int  # returned - staked
 
 
 class Ack(Struct, tag="ack", tag_field="type", kw_only=True):

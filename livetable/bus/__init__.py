@@ -5,6 +5,10 @@ once, as the frames every client receives), the table's snapshot after the step,
 private ``bet_settled`` frames addressed to players. A gateway keeps the latest snapshot and
 a ring of recent frames per table (for resume) and fans the frames out to its connections.
 
+It carries one thing more: a :class:`SessionEnd` when an operator's session ends, so
+that every gateway closes that session's connections at once (the store keeps the end,
+which refuses the token from then on; the bus only makes it immediate).
+
 Embedded mode uses :class:`MemoryBus` (a direct call); scale-out uses the Redis bus
 (``livetable.bus.redis``).
 """
@@ -29,14 +33,28 @@ class TableBatch(msgspec.Struct, kw_only=True, array_like=True):
     repair: bool = False
 
 
+class SessionEnd(msgspec.Struct, kw_only=True, array_like=True):
+    """An operator's session ended: its connections get ``session_ended`` and close."""
+
+    session_id: str
+    reason: str
+
+
 BATCH_ENCODER = msgspec.msgpack.Encoder()
 BATCH_DECODER = msgspec.msgpack.Decoder(TableBatch)
+SESSION_END_DECODER = msgspec.msgpack.Decoder(SessionEnd)
 
 
 class Bus(Protocol):
     async def publish(self, batch: TableBatch) -> None: ...
 
     def subscribe(self, deliver: Callable[[TableBatch], None]) -> None: ...
+
+    async def end_session(self, end: SessionEnd) -> None:
+        """Tell every gateway (this one too) that a session ended."""
+        ...
+
+    def on_session_end(self, close: Callable[[SessionEnd], None]) -> None: ...
 
     async def start(self) -> None: ...
 
@@ -48,9 +66,17 @@ class MemoryBus:
 
     def __init__(self) -> None:
         self._subscribers: list[Callable[[TableBatch], None]] = []
+        self._session_ends: list[Callable[[SessionEnd], None]] = []
 
     def subscribe(self, deliver: Callable[[TableBatch], None]) -> None:
         self._subscribers.append(deliver)
+
+    async def end_session(self, end: SessionEnd) -> None:
+        for close in self._session_ends:
+            close(end)
+
+    def on_session_end(self, close: Callable[[SessionEnd], None]) -> None:
+        self._session_ends.append(close)
 
     async def publish(self, batch: TableBatch) -> None:
         for deliver in self._subscribers:
@@ -61,6 +87,7 @@ class MemoryBus:
 
     async def close(self) -> None:
         self._subscribers.clear()
+        self._session_ends.clear()
 
     @property
     def healthy(self) -> bool:

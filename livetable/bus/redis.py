@@ -31,7 +31,13 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
-from livetable.bus import BATCH_DECODER, BATCH_ENCODER, TableBatch
+from livetable.bus import (
+    BATCH_DECODER,
+    BATCH_ENCODER,
+    SESSION_END_DECODER,
+    SessionEnd,
+    TableBatch,
+)
 from livetable.store.base import StoreUnavailable
 from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.store.postgres import PostgresStore
@@ -65,6 +71,7 @@ class RedisBus:
         self.silence_timeout = silence_timeout
         self.ping_interval = ping_interval
         self._subscribers: list[Callable[[TableBatch], None]] = []
+        self._session_ends: list[Callable[[SessionEnd], None]] = []
         self._heads: dict[str, tuple[int, int]] = {}  # table -> (epoch, seq) delivered
         #: table -> the last events delivered: a step that comes again is told from other
         #: events under the same numbers by them
@@ -72,19 +79,32 @@ class RedisBus:
         self._task: asyncio.Task[None] | None = None
         self.healthy = False
         self.reconnects = 0
+        #: The ended-sessions channel's name as a message may carry it (bytes or text).
+        self._session_channel = (self.keys.sessions_ended,
+                                 self.keys.sessions_ended.encode())
 
     def subscribe(self, deliver: Callable[[TableBatch], None]) -> None:
         self._subscribers.append(deliver)
 
+    def on_session_end(self, close: Callable[[SessionEnd], None]) -> None:
+        self._session_ends.append(close)
+
     async def publish(self, batch: TableBatch) -> None:
         """Publish a stored step; an unreachable Redis raises
         :class:`~livetable.store.base.StoreUnavailable` (the runner retries)."""
-        data = BATCH_ENCODER.encode(batch)
+        await self._publish(self.keys.steps(batch.table), BATCH_ENCODER.encode(batch))
+
+    async def end_session(self, end: SessionEnd) -> None:
+        """Tell every gateway that a session ended (it was stored first: a gateway that
+        misses this still refuses the token at its next hello)."""
+        await self._publish(self.keys.sessions_ended, BATCH_ENCODER.encode(end))
+
+    async def _publish(self, channel: str, data: bytes) -> None:
         try:
             if self.sharded:
-                await self.redis.spublish(self.keys.steps(batch.table), data)
+                await self.redis.spublish(channel, data)
             else:
-                await self.redis.publish(self.keys.steps(batch.table), data)
+                await self.redis.publish(channel, data)
         except Exception as exc:
             if is_redis_outage(exc):
                 raise StoreUnavailable(f"Redis bus: {exc}") from exc
@@ -117,6 +137,8 @@ class RedisBus:
                     await self.subscriber.initialize()
                 pubsub = self.subscriber.pubsub()
                 channels = [self.keys.steps(t) for t in self.tables]
+                if self._session_ends:
+                    channels.append(self.keys.sessions_ended)
                 if self.sharded:
                     await pubsub.ssubscribe(*channels)
                 else:
@@ -168,6 +190,11 @@ class RedisBus:
                 continue
             last_heard = time.monotonic()
             if message.get("type") in ("message", "smessage"):
+                if message.get("channel") in self._session_channel:
+                    end = SESSION_END_DECODER.decode(message["data"])
+                    for close in self._session_ends:
+                        close(end)
+                    continue
                 await self._receive(BATCH_DECODER.decode(message["data"]))
 
     # --- delivery and repair -----------------------------------------------------------

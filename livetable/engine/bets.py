@@ -55,11 +55,19 @@ REJECTIONS: dict[p.RejectionCode, str] = {
     "wallet_refused": "Your wallet refused this bet.",
     "wallet_unavailable": "Your wallet did not confirm this bet in time; it was not placed.",
     "wallet_pending": "This bet is still waiting for your wallet.",
+    "rg_limit": "This bet would pass a limit of your session.",
+    "reality_check_pending": "Answer the reality check to go on betting.",
+    "session_ended": "Your session has ended.",
 }
 
 #: The refusals that come from a seamless wallet (livetable/operator/seamless.py), not a store.
 WALLET_REJECTIONS: frozenset[p.RejectionCode] = frozenset(
     {"wallet_refused", "wallet_unavailable", "wallet_pending"})
+
+#: The refusals of an operator's session's limits (livetable/engine/sessions.py), judged by
+#: the gateway before a slip reaches a store or a wallet.
+SESSION_REJECTIONS: frozenset[p.RejectionCode] = frozenset(
+    {"rg_limit", "reality_check_pending", "session_ended"})
 
 #: What follows the message, filled from :attr:`Rejection.values` (the Lua scripts return
 #: the same values after the code).
@@ -70,6 +78,7 @@ DETAILS: dict[str, str] = {
     "round_limit": "(at most {0})",
     "insufficient_funds": "(needs {0}, balance {1})",
     "wallet_refused": "(the operator said {0})",
+    "rg_limit": "({0}: {1} left of {2})",
 }
 
 

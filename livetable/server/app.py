@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import re
 import secrets
 import signal
 import time
@@ -33,10 +34,11 @@ from starlette.websockets import WebSocket
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_not_guest, is_operator_player_id
 from livetable.auth import Identity, TokenError, mint, new_guest_id, verify
-from livetable.bus import Bus, MemoryBus
+from livetable.bus import Bus, MemoryBus, SessionEnd
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import Timing
+from livetable.engine.sessions import NO_LIMITS, SessionLimits, SessionRecord
 from livetable.operator import registry, signatures
 from livetable.operator.launches import (
     LaunchRequests,
@@ -187,8 +189,7 @@ class Services:
             self.bus: Bus = RedisBus(self.pubsub_redis or self.redis, settings.table_names,
                                      fenced, prefix=prefix,
                                      subscriber=self.subscriber_redis,
-                                     on_reconnect=lambda: self.metrics.inc(
-                                         "livetable_redis_reconnects_total"))
+                                     on_reconnect=self._bus_reconnected)
             if "engine" in roles:
                 # leases and dealer commands on their own connections: a flood of bets
                 # must never delay a lease renewal
@@ -224,7 +225,15 @@ class Services:
         if settings.seamless:
             self._seamless()
         self.gateway = Gateway(settings, self.store, execute, self.metrics, self.secret,
-                               self.wallet)
+                               self.wallet, announce=self.bus.end_session)
+
+    def _bus_reconnected(self) -> None:
+        """The Redis bus subscribed again: what it missed meanwhile may include ended
+        sessions, so the gateway asks the store about the sessions it has connected."""
+        self.metrics.inc("livetable_redis_reconnects_total")
+        if "gateway" in self.roles:
+            self.gateway.keep(asyncio.get_running_loop().create_task(
+                self.gateway.recheck_sessions()))
 
     def load_operators(self) -> Registry:
         """The registry file if one is set (RegistryError if it is bad), else the
@@ -340,6 +349,7 @@ class Services:
             self._watch = asyncio.create_task(self._watch_ledger(), name="ledger-watch")
         if "gateway" in self.roles:
             self.bus.subscribe(self.gateway.deliver)
+            self.bus.on_session_end(self.gateway.end_session)
             self.gateway.start()
         if self.collector is not None:
             self.collector.start()
@@ -543,6 +553,15 @@ class LaunchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$")]
     language: Literal["en", "th", "hi"] | None = None
     table: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
+    #: Responsible gaming (engine/sessions.py): every one optional.
+    limits: SessionLimits = NO_LIMITS
+
+
+class EndRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``POST /api/operator/sessions/{session_id}/end``: why the operator ends it."""
+
+    reason: Annotated[str, msgspec.Meta(min_length=1, max_length=64,
+                                        pattern=r"^[A-Za-z0-9_.:\-]+$")]
 
 
 class ReportRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -735,10 +754,29 @@ def identity_of(request: Request) -> Identity | Response:
     return identity
 
 
+async def session_ended(request: Request, identity: Identity) -> Response | None:
+    """401 ``session_ended`` when the operator's session ``identity`` belongs to has
+    ended: its token is refused from then on."""
+    if identity.session is None:
+        return None
+    record = await services_of(request).store.session(identity.session)
+    if record is None:
+        return None
+    if record.ended_at is None:
+        ends_at = record.ends_at  # its time limit came while no gateway was timing it
+        if ends_at is None or now_ms() < ends_at:
+            return None
+        return _error(401, "session_ended", "this session has ended (time_limit)")
+    return _error(401, "session_ended", f"this session has ended ({record.reason})")
+
+
 async def bets(request: Request) -> Response:
     identity = identity_of(request)
     if isinstance(identity, Response):
         return identity
+    ended = await session_ended(request, identity)
+    if ended is not None:
+        return ended
     svc = services_of(request)
     limits = svc.gateway.limits
     address = request.client.host if request.client else "?"
@@ -843,14 +881,48 @@ async def launch(request: Request) -> Response:
     token = mint(svc.secret, "player", player, launch.name, settings.session_ttl,
                  currency=launch.currency, language=language, operator=operator.id,
                  session=session_id)
+    expires_at = verify(svc.secret, token).expires * 1000
+    # kept before the token is handed out: every gateway sees the session, its limits,
+    # and (later) its end
+    started_at = now_ms()
+    await svc.store.open_session(SessionRecord(
+        session_id=session_id, operator=operator.id, player_id=player,
+        started_at=started_at, expires_at=expires_at, limits=launch.limits,
+        checked_at=started_at))
     base = settings.public_url.rstrip("/") or str(request.base_url).rstrip("/")
     # the token rides in the fragment: browsers never send it to a server, so it stays
     # out of access logs, proxies and Referer headers
     fragment = urlencode({"token": token, **({"lang": language} if language else {})})
     url = f"{base}/table.html?{urlencode({'table': table_id})}#{fragment}"
-    expires_at = verify(svc.secret, token).expires * 1000
     return JSONResponse({"session_id": session_id, "token": token, "url": url,
                          "expires_at": expires_at})
+
+
+#: A session id as a launch makes them (``secrets.token_urlsafe(12)``).
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+async def end_session(request: Request) -> Response:
+    """``POST /api/operator/sessions/{session_id}/end``: the operator that launched the
+    session ends it on every gateway at once (the store keeps the end first, so a gateway
+    that misses the bus still refuses the token). Ending it again answers the first end."""
+    signed = await operator_body(request, EndRequest)
+    if isinstance(signed, Response):
+        return signed
+    operator, end = signed
+    session_id = request.path_params["session_id"]
+    svc = services_of(request)
+    record = (await svc.store.session(session_id)
+              if _SESSION_ID.fullmatch(session_id) else None)
+    if record is None or record.operator != operator.id:  # another's is none of its own
+        return _error(404, "unknown_session",
+                      f"{operator.id} has no session {session_id[:80]!r} in force")
+    record = await svc.store.end_session(session_id, end.reason, now_ms())
+    assert record is not None and record.ended_at is not None
+    await svc.bus.end_session(SessionEnd(session_id=session_id,
+                                         reason=record.reason or end.reason))
+    return JSONResponse({"session_id": session_id, "ended_at": record.ended_at,
+                         "reason": record.reason})
 
 
 async def wallet_report(request: Request) -> Response:
@@ -916,6 +988,7 @@ API = (
     Route("/api/bets", bets),
     Route("/api/guest", guest, methods=["POST"]),
     Route("/api/operator/sessions", launch, methods=["POST"]),
+    Route("/api/operator/sessions/{session_id}/end", end_session, methods=["POST"]),
     Route("/api/operator/wallet", wallet_report, methods=["POST"]),
     Route("/dealer", dealer_page),
 )

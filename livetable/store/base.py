@@ -23,6 +23,20 @@ both:
   the next call, by any process, goes on where the last committed chunk stopped).
   Settling and refunding are idempotent by round id and by bet.
 
+* Operators' sessions (:class:`~livetable.engine.sessions.SessionRecord`): a launch
+  opens one (:meth:`Store.open_session`), every gateway reads it (:meth:`Store.session`),
+  the operator or its time limit ends it once, the first reason staying
+  (:meth:`Store.end_session`), and the gateways count its figures into it
+  (:meth:`Store.count_session`, :meth:`Store.reality_checked`). A session is needed until
+  its token expires (``expires_at``), not after. Each store keeps a ``sessions`` record
+  (SQLite: store/ledger/schema.py migration 6; PostgreSQL: store/postgres/schema.py
+  migration 4; Redis: a hash per session, expiring with its token): the counting adds in
+  place (``staked = staked + …``), the end changes only a session not yet ended, the SQL
+  stores delete rows past ``expires_at`` as new sessions open, and every store passes
+  ``test_a_session_is_kept_counted_checked_and_ended_once`` in
+  tests/unit/test_store_contract.py; the announcement to other gateways is the bus's
+  (``Bus.end_session``), not the store's.
+
 Errors say what happened (:class:`StoreError`): :class:`StoreUnavailable` when the store
 could not be reached or timed out (retry: every write is idempotent), a domain error when
 the request itself is refused (:class:`UnknownPlayer`, :class:`InsufficientBalance`,
@@ -47,6 +61,7 @@ import msgspec
 from livetable import protocol as p
 from livetable.engine.bets import BetRequest, Rejection, SlipRequest, settled_message
 from livetable.engine.effects import Effect
+from livetable.engine.sessions import SessionRecord
 from livetable.rules.fairness import ShoeRecord
 from livetable.store.bets import RoundView
 
@@ -400,6 +415,32 @@ class Store(Protocol):
         or none (a Redis that restarted empty, a database swapped under it), is not the
         ledger it was using, and the process turns not-ready instead of carrying on. With
         ``create`` a missing identity is written (what a process does at start)."""
+        ...
+
+    # --- operators' sessions (engine/sessions.py) ---
+
+    async def open_session(self, record: SessionRecord) -> None:
+        """Keep a session a launch opened (once by its id), until its token expires."""
+        ...
+
+    async def session(self, session_id: str) -> SessionRecord | None:
+        """The session as every gateway sees it; None if unknown or past its expiry."""
+        ...
+
+    async def end_session(self, session_id: str, reason: str,
+                          now: int) -> SessionRecord | None:
+        """End it at ``now`` unless it ended before (the first reason stays); the session
+        after, None if unknown."""
+        ...
+
+    async def count_session(self, session_id: str, round_id: str | None, staked: int,
+                            returned: int) -> SessionRecord | None:
+        """Add what one slip staked in ``round_id``, or what settlements returned
+        (``round_id`` None), to the session's figures."""
+        ...
+
+    async def reality_checked(self, session_id: str, now: int) -> SessionRecord | None:
+        """The player answered a reality check at ``now``."""
         ...
 
     async def close(self) -> None: ...

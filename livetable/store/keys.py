@@ -51,6 +51,10 @@ Key layout (``lt`` is the default prefix; ``<t>`` a table id, ``<r>`` a round id
                                          scripts compare it before they write)
     lt:launch:<o>:<id>            string a launch request id seen (SET NX PX: a launch is
                                          used once; operator/launches.py)
+    lt:session:<sid>              hash   an operator's session (engine/sessions.py):
+                                         record, staked, returned, checked_at, ended_at,
+                                         reason; expires with the session's token
+    lt:sessions:ended             channel a session ended: every gateway closes its sockets
     lt:wallet:{<t>}:<name>        the seamless wallet's log of the table (operator/log_redis.py)
 
 Every key name ends in a fixed suffix, so ids containing ``:`` cannot collide. Table ids
@@ -178,6 +182,15 @@ class RedisKeys:
     def launch_request(self, operator_id: str, request_id: str) -> str:
         """A launch's request id, kept while a replay could still pass the clock check."""
         return f"{self.prefix}:launch:{operator_id}:{request_id}"
+
+    def session(self, session_id: str) -> str:
+        """An operator's session, until its token expires."""
+        return f"{self.prefix}:session:{session_id}"
+
+    @property
+    def sessions_ended(self) -> str:
+        """The channel every gateway hears ended sessions on (the bus)."""
+        return f"{self.prefix}:sessions:ended"
 
     def lease_owner(self, table: str) -> str:
         return f"{self._lease(table)}:owner"

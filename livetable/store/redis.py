@@ -110,6 +110,7 @@ from livetable.engine.effects import (
     SetBetting,
     SettleRound,
 )
+from livetable.engine.sessions import SessionRecord
 from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
 from livetable.store.base import (
     AmountOverflow,
@@ -760,9 +761,78 @@ class RedisStore:
         value = await self.redis.get(self.keys.identity)
         return None if value is None else _s(value)
 
+    # --- operators' sessions ----------------------------------------------------------
+    # One hash per session, expiring with its token (this store is being retired: no
+    # script, no index). ``record`` holds what never changes; the figures are counted
+    # with HINCRBY, the end written with HSETNX so that the first reason stays.
+
+    async def open_session(self, record: SessionRecord) -> None:
+        key = self.keys.session(record.session_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(key, "record", _SESSION_ENCODER.encode(record))
+            pipe.hsetnx(key, "checked_at", record.checked_at)
+            # PEXPIRE, not PEXPIREAT: the ACL's commands (deploy/redis-users.acl.template)
+            # (the session opens as it is launched: its token's life is from its start)
+            pipe.pexpire(key, max(1, record.expires_at - record.started_at))
+            await pipe.execute()
+
+    async def session(self, session_id: str) -> SessionRecord | None:
+        raw = await self.redis.hgetall(self.keys.session(session_id))
+        fields = {_s(k): v for k, v in raw.items()}
+        stored = fields.get("record")
+        if stored is None:
+            return None
+        record = _SESSION_DECODER.decode(_b(stored))
+        round_id = fields.get("round_id")
+        return msgspec.structs.replace(
+            record, staked=int(fields.get("staked", 0)),
+            round_id=None if round_id is None else _s(round_id),
+            round_staked=0 if round_id is None else int(
+                fields.get(f"round:{_s(round_id)}", 0)),
+            returned=int(fields.get("returned", 0)),
+            checked_at=int(fields.get("checked_at", record.checked_at)),
+            ended_at=None if fields.get("ended_at") is None else int(fields["ended_at"]),
+            reason=None if fields.get("reason") is None else _s(fields["reason"]))
+
+    async def end_session(self, session_id: str, reason: str,
+                          now: int) -> SessionRecord | None:
+        key = self.keys.session(session_id)
+        if await self.redis.hget(key, "record") is None:
+            return None
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(key, "ended_at", now)
+            pipe.hsetnx(key, "reason", reason)
+            await pipe.execute()
+        return await self.session(session_id)
+
+    async def count_session(self, session_id: str, round_id: str | None, staked: int,
+                            returned: int) -> SessionRecord | None:
+        key = self.keys.session(session_id)
+        if await self.redis.hget(key, "record") is None:
+            return None
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hincrby(key, "staked", staked)
+            pipe.hincrby(key, "returned", returned)
+            if round_id is not None:  # a field per round staked in, gone with the key
+                pipe.hincrby(key, f"round:{round_id}", staked)
+                pipe.hset(key, "round_id", round_id)
+            await pipe.execute()
+        return await self.session(session_id)
+
+    async def reality_checked(self, session_id: str, now: int) -> SessionRecord | None:
+        key = self.keys.session(session_id)
+        if await self.redis.hget(key, "record") is None:
+            return None
+        await self.redis.hset(key, "checked_at", now)
+        return await self.session(session_id)
+
     async def close(self) -> None:
         if self._owns_client:
             await self.redis.aclose()
+
+
+_SESSION_ENCODER = msgspec.msgpack.Encoder()
+_SESSION_DECODER = msgspec.msgpack.Decoder(SessionRecord)
 
 
 def _refused_effect(effect: Effect, state: str) -> str:

@@ -35,6 +35,7 @@ from livetable.engine.bets import (
     precheck,
 )
 from livetable.engine.effects import Effect, SettleRound
+from livetable.engine.sessions import SessionRecord
 from livetable.rules.fairness import ShoeRecord
 from livetable.store.base import (
     AuditReport,
@@ -248,6 +249,25 @@ class SQLiteStore:
         if self.outage is not None and not create:
             raise StoreUnavailable(self.outage)
         return await self._run(c.Identity(create))
+
+    # --- operators' sessions -------------------------------------------------------------
+
+    async def open_session(self, record: SessionRecord) -> None:
+        await self._run(c.OpenSession(record))
+
+    async def session(self, session_id: str) -> SessionRecord | None:
+        return await self._run(c.ReadSession(session_id))
+
+    async def end_session(self, session_id: str, reason: str,
+                          now: int) -> SessionRecord | None:
+        return await self._run(c.EndSession(session_id, reason, now))
+
+    async def count_session(self, session_id: str, round_id: str | None, staked: int,
+                            returned: int) -> SessionRecord | None:
+        return await self._run(c.CountSession(session_id, round_id, staked, returned))
+
+    async def reality_checked(self, session_id: str, now: int) -> SessionRecord | None:
+        return await self._run(c.RealityChecked(session_id, now))
 
     async def close(self) -> None:
         if self._draining is not None:

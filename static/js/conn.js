@@ -244,6 +244,14 @@ export class Connection extends EventTarget {
       this._emit("pong", msg);
       return;
     }
+    if (msg.type === "session_ended") {
+      // The operator's session is over (the operator ended it, or its time limit came):
+      // its token is refused from now on, so no reconnect.
+      this._emit("fatal", { code: "session_ended", reason: msg.reason });
+      this._drop("fatal");
+      this._setState("fatal", { code: "session_ended" });
+      return;
+    }
     if (msg.type === "error" && !this.welcomed && FATAL_CODES.has(msg.code)) {
       this._emit("fatal", msg);
       this._drop("fatal");

@@ -155,7 +155,7 @@ function grouped() {
 }
 
 function renderPlayer() {
-  const g = storedGuest();
+  const g = player();  // the launched session of this tab first, as load reads it
   $("#records-player").textContent = g && g.player
     ? t("records.player", { name: g.player.name || g.player.id }) : "";
 }

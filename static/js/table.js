@@ -159,6 +159,10 @@ function buildLayout() {
   $("#btn-double").addEventListener("click", double);
   $("#btn-confirm").addEventListener("click", confirmBets);
   $("#resume-dismiss").addEventListener("click", () => { $("#resume-summary").hidden = true; });
+  $("#reality-ack").addEventListener("click", () => {
+    conn.send({ type: "reality_check_ack" });
+    $("#reality-check").hidden = true;
+  });
   $("#btn-roadmap").addEventListener("click", () => showRoadmap(document.body.dataset.sheet !== "roadmap"));
   $("#roadmap-close").addEventListener("click", () => showRoadmap(false));
 }
@@ -308,6 +312,18 @@ function onWelcome(msg, reconnect) {
 }
 
 function onFatal(err) {
+  if (err.code === "session_ended") {
+    // Only the operator can start another session: say why this one ended, and stop.
+    forgetSession();
+    token = null;
+    $("#reality-check").hidden = true;
+    const key = `session.ended.${err.reason}`;
+    const text = t(key);
+    const banner = $("#banner-session-ended");
+    banner.textContent = text === key ? t("session.ended", { reason: err.reason || "" }) : text;
+    banner.hidden = false;
+    return;
+  }
   if (token && player && player.currency && ["bad_token", "token_expired"].includes(err.code)) {
     // An operator's session ended: only the operator can start another.
     forgetSession();
@@ -455,6 +471,9 @@ function onPrivate(msg) {
       } else if (!catchUp) announce(settledSentence(msg));
       break;
     }
+    case "reality_check":
+      showRealityCheck(msg);
+      break;
     case "balance":
       setBalance(msg.balance);
       break;
@@ -762,7 +781,28 @@ function notice(text, { kind = "info" } = {}) {
   toast("#bet-notice", text, 9000, kind !== "info");
 }
 
+// A reality check: the session's figures as the server counted them, and a button to go
+// on (slips are refused until it is pressed).
+function showRealityCheck(msg) {
+  $("#reality-figures").textContent = t("reality.figures", {
+    minutes: msg.minutes, staked: money(msg.staked), returned: money(msg.returned),
+    net: money(msg.net),
+  });
+  const box = $("#reality-check");
+  box.hidden = false;
+  announce(`${t("reality.title")}. ${$("#reality-figures").textContent}`, { urgent: true });
+  $("#reality-ack").focus();
+}
+
+// rg_limit: the server's detail is "(<limit>: <left> left of <max>)" in minor units
+// (engine.bets.DETAILS); read here only to show the amounts in the session's currency.
+const RG_DETAIL = /\((max_stake_per_round|loss_limit): (\d+) left of (\d+)\)/;
+
 function rejectText(code, message, bet) {
+  if (code === "rg_limit") {
+    const m = RG_DETAIL.exec(message || "");
+    if (m) return t(`reject.rg_limit.${m[1]}`, { left: money(Number(m[2])), max: money(Number(m[3])) });
+  }
   const key = `reject.${code}`;
   const lim = st ? st.limits : {};
   const pair = bet && isPairSpot(bet.spot);
@@ -1178,7 +1218,8 @@ function chime() {
 /** The overlay on the felt while the connection is down, and what became of the bets. */
 function renderConnection() {
   const overlay = $("#conn-overlay");
-  const down = !!(conn && conn.everWelcomed && !conn.online);
+  // fatal: not reconnecting at all (an ended session), which the page says elsewhere
+  const down = !!(conn && conn.everWelcomed && !conn.online && conn.state !== "fatal");
   overlay.hidden = !down;
   if (!down) return;
   const offline = conn.state === "offline";

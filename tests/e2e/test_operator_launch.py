@@ -4,6 +4,7 @@ is paid by the operator's wallet and the balance after the round is the operator
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from table_page import Bet, TablePage, wait_until
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
 from liveserver import LiveServer
-from walletserver import OperatorServer, launch, seamless_deployment
+from walletserver import OperatorServer, launch, seamless_deployment, signed_post
 
 pytestmark = pytest.mark.browser
 
@@ -78,5 +79,69 @@ def test_money_is_shown_in_the_sessions_currency_with_its_decimals(
     page.goto(session["url"])
     TablePage(page, server.http + "/").wait_online()
     expect(page.get_by_test_id("balance")).to_have_text(shown)
+    expect(page.get_by_test_id("balance")).to_have_attribute("data-value", "50000")
+    page.close()
+
+
+def _shift_start(server: LiveServer, session_id: str, ms: int) -> None:
+    """Move the session's start and last reality check ``ms`` into the past (a test cannot
+    wait a real minute)."""
+    with sqlite3.connect(server.data_dir / "livetable.sqlite3", timeout=10) as db:
+        assert db.execute(
+            "UPDATE sessions SET started_at = started_at - ?, checked_at = checked_at - ? "
+            "WHERE session_id = ?", (ms, ms, session_id)).rowcount == 1
+
+
+def test_the_reality_check_holds_betting_until_acknowledged_then_the_session_ends(
+        context: BrowserContext, seamless: tuple[OperatorServer, LiveServer]) -> None:
+    _, server = seamless
+    session = launch(server, "rc-1", currency="THB", language="en",
+                     limits={"reality_check_minutes": 1})
+    _shift_start(server, session["session_id"], 60_000)  # a check is due at once
+    page = context.new_page()
+    page.goto(session["url"])
+    table = TablePage(page, server.http + "/")
+    table.wait_online()
+    dialog = page.get_by_test_id("reality-check")
+    expect(dialog).to_be_visible(timeout=10_000)
+    expect(page.get_by_test_id("reality-figures")).to_have_text(
+        "You have played 1 min. Staked ฿0.00, returned ฿0.00: net ฿0.00.")
+    table.wait_betting(at_least_ms=3_000)
+    table.place(Bet("P1", 100))
+    page.get_by_test_id("confirm").click()
+    expect(page.get_by_test_id("bet-error")).to_contain_text("Answer the reality check first")
+    page.get_by_test_id("reality-ack").click()
+    expect(dialog).to_be_hidden()
+    table.wait_betting(at_least_ms=3_000)
+    bet = Bet("P2", 100)
+    table.place(bet)
+    table.confirm([bet])
+    # the operator ends the session: the page says so and does not reconnect
+    ended = signed_post(server, f"/api/operator/sessions/{session['session_id']}/end",
+                        {"reason": "self_exclusion"})
+    assert ended.status_code == 200, ended.text
+    banner = page.get_by_test_id("banner-session-ended")
+    expect(banner).to_be_visible(timeout=10_000)
+    expect(banner).to_contain_text("Your session has ended (self_exclusion)")
+    page.wait_for_timeout(2_000)  # no reconnect: no "reconnecting" overlay, the banner stays
+    expect(page.get_by_test_id("conn-overlay")).to_be_hidden()
+    expect(banner).to_be_visible()
+    page.close()
+
+
+def test_a_bet_past_a_session_limit_is_refused_with_the_limit_in_the_currency(
+        context: BrowserContext, seamless: tuple[OperatorServer, LiveServer]) -> None:
+    _, server = seamless
+    session = launch(server, "rg-1", currency="THB", language="en",
+                     limits={"max_stake_per_round": 150})
+    page = context.new_page()
+    page.goto(session["url"])
+    table = TablePage(page, server.http + "/")
+    table.wait_online()
+    table.wait_betting(at_least_ms=3_000)
+    table.place(Bet("P1", 100))  # stakes 200 (its withholding counts): past 150
+    page.get_by_test_id("confirm").click()
+    expect(page.get_by_test_id("bet-error")).to_contain_text(
+        "your stake limit per round — ฿1.50 left of ฿1.50 this round")
     expect(page.get_by_test_id("balance")).to_have_attribute("data-value", "50000")
     page.close()

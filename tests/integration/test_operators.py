@@ -140,3 +140,26 @@ def test_a_secret_is_rotated_on_sighup_without_a_failed_launch(
     write(registry, '"env:ACME_OP_NEXT"')  # the old secret retired
     hup_until(False, "acme-secret")
     assert launches_with("acme-next")
+
+
+def test_only_the_operator_that_launched_a_session_ends_it(
+        platform: tuple[LiveServer, Path]) -> None:
+    server, _ = platform
+    # acme's secret was rotated to ACME_OP_NEXT by the test before (the module's order)
+    acme = "acme-next"
+    launched = signed_post(server, "/api/operator/sessions", launch_body("p-ends"),
+                           secret=acme, operator="acme")
+    assert launched.status_code == 200, launched.text
+    session = launched.json()
+    path = f"/api/operator/sessions/{session['session_id']}/end"
+    # bet7 signs well, but the session is not its own: unknown to it, and not ended
+    theirs = signed_post(server, path, {"reason": "self_exclusion"}, secret="bet7-secret",
+                         operator="bet7")
+    assert theirs.status_code == 404, theirs.text
+    assert theirs.json()["error"]["code"] == "unknown_session"
+    assert server.get("/api/bets", session["token"]).status_code == 200
+    ours = signed_post(server, path, {"reason": "self_exclusion"}, secret=acme,
+                       operator="acme")
+    assert ours.status_code == 200, ours.text
+    refused = server.get("/api/bets", session["token"])
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "session_ended"

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from redis_util import RedisServer
 from sim import SimConfig, Simulation
 
-from livetable.engine.bets import REJECTIONS, WALLET_REJECTIONS
+from livetable.engine.bets import REJECTIONS, SESSION_REJECTIONS, WALLET_REJECTIONS
 from livetable.store import Store
 from livetable.store.redis import RedisStore
 
@@ -54,5 +54,6 @@ async def test_rounds_with_crashes_on_redis(redis_server: RedisServer, seed: int
     assert stats.settle_crashes > 0 and stats.chunks > 0
     assert stats.crashes + stats.settle_crashes == reopened
     assert set(stats.rejections) == (set(REJECTIONS) - {"rate_limited"} - SLIP_ONLY
-                                     - WALLET_REJECTIONS)  # the seamless wallet's own
+                                     # the seamless wallet's own, the gateway's
+                                     - WALLET_REJECTIONS - SESSION_REJECTIONS)
     await sim.store.close()

@@ -73,6 +73,7 @@ SAMPLES: dict[str, tuple[dict[str, Any], str]] = {
     "get_bets": ({}, "bets"),
     "ping": ({"t": 1}, "pong"),
     "get_balance": ({}, "balance"),
+    "reality_check_ack": ({}, "ack"),
 }
 
 

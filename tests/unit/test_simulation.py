@@ -22,7 +22,7 @@ from sim import SimConfig, Simulation, SimulationFailure, Stats
 
 from livetable.engine import Effect
 from livetable.engine import table as engine_table
-from livetable.engine.bets import REJECTIONS, WALLET_REJECTIONS
+from livetable.engine.bets import REJECTIONS, SESSION_REJECTIONS, WALLET_REJECTIONS
 from livetable.rules import (
     BetSpot,
     Hand,
@@ -71,7 +71,7 @@ async def test_ten_thousand_rounds_with_faults() -> None:
     # Every refusal a player can meet (rate limiting is the gateway's and the wallet's
     # refusals the seamless wallet's, not the store's).
     assert set(stats.rejections) == (set(REJECTIONS) - {"rate_limited"} - SLIP_ONLY
-                                     - WALLET_REJECTIONS)
+                                     - WALLET_REJECTIONS - SESSION_REJECTIONS)
     await store.close()
 
 

@@ -1119,7 +1119,7 @@ async def test_a_round_settling_across_the_open_bets_index_migration_sqlite(
     store = SQLiteStore(path, settle_chunk=4)
     try:
         assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(
-            sqlite_store.MIGRATIONS) == 5
+            sqlite_store.MIGRATIONS) == 6  # 6: sessions
         index = store.db.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'bets_open'").fetchone()[0]
         assert index.endswith("WHERE state = 'accepted'"), index
@@ -1185,3 +1185,41 @@ async def test_an_on_time_bet_still_queued_when_settlement_starts_is_taken(
     answer = await queued
     assert isinstance(answer, p.BetAccepted), answer
     assert [s.message.bet_id for s in settled] == ["late"]
+
+
+# --- operators' sessions ----------------------------------------------------------------
+
+
+async def test_a_session_is_kept_counted_checked_and_ended_once(store: Store) -> None:
+    """A launch's session as every gateway reads it: its limits, its figures (a stake by
+    round, returns), the last reality check answered, and one end whose first reason
+    stays."""
+    from livetable.engine.sessions import SessionLimits, SessionRecord
+
+    far = 2**52  # an expiry the store's clock never reaches
+    limits = SessionLimits(max_stake_per_round=500, loss_limit=2_000, session_minutes=30,
+                           reality_check_minutes=10)
+    record = SessionRecord(session_id="s-1", operator="acme", player_id="acme~p-1",
+                           started_at=T0, expires_at=far, limits=limits, checked_at=T0)
+    assert await store.session("s-1") is None
+    await store.open_session(record)
+    await store.open_session(record)  # once by its id
+    assert await store.session("s-1") == record
+    await store.count_session("s-1", R1, 200, 0)
+    await store.count_session("s-1", R1, 100, 0)
+    counted = await store.count_session("s-1", None, 0, 450)
+    assert counted is not None
+    assert (counted.staked, counted.returned, counted.round_id, counted.round_staked) == (
+        300, 450, R1, 300)
+    counted = await store.count_session("s-1", R2, 40, 0)  # a new round starts at its own
+    assert counted is not None and (counted.round_id, counted.round_staked) == (R2, 40)
+    checked = await store.reality_checked("s-1", T0 + 600_000)
+    assert checked is not None and checked.checked_at == T0 + 600_000
+    ended = await store.end_session("s-1", "self_exclusion", T0 + 700_000)
+    again = await store.end_session("s-1", "time_limit", T0 + 800_000)
+    assert ended == again
+    assert again is not None and (again.ended_at, again.reason) == (T0 + 700_000,
+                                                                   "self_exclusion")
+    assert again.limits == limits and again.staked == 340
+    assert await store.end_session("nobody", "x", T0) is None
+    assert await store.count_session("nobody", None, 1, 1) is None

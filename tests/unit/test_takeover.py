@@ -22,7 +22,7 @@ from test_gateway import FakeWebSocket, settle
 
 from livetable import protocol as p
 from livetable.auth import mint
-from livetable.bus import BATCH_DECODER, BATCH_ENCODER, TableBatch
+from livetable.bus import BATCH_DECODER, BATCH_ENCODER, SessionEnd, TableBatch
 from livetable.bus.redis import RedisBus
 from livetable.clock import now_ms
 from livetable.config import Settings
@@ -57,6 +57,12 @@ class Wire:
         await self.bus._receive(BATCH_DECODER.decode(BATCH_ENCODER.encode(batch)))
 
     def subscribe(self, deliver: Any) -> None:
+        raise AssertionError("engines do not subscribe")
+
+    async def end_session(self, end: SessionEnd) -> None:
+        raise AssertionError("engines end no session")
+
+    def on_session_end(self, close: Any) -> None:
         raise AssertionError("engines do not subscribe")
 
     async def start(self) -> None:

@@ -20,6 +20,8 @@ interface; none of them knows the gateway (a :class:`Client` knows only its
 - :mod:`.commands` — :class:`~.commands.Commands`: every command after the hello, to its
   answer (ping, balance, the Bet Record, the dealer's commands);
 - :mod:`.intake` — :class:`~.intake.Intake`: bets and slips, to their answers;
+- :mod:`.sessions` — :class:`~.sessions.Sessions`: operators' sessions (an ended one
+  closed, their limits applied, their figures counted, their reality checks timed);
 - :mod:`.delivery` — :class:`~.delivery.Delivery`: table steps from the bus fanned out,
   private results, resync, repair, heartbeats;
 - :mod:`.codes` — the websocket close codes.
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from livetable.bus import SessionEnd, TableBatch
 from livetable.config import Settings
 from livetable.server.gateway.client import Client, Endpoint
 from livetable.server.gateway.codes import (
@@ -59,6 +62,7 @@ from livetable.server.gateway.hello import Admission
 from livetable.server.gateway.intake import MAX_BETS_IN_FLIGHT, Intake
 from livetable.server.gateway.players import Players
 from livetable.server.gateway.session import Session
+from livetable.server.gateway.sessions import Announce, Sessions, close_ended
 from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits
 from livetable.store.base import Store
@@ -78,12 +82,15 @@ class Gateway:
     """The websockets of one process and the tables they watch (see the module docstring).
 
     ``feeds`` and ``players`` are :class:`~.feed.Tables`' own, shared for reading (the HTTP
-    API lists the tables from them); ``deliver`` is :meth:`Delivery.deliver
-    <livetable.server.gateway.delivery.Delivery.deliver>` itself, the bus's callback.
+    API lists the tables from them); :meth:`deliver` is the bus's callback for table
+    steps, :meth:`end_session` for ended sessions.
     """
 
     def __init__(self, settings: Settings, store: Store, execute: Execute, metrics: Metrics,
-                 secret: bytes, wallet: SeamlessWallet | None = None) -> None:
+                 secret: bytes, wallet: SeamlessWallet | None = None,
+                 announce: Announce | None = None) -> None:
+        """``announce`` tells every gateway that a session ended (the bus's
+        ``end_session``); without it, only this one hears."""
         self.settings = settings
         self.store = store
         self.metrics = metrics
@@ -100,11 +107,42 @@ class Gateway:
         self._heartbeat: asyncio.Task[None] | None = None
         players = Players(settings, store, wallet)
         self.delivery = Delivery(settings, store, metrics, self.tables, self.keep)
-        self.deliver = self.delivery.deliver
-        self.admission = Admission(settings, secret, store, metrics, self.tables, players)
-        intake = Intake(settings, store, metrics, self.limits, wallet, self.tables.feeds)
+        self.sessions = Sessions(store, announce or self._announce_here, self.keep)
+        self.admission = Admission(settings, secret, store, metrics, self.tables, players,
+                                   self.sessions)
+        intake = Intake(settings, store, metrics, self.limits, wallet, self.tables.feeds,
+                        self.sessions)
         self.commands = Commands(store, self.limits, execute, secret, intake, players,
-                                 self.tables.feeds)
+                                 self.tables.feeds, self.sessions)
+
+    def deliver(self, batch: TableBatch) -> None:
+        """A step from the bus: fanned out, and its settlements counted for the sessions
+        with limits whose bets this gateway took."""
+        self.delivery.deliver(batch)
+        if batch.private:
+            self.sessions.settled(batch.private)
+
+    def end_session(self, end: SessionEnd) -> None:
+        """A session ended (the bus's callback): every connection of it here gets
+        ``session_ended`` and closes 4002, at once."""
+        self.sessions.ended(end.session_id)
+        for client in list(self.clients):
+            identity = client.identity
+            if identity is not None and identity.session == end.session_id:
+                close_ended(client, end.reason)
+
+    async def recheck_sessions(self) -> None:
+        """Close the connections of sessions the store says ended (after the bus lost
+        messages: an end announced meanwhile did not reach this gateway)."""
+        sids = {c.identity.session for c in self.clients
+                if c.identity is not None and c.identity.session is not None}
+        for sid in sids:
+            record = await self.store.session(sid)
+            if record is not None and record.ended_at is not None:
+                self.end_session(SessionEnd(session_id=sid, reason=record.reason or ""))
+
+    async def _announce_here(self, end: SessionEnd) -> None:
+        self.end_session(end)
 
     def keep(self, task: asyncio.Task[None]) -> None:
         """Hold a reference to ``task`` until it is done (asyncio keeps only a weak one)."""
@@ -160,3 +198,4 @@ class Gateway:
             client.expiry.cancel()
         self.clients.discard(client)
         self.tables.leave(client)
+        self.sessions.leave(client)

@@ -7,6 +7,10 @@ CLOSE_PROTOCOL = 4000  # hello asked for a protocol version this server does not
 CLOSE_UNAUTHORIZED = 4001  # a bad, forged or expired token; or the wrong kind of token
 CLOSE_FORBIDDEN = 4003  # a valid staff token for another table
 CLOSE_HELLO_TIMEOUT = 4002  # no hello within the time allowed
+#: The operator's session ended (after ``session_ended``): the same code as a hello
+#: timeout, as the wire contract fixes it; the frame before it tells them apart, and a
+#: client that got ``session_ended`` does not reconnect with that token.
+CLOSE_SESSION_ENDED = 4002
 CLOSE_UNKNOWN_TABLE = 4004
 CLOSE_TOO_SLOW = 4008  # the send queue overflowed: resume to catch up
 CLOSE_RESYNC = 4011  # this gateway lost events of the table: resume to catch up

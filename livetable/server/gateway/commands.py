@@ -18,6 +18,7 @@ from livetable.server.gateway.client import Client
 from livetable.server.gateway.feed import TableFeed
 from livetable.server.gateway.intake import Intake
 from livetable.server.gateway.players import Players
+from livetable.server.gateway.sessions import Sessions
 from livetable.server.ratelimit import RateLimits
 from livetable.store.base import Store
 
@@ -29,7 +30,8 @@ class Commands:
     """Every command a connection sends after its hello, to its answer."""
 
     def __init__(self, store: Store, limits: RateLimits, execute: Execute, secret: bytes,
-                 intake: Intake, players: Players, feeds: dict[str, TableFeed]) -> None:
+                 intake: Intake, players: Players, feeds: dict[str, TableFeed],
+                 sessions: Sessions) -> None:
         self.store = store
         #: The tables' feeds: the round in play an approval is issued for.
         self.feeds = feeds
@@ -38,6 +40,7 @@ class Commands:
         self.secret = secret
         self.intake = intake
         self.players = players
+        self.sessions = sessions
 
     async def handle(self, client: Client, command: p.PlayerCommand | p.DealerCommand,
                      arrived_at: int) -> None:
@@ -57,6 +60,9 @@ class Commands:
                 await self._balance(client)
             case p.GetBets():
                 await self._bet_record(client, command)
+            case p.RealityCheckAck():
+                await self.sessions.acknowledge(client)
+                client.send_message(p.Ack(cmd="reality_check_ack"))
             case p.CorrectCards():
                 await self._correct(client, command)
             case p.ApproveCorrection():

@@ -33,6 +33,7 @@ from livetable.server.gateway.codes import (
 from livetable.server.gateway.delivery import heartbeat_message
 from livetable.server.gateway.feed import TableFeed, Tables, settled_rounds
 from livetable.server.gateway.players import Players
+from livetable.server.gateway.sessions import Sessions
 from livetable.server.metrics import Metrics
 from livetable.store.base import Store
 
@@ -41,13 +42,14 @@ class Admission:
     """The origin check, hello, the welcome and resume (see the module docstring)."""
 
     def __init__(self, settings: Settings, secret: bytes, store: Store, metrics: Metrics,
-                 tables: Tables, players: Players) -> None:
+                 tables: Tables, players: Players, sessions: Sessions) -> None:
         self.settings = settings
         self.secret = secret
         self.store = store
         self.metrics = metrics
         self.tables = tables
         self.players = players
+        self.sessions = sessions
 
     def origin_allowed(self, ws: WebSocket) -> bool:
         origin = ws.headers.get("origin")
@@ -123,6 +125,8 @@ class Admission:
         table = hello.table
         identity = client.identity
         player: p.PlayerView | None = None
+        if identity is not None and not await self.sessions.admit(client, identity):
+            return  # an ended session: told so, and closed
         if identity is not None and identity.is_player:
             player = await self.players.ensure(identity)
         resume = hello.resume
@@ -176,6 +180,7 @@ class Admission:
         if self.settings.heartbeat > 0:  # the interval, known from the start
             client.send_message(heartbeat_message(self.settings))
         self.tables.join(client, feed)
+        self.sessions.join(client)
         self.metrics.inc("livetable_resumes_total" if replay is not None else
                          "livetable_welcomes_total")
 

@@ -27,6 +27,7 @@ from livetable.engine.bets import (
 )
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.feed import TableFeed
+from livetable.server.gateway.sessions import Sessions
 from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits
 from livetable.store.base import Store
@@ -42,13 +43,15 @@ class Intake:
     """Bets and slips from players' connections to their answers."""
 
     def __init__(self, settings: Settings, store: Store, metrics: Metrics, limits: RateLimits,
-                 wallet: SeamlessWallet | None, feeds: dict[str, TableFeed]) -> None:
+                 wallet: SeamlessWallet | None, feeds: dict[str, TableFeed],
+                 sessions: Sessions) -> None:
         self.settings = settings
         self.store = store
         self.metrics = metrics
         self.limits = limits
         self.wallet = wallet
         self.feeds = feeds
+        self.sessions = sessions
 
     def _may_bet(self, client: Client) -> p.RejectionCode | None:
         """Why ``client`` may not bet now (a rejection code), or None."""
@@ -71,11 +74,8 @@ class Intake:
                              amount=bet.amount)
         # judged by when the bet reached us, not by when a busy server got to it (the
         # engine closes betting a grace period after closes_at for exactly these)
-        if self.wallet is not None:
-            answer = bet_answer(request, await self._place_seamless(
-                client, request.as_slip(), arrived_at))
-        else:
-            answer = await self.store.place_bet(request, arrived_at)
+        answer = bet_answer(request, await self._take(client, request.as_slip(),
+                                                      arrived_at))
         self.metrics.bet(answer.code if isinstance(answer, p.BetRejected) else "accepted")
         client.send_message(answer)
 
@@ -91,15 +91,36 @@ class Intake:
         request = SlipRequest(player_id=client.identity.id, table=client.table,
                               slip_id=slip.slip_id, round_id=slip.round_id,
                               bets=tuple(slip.bets))
-        answer = slip_answer(request, await (
-            self._place_seamless(client, request, arrived_at) if self.wallet is not None
-            else self.store.place_slip(request, arrived_at)))
+        answer = slip_answer(request, await self._take(client, request, arrived_at))
         if isinstance(answer, p.SlipRejected):
             self.metrics.bet(answer.code)
         else:
             for _ in answer.bets:
                 self.metrics.bet("accepted")
         client.send_message(answer)
+
+    async def _take(self, client: Client, slip: SlipRequest,
+                    arrived_at: int) -> p.SlipAccepted | Rejection:
+        """The slip to the store or the operator's wallet, once its session's limits (if
+        it has any) let it through: both wallets are held to them."""
+        assert client.identity is not None
+        identity = client.identity
+        if identity.session is not None:
+            refused = await self.sessions.judge(identity, slip, arrived_at)
+            if refused is not None:
+                return refused
+        try:
+            if self.wallet is not None:
+                answer = await self._place_seamless(client, slip, arrived_at)
+            else:
+                answer = await self.store.place_slip(slip, arrived_at)
+        except BaseException:  # an outage answered unavailable: its stake is not held
+            if identity.session is not None:
+                self.sessions.release(identity, slip)
+            raise
+        if identity.session is not None:
+            await self.sessions.taken(identity, slip, answer)
+        return answer
 
     async def _place_seamless(self, client: Client, slip: SlipRequest,
                               arrived_at: int) -> p.SlipAccepted | Rejection:

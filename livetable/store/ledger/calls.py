@@ -22,10 +22,11 @@ import msgspec
 from livetable import protocol as p
 from livetable.engine.bets import SlipAnswer, SlipRequest
 from livetable.engine.effects import Effect
+from livetable.engine.sessions import SessionRecord
 from livetable.rules.fairness import ShoeRecord
 from livetable.store.base import AuditReport, Settled
 from livetable.store.bets import RoundView
-from livetable.store.ledger import accounts, reads, slips, steps
+from livetable.store.ledger import accounts, reads, sessions, slips, steps
 from livetable.store.ledger.core import Ledger
 
 A = TypeVar("A")
@@ -132,6 +133,36 @@ class Identity(Call[str | None], frozen=True, tag="identity"):
     create: bool
 
 
+class OpenSession(Call[None], frozen=True, tag="open_session"):
+    writes = True
+    record: SessionRecord
+
+
+class ReadSession(Call[SessionRecord | None], frozen=True, tag="session"):
+    session_id: str
+
+
+class EndSession(Call[SessionRecord | None], frozen=True, tag="end_session"):
+    writes = True
+    session_id: str
+    reason: str
+    now: int
+
+
+class CountSession(Call[SessionRecord | None], frozen=True, tag="count_session"):
+    writes = True
+    session_id: str
+    round_id: str | None
+    staked: int
+    returned: int
+
+
+class RealityChecked(Call[SessionRecord | None], frozen=True, tag="reality_checked"):
+    writes = True
+    session_id: str
+    now: int
+
+
 class CloseLedger(Call[None], frozen=True, tag="close"):
     pass
 
@@ -139,7 +170,8 @@ class CloseLedger(Call[None], frozen=True, tag="close"):
 #: Every call, as the writer process decodes them.
 LedgerCall = (EnsurePlayer | ReadPlayer | Deposit | Withdraw | TakeSlips | CommitStep
               | SettlePending | LoadTable | EventsAfter | SettlementsForRounds | BetRecord
-              | ReadRound | ReadShoe | Audit | Identity | CloseLedger)
+              | ReadRound | ReadShoe | Audit | Identity | OpenSession | ReadSession
+              | EndSession | CountSession | RealityChecked | CloseLedger)
 
 
 def perform(ledger: Ledger, call: LedgerCall) -> object:
@@ -175,6 +207,17 @@ def perform(ledger: Ledger, call: LedgerCall) -> object:
             return reads.audit(ledger)
         case Identity(create):
             return reads.identity(ledger, create)
+        case OpenSession(record):
+            sessions.open_session(ledger, record)
+            return None
+        case ReadSession(session_id):
+            return sessions.session(ledger, session_id)
+        case EndSession(session_id, reason, now):
+            return sessions.end_session(ledger, session_id, reason, now)
+        case CountSession(session_id, round_id, staked, returned):
+            return sessions.count(ledger, session_id, round_id, staked, returned)
+        case RealityChecked(session_id, now):
+            return sessions.reality_checked(ledger, session_id, now)
         case CloseLedger():
             ledger.close()
             return None

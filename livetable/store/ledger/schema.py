@@ -179,6 +179,26 @@ MIGRATIONS: list[str] = [
     """,
     # (The seamless wallet's log is not here: it keeps a file of its own, beside this one,
     # so that its writes never wait for the ledger's write lock: operator/log_sqlite.py.)
+    # 6: operators' sessions (engine/sessions.py): who launched each, its limits and
+    # figures, and whether it ended — every gateway reads the same row, after a restart too
+    """
+    CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY,
+        operator TEXT NOT NULL,
+        player_id TEXT NOT NULL,
+        started_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        limits TEXT NOT NULL,          -- JSON: SessionLimits
+        staked INTEGER NOT NULL DEFAULT 0,
+        returned INTEGER NOT NULL DEFAULT 0,
+        round_id TEXT,                 -- the round last staked in, and what it took
+        round_staked INTEGER NOT NULL DEFAULT 0,
+        checked_at INTEGER NOT NULL DEFAULT 0,
+        ended_at INTEGER,
+        reason TEXT
+    );
+    CREATE INDEX sessions_by_expiry ON sessions (expires_at);
+    """,
 ]
 
 

@@ -5,7 +5,8 @@ amount of money, every bet, slip, round and event lives in PostgreSQL, whose syn
 standby has each acknowledged transaction before it is acknowledged. Modules: ``store``
 (the :class:`PostgresStore` class: connections, transactions, reads), ``ledger`` (transfers
 and the audit), ``slips`` (group commit of slips), ``steps`` (engine steps, fencing,
-chunked settlement), ``schema`` (migrations), ``wallet`` (the seamless wallet's log).
+chunked settlement), ``sessions`` (operators' sessions), ``schema`` (migrations),
+``wallet`` (the seamless wallet's log).
 """
 
 from livetable.store.postgres.store import PostgresStore, is_pg_outage

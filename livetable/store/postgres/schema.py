@@ -180,6 +180,26 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE tables ADD COLUMN snapshot bytea;
     """,
+    # 4: operators' sessions (engine/sessions.py), the SQLite ledger's columns: every
+    # gateway reads the same row, counts into it and ends it once (sessions.py)
+    """
+    CREATE TABLE sessions (
+        session_id text PRIMARY KEY,
+        operator text NOT NULL,
+        player_id text NOT NULL,
+        started_at bigint NOT NULL,
+        expires_at bigint NOT NULL,
+        limits text NOT NULL,          -- JSON: SessionLimits
+        staked bigint NOT NULL DEFAULT 0,
+        returned bigint NOT NULL DEFAULT 0,
+        round_id text,                 -- the round last staked in, and what it took
+        round_staked bigint NOT NULL DEFAULT 0,
+        checked_at bigint NOT NULL DEFAULT 0,
+        ended_at bigint,
+        reason text
+    );
+    CREATE INDEX sessions_by_expiry ON sessions (expires_at);
+    """,
 ]
 
 

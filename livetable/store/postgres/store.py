@@ -47,6 +47,7 @@ from livetable.engine.effects import (
     Effect,
     SettleRound,
 )
+from livetable.engine.sessions import SessionRecord
 from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
 from livetable.store.base import (
     AuditReport,
@@ -64,7 +65,7 @@ from livetable.store.bets import (
     RoundView,
     record_entry,
 )
-from livetable.store.postgres import ledger, steps
+from livetable.store.postgres import ledger, sessions, steps
 from livetable.store.postgres.schema import migrate
 from livetable.store.postgres.slips import SlipBatch
 from livetable.store.sealing import StateSeal, open_state, seal_state
@@ -477,6 +478,38 @@ class PostgresStore:
                                   "ON CONFLICT DO NOTHING", uuid.uuid4().hex)
             value = await con.fetchval("SELECT value FROM meta WHERE key = 'store_id'")
         return None if value is None else str(value)
+
+    # --- operators' sessions (sessions.py) ---------------------------------------------
+
+    async def open_session(self, record: SessionRecord) -> None:
+        async def work(con: Any) -> None:
+            await sessions.open_session(con, record)
+
+        await self._transaction(work)
+
+    async def session(self, session_id: str) -> SessionRecord | None:
+        async with self._connection() as con:
+            return await sessions.session(con, session_id)
+
+    async def end_session(self, session_id: str, reason: str,
+                          now: int) -> SessionRecord | None:
+        async def work(con: Any) -> SessionRecord | None:
+            return await sessions.end_session(con, session_id, reason, now)
+
+        return await self._transaction(work)
+
+    async def count_session(self, session_id: str, round_id: str | None, staked: int,
+                            returned: int) -> SessionRecord | None:
+        async def work(con: Any) -> SessionRecord | None:
+            return await sessions.count(con, session_id, round_id, staked, returned)
+
+        return await self._transaction(work)
+
+    async def reality_checked(self, session_id: str, now: int) -> SessionRecord | None:
+        async def work(con: Any) -> SessionRecord | None:
+            return await sessions.reality_checked(con, session_id, now)
+
+        return await self._transaction(work)
 
     async def close(self) -> None:
         if self._draining is not None:
