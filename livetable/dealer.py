@@ -16,6 +16,9 @@ command::
                          a supervisor token (none needed when signed in as a supervisor)
     auto | manual        switch the table's mode (between rounds)
     ping                 ask the server for a pong
+    dealer NAME          NAME deals now: the table shows them (and their photo)
+    say TEXT             a chat line to the table, as the dealer
+    mute PLAYER MINUTES  mute a player's chat (0 lifts it)    delete ID  delete a chat line
 
 Every answer (``ack`` or ``error``) and every table event is printed, one line each.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from typing import Any
 
 from livetable import protocol as p
@@ -65,11 +69,26 @@ def command_of(line: str) -> p.DealerCommand | None:
             return p.SetMode(auto=word == "auto")
         case "ping":
             return p.Ping()
+        case "say" | "chat" | "chat_send":
+            return p.ChatSend(client_msg_id=f"console-{time.monotonic_ns()}", text=rest)
+        case "mute" | "chat_mute":
+            player, _, minutes = rest.partition(" ")
+            if not player or not minutes.strip().isdigit():
+                raise ValueError("mute PLAYER-ID MINUTES (0 lifts a mute)")
+            return p.ChatMute(player_id=player, minutes=int(minutes))
+        case "delete" | "chat_delete":
+            if not rest.strip():
+                raise ValueError("delete MESSAGE-ID")
+            return p.ChatDelete(id=rest.strip())
+        case "dealer" | "dealer_sign_in":
+            if not rest.strip():
+                raise ValueError("dealer NAME: who deals now")
+            return p.DealerSignIn(name=rest.strip())
     try:
         return p.CardIn(card=str(parse_card(line.strip())))
     except CardError as exc:
         raise ValueError(f"{exc}; or one of: shoe open close reveal pause resume cancel cut "
-                         f"cards void auto manual") from None
+                         f"cards void auto manual say mute delete dealer") from None
 
 
 def _describe(frame: dict[str, Any]) -> str:

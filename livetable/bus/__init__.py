@@ -5,6 +5,11 @@ once, as the frames every client receives), the table's snapshot after the step,
 private ``bet_settled`` frames addressed to players. A gateway keeps the latest snapshot and
 a ring of recent frames per table (for resume) and fans the frames out to its connections.
 
+A :class:`TableNote` is a frame for a table's watchers that is not a numbered table event: a
+chat message, a deletion, a change of dealer (livetable/server/gateway/chat.py). It goes the
+same way to every gateway, on the same channel, and no gap repair applies to it: a note lost
+on the way is a chat line missed, never money.
+
 Embedded mode uses :class:`MemoryBus` (a direct call); scale-out uses the Redis bus
 (``livetable.bus.redis``).
 """
@@ -29,14 +34,38 @@ class TableBatch(msgspec.Struct, kw_only=True, array_like=True):
     repair: bool = False
 
 
+class TableNote(msgspec.Struct, kw_only=True, array_like=True, tag="note"):
+    table: str
+    frame: bytes  # the encoded frame, for every watcher
+    #: The same frame for dealer consoles when theirs says more (a chat sender's id).
+    staff: bytes | None = None
+
+
 BATCH_ENCODER = msgspec.msgpack.Encoder()
 BATCH_DECODER = msgspec.msgpack.Decoder(TableBatch)
+NOTE_DECODER = msgspec.msgpack.Decoder(TableNote)
+#: How an encoded note starts: an array whose first item is its tag (a batch's is its table).
+NOTE_HEAD = b"\xa4note"
+
+
+def decode_message(data: bytes) -> TableBatch | TableNote:
+    """A message of a table's channel: a step, or a note."""
+    if data[1:6] == NOTE_HEAD:
+        try:
+            return NOTE_DECODER.decode(data)
+        except msgspec.ValidationError:
+            pass  # a step of a table named "note"
+    return BATCH_DECODER.decode(data)
 
 
 class Bus(Protocol):
     async def publish(self, batch: TableBatch) -> None: ...
 
     def subscribe(self, deliver: Callable[[TableBatch], None]) -> None: ...
+
+    async def publish_note(self, note: TableNote) -> None: ...
+
+    def subscribe_notes(self, deliver: Callable[[TableNote], None]) -> None: ...
 
     async def start(self) -> None: ...
 
@@ -48,6 +77,7 @@ class MemoryBus:
 
     def __init__(self) -> None:
         self._subscribers: list[Callable[[TableBatch], None]] = []
+        self._note_subscribers: list[Callable[[TableNote], None]] = []
 
     def subscribe(self, deliver: Callable[[TableBatch], None]) -> None:
         self._subscribers.append(deliver)
@@ -56,11 +86,19 @@ class MemoryBus:
         for deliver in self._subscribers:
             deliver(batch)
 
+    def subscribe_notes(self, deliver: Callable[[TableNote], None]) -> None:
+        self._note_subscribers.append(deliver)
+
+    async def publish_note(self, note: TableNote) -> None:
+        for deliver in self._note_subscribers:
+            deliver(note)
+
     async def start(self) -> None:
         return None
 
     async def close(self) -> None:
         self._subscribers.clear()
+        self._note_subscribers.clear()
 
     @property
     def healthy(self) -> bool:

@@ -30,7 +30,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
-from livetable.bus import BATCH_DECODER, BATCH_ENCODER, TableBatch
+from livetable.bus import BATCH_ENCODER, TableBatch, TableNote, decode_message
 from livetable.engine import TableEngine
 from livetable.protocol import encode
 from livetable.store.base import Store, StoreUnavailable
@@ -55,6 +55,7 @@ class RedisBus:
         self.silence_timeout = silence_timeout
         self.ping_interval = ping_interval
         self._subscribers: list[Callable[[TableBatch], None]] = []
+        self._note_subscribers: list[Callable[[TableNote], None]] = []
         self._heads: dict[str, tuple[int, int]] = {}  # table -> (epoch, seq) delivered
         self._task: asyncio.Task[None] | None = None
         self.healthy = False
@@ -63,15 +64,24 @@ class RedisBus:
     def subscribe(self, deliver: Callable[[TableBatch], None]) -> None:
         self._subscribers.append(deliver)
 
+    def subscribe_notes(self, deliver: Callable[[TableNote], None]) -> None:
+        self._note_subscribers.append(deliver)
+
     async def publish(self, batch: TableBatch) -> None:
         """Publish a stored step; an unreachable Redis raises
         :class:`~livetable.store.base.StoreUnavailable` (the runner retries)."""
-        data = BATCH_ENCODER.encode(batch)
+        await self._publish(batch.table, BATCH_ENCODER.encode(batch))
+
+    async def publish_note(self, note: TableNote) -> None:
+        """Publish a note (a chat line) on the table's channel, to every gateway."""
+        await self._publish(note.table, BATCH_ENCODER.encode(note))
+
+    async def _publish(self, table: str, data: bytes) -> None:
         try:
             if self.sharded:
-                await self.redis.spublish(self.keys.steps(batch.table), data)
+                await self.redis.spublish(self.keys.steps(table), data)
             else:
-                await self.redis.publish(self.keys.steps(batch.table), data)
+                await self.redis.publish(self.keys.steps(table), data)
         except Exception as exc:
             if is_redis_outage(exc):
                 raise StoreUnavailable(f"Redis bus: {exc}") from exc
@@ -155,7 +165,12 @@ class RedisBus:
                 continue
             last_heard = time.monotonic()
             if message.get("type") in ("message", "smessage"):
-                await self._receive(BATCH_DECODER.decode(message["data"]))
+                decoded = decode_message(message["data"])
+                if isinstance(decoded, TableNote):
+                    for deliver in self._note_subscribers:
+                        deliver(decoded)
+                else:
+                    await self._receive(decoded)
 
     # --- delivery and repair -----------------------------------------------------------
 

@@ -34,6 +34,7 @@ from livetable import protocol as p
 from livetable.accounts import AccountError, is_operator_player_id
 from livetable.auth import Identity, TokenError, mint, new_guest_id, verify
 from livetable.bus import Bus, MemoryBus
+from livetable.chat import NO_WORDS, BlockedWords, blocked_words
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import Timing
@@ -44,6 +45,7 @@ from livetable.operator.launches import (
     RedisLaunchRequests,
 )
 from livetable.operator.registry import Operator, Registry
+from livetable.server.chatroom import MemoryChatRoom, RedisChatRoom
 from livetable.server.gateway import Gateway
 from livetable.server.gcpolicy import Collector
 from livetable.server.metrics import Metrics
@@ -192,8 +194,19 @@ class Services:
         self.wallet_log: WalletLog | None = None
         if settings.seamless:
             self._seamless()
+        chat_room = (RedisChatRoom(self.redis, RedisKeys(self.redis_prefix))
+                     if self.redis is not None else MemoryChatRoom())
         self.gateway = Gateway(settings, self.store, execute, self.metrics, self.secret,
-                               self.wallet)
+                               self.wallet, chat_room=chat_room)
+        # chat lines go by the bus, to every gateway; an operator's players are held to
+        # its blocked words (the registry in force, reloaded on SIGHUP)
+        self.gateway.chat.publish = self.bus.publish_note
+        self.gateway.chat.words_of = self.blocked_words_of
+
+    def blocked_words_of(self, operator_id: str | None) -> BlockedWords:
+        """The blocked words of a player's operator; none for a player without one."""
+        operator = self.operators.get(operator_id) if operator_id else None
+        return blocked_words(operator.blocked_words) if operator is not None else NO_WORDS
 
     def load_operators(self) -> Registry:
         """The registry file if one is set (RegistryError if it is bad), else the
@@ -296,6 +309,7 @@ class Services:
             self._watch = asyncio.create_task(self._watch_ledger(), name="ledger-watch")
         if "gateway" in self.roles:
             self.bus.subscribe(self.gateway.deliver)
+            self.bus.subscribe_notes(self.gateway.chat.deliver)
             self.gateway.start()
         if self.collector is not None:
             self.collector.start()

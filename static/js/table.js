@@ -28,6 +28,7 @@ import { renderRoadmap, roadmapLegend } from "./roadmap.js";
 import { getJSON, ensureGuest, storedGuest, forgetGuest, rememberPlayer, newBetId } from "./api.js";
 import { noteSnapshot, noteTableEvent } from "./verify.js";
 import { mountVideo } from "./video.js";
+import { mountChat } from "./chat.js";
 import { launchedToken, forgetSession, withCurrency } from "./operator.js";
 
 const CHIP_VALUES = [5, 10, 25, 50, 100, 500, 1000, 5000, 10000];
@@ -102,6 +103,7 @@ async function main() {
 
   conn = new Connection({ path: "/ws", table: tableId, token: () => token });
   mountVideo(conn, $("#felt"));  // the table's video; reveals and results in step with it
+  mountChat(conn, $("#chat"), { presenter: $("#presenter") });  // the chat, who deals
   bindConnection(conn);
   conn.addEventListener("welcome", (e) => onWelcome(e.detail.msg, e.detail.reconnect));
   conn.addEventListener("event", (e) => onTableEvent(e.detail));

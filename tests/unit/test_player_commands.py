@@ -73,6 +73,7 @@ SAMPLES: dict[str, tuple[dict[str, Any], str]] = {
     "get_bets": ({}, "bets"),
     "ping": ({"t": 1}, "pong"),
     "get_balance": ({}, "balance"),
+    "chat_send": ({"client_msg_id": "c1", "text": "   "}, "chat_rejected"),
 }
 
 

@@ -20,6 +20,8 @@ interface; none of them knows the gateway (a :class:`Client` knows only its
 - :mod:`.commands` — :class:`~.commands.Commands`: every command after the hello, to its
   answer (ping, balance, the Bet Record, the dealer's commands);
 - :mod:`.intake` — :class:`~.intake.Intake`: bets and slips, to their answers;
+- :mod:`.chat` — :class:`~.chat.Chat`: the table chat and the presenter (not table
+  events: notes on the table's channel, kept in a :class:`~livetable.server.chatroom.ChatRoom`);
 - :mod:`.delivery` — :class:`~.delivery.Delivery`: table steps from the bus fanned out,
   private results, resync, repair, heartbeats;
 - :mod:`.codes` — the websocket close codes.
@@ -37,6 +39,8 @@ from typing import TYPE_CHECKING
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from livetable.config import Settings
+from livetable.server.chatroom import ChatRoom, MemoryChatRoom
+from livetable.server.gateway.chat import Chat
 from livetable.server.gateway.client import Client, Endpoint
 from livetable.server.gateway.codes import (
     ANSWERED_STRIKES,
@@ -83,7 +87,8 @@ class Gateway:
     """
 
     def __init__(self, settings: Settings, store: Store, execute: Execute, metrics: Metrics,
-                 secret: bytes, wallet: SeamlessWallet | None = None) -> None:
+                 secret: bytes, wallet: SeamlessWallet | None = None, *,
+                 chat_room: ChatRoom | None = None) -> None:
         self.settings = settings
         self.store = store
         self.metrics = metrics
@@ -101,9 +106,12 @@ class Gateway:
         players = Players(settings, store, wallet)
         self.delivery = Delivery(settings, store, metrics, self.tables, self.keep)
         self.deliver = self.delivery.deliver
-        self.admission = Admission(settings, secret, store, metrics, self.tables, players)
+        self.chat = Chat(settings, chat_room or MemoryChatRoom(), self.tables)
+        self.admission = Admission(settings, secret, store, metrics, self.tables, players,
+                                   self.chat)
         intake = Intake(settings, store, metrics, self.limits, wallet, self.tables.feeds)
-        self.commands = Commands(store, self.limits, execute, secret, intake, players)
+        self.commands = Commands(store, self.limits, execute, secret, intake, players,
+                                 self.chat)
 
     def keep(self, task: asyncio.Task[None]) -> None:
         """Hold a reference to ``task`` until it is done (asyncio keeps only a weak one)."""
