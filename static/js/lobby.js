@@ -52,9 +52,15 @@ function watch(id, entry) {
   entry.conn = conn;
   conn.addEventListener("welcome", (e) => {
     if (!e.detail.msg.resumed) entry.st = fromSnapshot(e.detail.msg.table);
+    entry.dealer = e.detail.msg.dealer || null;  // who deals (not part of the snapshot)
     renderCard(id);
   });
   conn.addEventListener("event", (e) => { applyEvent(entry.st, e.detail); renderCard(id); });
+  conn.addEventListener("message", (e) => {
+    if (e.detail.type !== "dealer_changed") return;
+    entry.dealer = { name: e.detail.name, photo: e.detail.photo || null };
+    renderCard(id);
+  });
   conn.addEventListener("state", (e) => { entry.connState = e.detail.state; renderBadge(entry); });
   conn.start();
 }
@@ -72,6 +78,7 @@ function buildCard(id) {
       h("span", { class: "phase", "data-testid": `lobby-phase-${id}` }),
       h("span", { class: "lobby-card__round" }),
       h("span", { class: "lobby-card__limits" }),
+      h("span", { class: "lobby-card__dealer presenter small", "data-testid": `lobby-dealer-${id}`, hidden: true }),
       badge),
     h("div", { class: "lobby-card__roadmap", "data-testid": `lobby-roadmap-${id}` }),
     h("a", { class: "btn btn--primary", href: `table.html?table=${encodeURIComponent(id)}`,
@@ -87,6 +94,10 @@ function renderCard(id) {
   el.querySelector(".lobby-card__round").textContent = st.round_no ? t("table.round", { n: st.round_no }) : "";
   el.querySelector(".lobby-card__limits").textContent =
     t("lobby.limits", { min: money(st.limits.min), max: money(st.limits.max) });
+  const { dealer } = tables.get(id);
+  const who = el.querySelector(".lobby-card__dealer");
+  who.hidden = !dealer;
+  who.textContent = dealer ? t("chat.dealing", { name: dealer.name }) : "";
   renderRoadmap(el.querySelector(".lobby-card__roadmap"), st.roadmap, { limit: 14, compact: true });
   renderBadge(tables.get(id));
   const join = el.querySelector("a.btn");

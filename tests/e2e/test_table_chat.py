@@ -132,9 +132,13 @@ def test_the_console_deletes_mutes_and_signs_a_dealer_in(
     expect(player.get_by_test_id("chat-status")).to_have_text(
         "The dealer has muted you for a while.")
 
+    lobby = context.new_page()
+    lobby.goto(server.url)
+    expect(lobby.get_by_test_id(f"lobby-conn-{TABLE}")).to_have_attribute("data-state", "online")
     dealer.get_by_test_id("dealer-presenter-name").fill("Mai")
     dealer.get_by_test_id("dealer-presenter-sign-in").click()
     expect(player.get_by_test_id("presenter-name")).to_have_text("Dealer: Mai")
+    expect(lobby.get_by_test_id(f"lobby-dealer-{TABLE}")).to_have_text("Dealer: Mai")  # live
     expect(dealer.get_by_test_id("dealer-presenter-now")).to_contain_text("Mai")
     dealer.get_by_test_id("chat-input").fill("Good luck, everyone")
     dealer.get_by_test_id("chat-input").press("Enter")
