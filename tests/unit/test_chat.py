@@ -270,6 +270,9 @@ async def test_players_chat_and_the_console_moderates(tmp_path: Path) -> None:
         said = await bob.answer("chat", role="dealer")
         assert said["from"] == "mai"  # the name the console signed in with
 
+        counters = table.gateway.metrics.counters
+        assert counters["livetable_chat_lines_total"] == 3  # ann, bob, the dealer (not the system)
+        assert counters["livetable_chat_rejected_total"] == 4
         late = await table.join(None)
         welcome = late.welcome
         assert [m["text"] for m in welcome["chat"]] == [

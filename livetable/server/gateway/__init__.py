@@ -106,7 +106,7 @@ class Gateway:
         players = Players(settings, store, wallet)
         self.delivery = Delivery(settings, store, metrics, self.tables, self.keep)
         self.deliver = self.delivery.deliver
-        self.chat = Chat(settings, chat_room or MemoryChatRoom(), self.tables)
+        self.chat = Chat(settings, chat_room or MemoryChatRoom(), self.tables, metrics)
         self.admission = Admission(settings, secret, store, metrics, self.tables, players,
                                    self.chat)
         intake = Intake(settings, store, metrics, self.limits, wallet, self.tables.feeds)

@@ -27,6 +27,7 @@ from livetable.server.chatroom import ChatRoom
 from livetable.server.framed_ws import text_frame
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.feed import Tables
+from livetable.server.metrics import Metrics
 
 #: The blocked words of an operator (None: a player no operator launched, a guest).
 WordsOf = Callable[[str | None], BlockedWords]
@@ -36,8 +37,10 @@ Publish = Callable[[TableNote], Awaitable[None]]
 class Chat:
     """A table's chat and its presenter, for one gateway (see the module docstring)."""
 
-    def __init__(self, settings: Settings, room: ChatRoom, tables: Tables) -> None:
+    def __init__(self, settings: Settings, room: ChatRoom, tables: Tables,
+                 metrics: Metrics) -> None:
         self.settings = settings
+        self.metrics = metrics
         self.room = room
         self.tables = tables
         #: Where notes go: the bus (set by the process); alone, straight to this gateway.
@@ -72,6 +75,7 @@ class Chat:
         message = await self.room.add(p.ChatMessage(
             id="", table=table, sender=sender, role=role, text=text, at=now,
             player_id=identity.id if role == "player" else None))
+        self.metrics.inc("livetable_chat_lines_total")
         client.send_message(p.ChatAccepted(client_msg_id=command.client_msg_id,
                                            id=message.id))
         await self._publish(message)
@@ -148,8 +152,8 @@ class Chat:
         await self.publish(TableNote(table=message.table, frame=public or staff,
                                      staff=staff if public else None))
 
-    @staticmethod
-    def _reject(client: Client, command: p.ChatSend, code: p.ChatRejectionCode) -> None:
+    def _reject(self, client: Client, command: p.ChatSend, code: p.ChatRejectionCode) -> None:
+        self.metrics.inc("livetable_chat_rejected_total")
         client.send_message(p.ChatRejected(client_msg_id=command.client_msg_id, code=code,
                                            message=CHAT_REJECTIONS[code]))
 
