@@ -9,6 +9,10 @@ the table's last, and publishes it as a note on the table's channel; every gatew
 this one too — hands a note to the table's watchers in :meth:`Chat.deliver`. A dealer
 console's copy of a message names its sender's id, for ``chat_mute``; a player's does not.
 
+A line said while a client is being welcomed (after its welcome's last 50 were read, before
+it joins the table's watchers) can miss that client. Chat is not replayed, and that is
+acceptable for it: nothing of the game or of anyone's money rides on a line.
+
 The presenter is kept the same way: ``dealer_sign_in`` stores who deals (and their photo,
 from the ``presenters`` setting) and publishes ``dealer_changed``; the welcome says who.
 """
@@ -20,7 +24,7 @@ from collections.abc import Awaitable, Callable
 
 from livetable import protocol as p
 from livetable.bus import TableNote
-from livetable.chat import CHAT_REJECTIONS, NO_WORDS, BlockedWords, judge
+from livetable.chat import CHAT_REJECTIONS, NO_WORDS, BlockedWords, clean, judge
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.server.chatroom import ChatRoom
@@ -99,7 +103,7 @@ class Chat:
 
     async def sign_in(self, client: Client, command: p.DealerSignIn) -> None:
         table = _table(client)
-        name = " ".join(command.name.split())
+        name = clean(command.name)  # one line, as a chat line is
         if not name:
             client.send_message(p.Error(code="bad_command", message="a dealer needs a name"))
             return
