@@ -314,3 +314,24 @@ def test_a_mute_s_minutes_are_bounded(minutes: int) -> None:
     with pytest.raises(msgspec.ValidationError):
         p.DEALER_DECODER.decode(json.dumps({"type": "chat_mute", "player_id": "p",
                                             "minutes": minutes}))
+
+
+async def test_redis_out_of_reach_is_an_outage_not_a_bug() -> None:
+    # the session answers an outage ``unavailable`` and goes on; anything else closes 1011
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from livetable.server.chatroom import RedisChatRoom
+    from livetable.store.base import StoreUnavailable
+    from livetable.store.keys import RedisKeys
+
+    class Down:
+        async def set(self, *args: Any, **kwargs: Any) -> None:
+            raise RedisConnectionError("Connection refused")
+
+        async def xdel(self, *args: Any) -> int:
+            raise AssertionError("an id Redis never gave is not looked up")
+
+    room = RedisChatRoom(Down(), RedisKeys())
+    with pytest.raises(StoreUnavailable):
+        await room.take_turn("p1", 0)
+    assert not await room.delete("t1", "not-an-id")
