@@ -12,6 +12,9 @@
 // with `correct_cards`, which needs a supervisor's approval (their token, scanned here).
 // Hotkeys: Alt+O open, Alt+C close, Alt+R reveal, Alt+P pause/resume (by key position, so
 // they work with a Thai or Hindi keyboard layout too).
+//
+// Below the card entry: who deals (`dealer_sign_in`, shown at the table) and the table chat
+// (chat.js), where each player's line can be muted or deleted.
 
 import { t, onLangChange } from "./i18n.js";
 import { $, h, money, timeOfDay, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
