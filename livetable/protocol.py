@@ -482,9 +482,18 @@ ChatRejectionCode = Literal[
 ]
 
 
+class ChatNotice(Struct, kw_only=True):
+    """What a ``system`` line says, for a page to say in its own language: ``muted`` (a
+    player was muted for ``minutes``)."""
+
+    key: Literal["muted"]
+    minutes: int | None = None
+
+
 class ChatMessage(Struct, tag="chat", tag_field="type", kw_only=True, omit_defaults=True):
     """One chat message, to everyone at the table. ``id`` names it for ``chat_delete``;
-    ``player_id`` is sent to dealer consoles only (for ``chat_mute``)."""
+    ``player_id`` is sent to dealer consoles only (for ``chat_mute``); a ``system`` line's
+    ``notice`` is its ``text`` as a key (the text is English)."""
 
     id: str
     table: str
@@ -493,6 +502,7 @@ class ChatMessage(Struct, tag="chat", tag_field="type", kw_only=True, omit_defau
     text: str
     at: int
     player_id: str | None = None
+    notice: ChatNotice | None = None
 
 
 class ChatAccepted(Struct, tag="chat_accepted", tag_field="type", kw_only=True):

@@ -102,7 +102,7 @@ export function mountChat(conn, root, { presenter = null, moderate = null } = {}
       h("time", { class: "muted small", datetime: new Date(m.at).toISOString(), text: timeOfDay(new Date(m.at)) }), " ",
       h("strong", { class: "chat__from", text: who }),
       m.role === "dealer" ? h("span", { class: "chat__badge small", text: t("chat.dealer_role") }) : "",
-      " ", h("span", { class: "chat__text", "data-testid": "chat-text", text: m.text }));
+      " ", h("span", { class: "chat__text", "data-testid": "chat-text", text: shownText(m) }));
     if (moderate) {
       if (m.role === "player" && m.player_id) {
         li.append(" ", h("button", { type: "button", class: "btn btn--small", "data-testid": "chat-mute",
@@ -112,6 +112,14 @@ export function mountChat(conn, root, { presenter = null, moderate = null } = {}
         text: t("chat.delete"), onclick: () => moderate.remove(m.id) }));
     }
     return li;
+  }
+
+  /** A system line in the page's language when it names its notice; else its text. */
+  function shownText(m) {
+    if (m.role !== "system" || !m.notice) return m.text;
+    const key = `chat.notice.${m.notice.key}`;
+    const v = t(key, { n: m.notice.minutes });
+    return v === key ? m.text : v;
   }
 
   function emptyNote() {

@@ -127,6 +127,11 @@ def test_the_console_deletes_mutes_and_signs_a_dealer_in(
     second.get_by_test_id("chat-mute").click()
     expect(player.get_by_test_id("chat-line").filter(
         has_text="A player was muted for 5 min.")).to_have_count(1)
+    # a system line is said in the page's language (its notice, not its English text)
+    player.get_by_test_id("lang-switch").select_option("th")
+    expect(player.get_by_test_id("chat-line").filter(
+        has_text="ผู้เล่นคนหนึ่งถูกปิดแชท 5 นาที")).to_have_count(1)
+    player.get_by_test_id("lang-switch").select_option("en")
     player.wait_for_timeout(2_100)
     say(player, "am I muted?")
     expect(player.get_by_test_id("chat-status")).to_have_text(

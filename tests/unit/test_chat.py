@@ -251,7 +251,9 @@ async def test_players_chat_and_the_console_moderates(tmp_path: Path) -> None:
 
         console.push({"type": "chat_mute", "player_id": "bob", "minutes": 5})
         assert (await console.answer("ack", cmd="chat_mute"))["detail"]["minutes"] == 5
-        assert (await bob.answer("chat", role="system"))["text"].startswith("A player")
+        system = await bob.answer("chat", role="system")
+        assert system["text"] == "A player was muted for 5 min."
+        assert system["notice"] == {"key": "muted", "minutes": 5}  # for the page's language
         table.gateway.chat.room._turns.clear()  # type: ignore[attr-defined]  # past the window
         bob.push({"type": "chat_send", "client_msg_id": "b2", "text": "hello?"})
         assert (await bob.answer("chat_rejected", client_msg_id="b2"))["code"] == "muted"

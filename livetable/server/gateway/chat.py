@@ -90,7 +90,8 @@ class Chat:
         client.send_message(p.Ack(cmd="chat_mute", detail={
             "player_id": command.player_id, "minutes": command.minutes}))
         if command.minutes:
-            await self.say(table, f"A player was muted for {command.minutes} min.")
+            await self.say(table, f"A player was muted for {command.minutes} min.",
+                           p.ChatNotice(key="muted", minutes=command.minutes))
 
     async def delete(self, client: Client, command: p.ChatDelete) -> None:
         table = _table(client)
@@ -123,10 +124,12 @@ class Chat:
                 return url
         return None
 
-    async def say(self, table: str, text: str) -> None:
-        """A line from the server itself (role ``system``)."""
+    async def say(self, table: str, text: str, notice: p.ChatNotice) -> None:
+        """A line from the server itself (role ``system``): ``text`` in English, and the
+        ``notice`` it says, for pages in other languages."""
         await self._publish(await self.room.add(p.ChatMessage(
-            id="", table=table, sender="", role="system", text=text, at=now_ms())))
+            id="", table=table, sender="", role="system", text=text, at=now_ms(),
+            notice=notice)))
 
     # --- the welcome, and notes from the bus ----------------------------------------------
 
@@ -165,7 +168,8 @@ class Chat:
 def _public(message: p.ChatMessage) -> p.ChatMessage:
     """``message`` without its sender's id: what players and viewers see."""
     return p.ChatMessage(id=message.id, table=message.table, sender=message.sender,
-                         role=message.role, text=message.text, at=message.at)
+                         role=message.role, text=message.text, at=message.at,
+                         notice=message.notice)
 
 
 def _table(client: Client) -> str:

@@ -303,6 +303,7 @@ export default {
   "chat.dealing": "Dealer: {name}",
   "chat.mute": "Mute {n} min",
   "chat.delete": "Delete",
+  "chat.notice.muted": "A player was muted for {n} min.",
   "chat.err.empty": "Type a message first.",
   "chat.err.too_long": "A message is at most 200 characters.",
   "chat.err.not_a_player": "Viewers read only: sign in as a player to chat.",

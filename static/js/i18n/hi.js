@@ -303,6 +303,7 @@ export default {
   "chat.dealing": "डीलर: {name}",
   "chat.mute": "{n} मिनट म्यूट",
   "chat.delete": "हटाएँ",
+  "chat.notice.muted": "एक खिलाड़ी को {n} मिनट के लिए म्यूट किया गया।",
   "chat.err.empty": "पहले संदेश लिखें।",
   "chat.err.too_long": "संदेश अधिकतम 200 अक्षरों का हो सकता है।",
   "chat.err.not_a_player": "दर्शक केवल पढ़ सकते हैं: चैट के लिए खिलाड़ी के रूप में साइन इन करें।",

@@ -303,6 +303,7 @@ export default {
   "chat.dealing": "ดีลเลอร์: {name}",
   "chat.mute": "ปิดแชท {n} นาที",
   "chat.delete": "ลบ",
+  "chat.notice.muted": "ผู้เล่นคนหนึ่งถูกปิดแชท {n} นาที",
   "chat.err.empty": "พิมพ์ข้อความก่อน",
   "chat.err.too_long": "ข้อความยาวได้ไม่เกิน 200 ตัวอักษร",
   "chat.err.not_a_player": "ผู้ชมอ่านได้อย่างเดียว: เข้าสู่ระบบเป็นผู้เล่นเพื่อแชท",
