@@ -56,9 +56,10 @@ class Frame(msgspec.Struct):
 FRAME = msgspec.json.Decoder(Frame)
 SIO_EVENT = msgspec.json.Decoder(tuple[str, Frame])
 ENCODER = msgspec.json.Encoder()
-# Frames that are not table events (a heartbeat has no seq: it only keeps a quiet line timed).
+# Frames that are not table events (a heartbeat has no seq: it only keeps a quiet line timed;
+# a presence frame, players online, has none either).
 PRIVATE = frozenset({"welcome", "bet_accepted", "bet_rejected", "bet_settled", "bets", "pong",
-                     "error", "ack", "heartbeat"})
+                     "error", "ack", "heartbeat", "presence"})
 
 
 class Peer:

@@ -50,7 +50,8 @@ FULL: dict[str, Any] = {
     "workers": 3, "sizes": [1000, 5000, 10000, 19900],
     "kinds": ["livetable", "ws", "sio"], "events": 10, "interval": 1.0,
     "pad": 0, "profile_n": 10000, "bet_players": 2000, "bets_per_player": 10,
-    "wallet_players": 200, "wallet_bets_per_player": 2, "wallet_latencies": [0, 20, 100],
+    # the seamless wallet's target load: 2,000 players × 10 bets in the last 2 s
+    "wallet_players": 2000, "wallet_bets_per_player": 10, "wallet_latencies": [0, 20, 100],
     "betting_seconds": 20.0, "settle_players": 5000, "settle_bets_per_player": 20,
     "storm_sizes": [1000, 5000], "timeout": 240.0,
 }
@@ -64,6 +65,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results",
                         help="directory for the JSON results (default bench/results)")
     parser.add_argument("--workers", type=int, help="load generator processes")
+    parser.add_argument("--wallet-players", type=int,
+                        help="--only wallet: players (each sends --wallet-bets bets)")
+    parser.add_argument("--wallet-bets", type=int, help="--only wallet: bets per player")
     parser.add_argument("--sizes", help="fan-out viewer counts, e.g. 1000,5000")
     parser.add_argument("--kinds", help="fan-out servers, of livetable,ws,sio "
                                          "(default: all; --quick: livetable,ws,sio)")
@@ -73,6 +77,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sqlite-thread", action="store_true",
                         help="also run bets and settlement with the SQLite writer in a "
                              "thread of the server (LIVETABLE_SQLITE_WRITER=thread)")
+    parser.add_argument("--postgres", action="store_true",
+                        help="bets and settlement also with the PostgreSQL store (a primary "
+                             "and a synchronous standby of the bench's own; Redis the bus)")
     parser.add_argument("--redis", choices=["auto", "yes", "no"], default="auto",
                         help="also run bets and settlement in Redis mode (auto: when "
                              "`livetable serve --redis` works)")
@@ -97,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = dict(QUICK if args.quick else FULL)
     if args.workers:
         cfg["workers"] = args.workers
+    if args.wallet_players:
+        cfg["wallet_players"] = args.wallet_players
+    if args.wallet_bets:
+        cfg["wallet_bets_per_player"] = args.wallet_bets
     if args.sizes:
         cfg["sizes"] = [int(x) for x in args.sizes.split(",")]
     # the wallet part is asked for by name (--only wallet): it runs a second server per
@@ -200,6 +211,8 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
         else:
             sc._log(f"Redis mode skipped: {why} (TODO: rerun with --redis yes once "
                     f"`livetable serve --redis` works)")
+    if {"bets", "settlement"} & set(parts) and args.postgres:
+        stores.append("postgres")
     # --repeat: the stores in turn, again and again, so that each store's runs are spread
     # over the same stretch of a shared machine's noise
     rounds = [store for _ in range(args.repeat) for store in stores]
@@ -215,13 +228,17 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
             _reset(lg)
     if "wallet" in parts:  # bet intake with the reference operator's wallet in the loop
         results["wallet"] = []
-        for latency in cfg["wallet_latencies"]:
+        # the internal wallet first, at the same load: the CPU per bet a seamless bet is
+        # compared with (None: no wallet)
+        for latency in [None, *cfg["wallet_latencies"]]:
             r = guarded("wallet", lambda ms=latency: sc.bet_intake(  # type: ignore[misc]
                 lg, work, cfg["wallet_players"], cfg["wallet_bets_per_player"],
                 cfg["betting_seconds"], wallet_latency_ms=ms), latency_ms=latency)
             results["wallet"].append(r)
             if "error" not in r:
-                sc._log(f"  wallet {latency} ms: {r['codes']} ack {r['ack_ms']}")
+                sc._log(f"  wallet {latency} ms: {r['codes']} ack {r['ack_ms']} "
+                        f"server {r['server_cpu_us_per_bet']} µs/bet, operator "
+                        f"{r['operator_cpu_us_per_bet']} µs/bet")
             _reset(lg)
     if "settlement" in parts:
         results["settlement"] = []

@@ -1,7 +1,8 @@
 """In-process ledger benchmark: bet intake and settlement through the store alone.
 
     .venv/bin/python bench/store_bench.py [--bets 100000] [--players 5000] [--redis URL]
-                                          [--writer thread,process] [--callgrind]
+                                          [--postgres auto|URL] [--writer thread,process]
+                                          [--callgrind]
 
 Bet intake: ``place_bet`` calls (slips of one), ``--concurrency`` of them in flight at once
 (as when many players bet in the same second; 1 = strictly one after another); the store
@@ -9,8 +10,10 @@ batches those in flight into one transaction / one script call. Settlement: the
 ``commit_step`` with the SettleRound effect of a round that holds every one of those bets
 (its first chunk), then ``settle_pending`` until no bet is left, chunk by chunk as the
 runner does. CPU: this process's (the SQLite writer thread included) and the store's own:
-the redis-server's (``INFO cpu``) or the SQLite writer process's (``--writer process``), so
-"bets per CPU second" is per core at the store. On
+the redis-server's (``INFO cpu``), the SQLite writer process's (``--writer process``) or
+PostgreSQL's (its postmaster and every backend and helper, with ``--postgres auto``: a
+primary and a synchronous standby of its own, tests/pg_util.py — the standby's CPU
+counted too), so "bets per CPU second" is per core at the store. On
 Redis the longest command comes from its SLOWLOG. Prints JSON.
 
 Instructions instead of seconds (this machine's timings vary by 2-4x): start the
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import subprocess
 import sys
@@ -33,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import cpu_seconds, settle_effect, wide_limits
+from bench.common import cpu_seconds, settle_effect, tree_cpu_seconds, wide_limits
 from livetable import protocol as p
 from livetable.engine.bets import BetRequest
 from livetable.engine.effects import OpenRound, SetBetting
@@ -43,7 +47,8 @@ from livetable.store.sqlite import SQLiteStore
 
 
 async def run(store: Store, bets: int, players: int, concurrency: int = 100,
-              seed: int = 1, callgrind: bool = False) -> dict[str, object]:
+              seed: int = 1, callgrind: bool = False,
+              server_pids: tuple[int, ...] = ()) -> dict[str, object]:
     rng = random.Random(seed)
     now = 1_000
     for i in range(players):
@@ -64,7 +69,10 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
     process = getattr(store, "process", None)
 
     async def store_cpu() -> float:
-        """The CPU seconds of the store's own process: redis-server, the writer process."""
+        """The CPU seconds of the store's own process: redis-server, the writer process,
+        PostgreSQL's processes (``server_pids``)."""
+        if server_pids:
+            return sum(tree_cpu_seconds(pid) for pid in server_pids)
         if process is not None and process.pid is not None:
             return cpu_seconds(process.pid)
         if redis is None:
@@ -125,6 +133,9 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=100,
                         help="bets in flight at once (1 = one after another)")
     parser.add_argument("--redis", help="also measure the Redis store at this URL (flushed!)")
+    parser.add_argument("--postgres",
+                        help="also measure the PostgreSQL store: 'auto' (a primary and a "
+                             "synchronous standby of its own) or a URL (a schema of its own)")
     parser.add_argument("--callgrind", action="store_true",
                         help="switch callgrind's counting on for the Redis settlement only")
     parser.add_argument("--writer", default="thread",
@@ -145,7 +156,31 @@ async def main() -> None:
         result["redis"] = await run(redis_store, args.bets, args.players, args.concurrency,
                                     callgrind=args.callgrind)
         await redis_store.close()
+    if args.postgres:
+        result["postgres"] = await run_postgres(args.postgres, args)
     print(json.dumps(result, indent=2))
+
+
+async def run_postgres(url: str, args: argparse.Namespace) -> dict[str, object]:
+    from livetable.store.postgres import PostgresStore
+
+    cluster = None
+    pids: tuple[int, ...] = ()
+    if url == "auto":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from pg_util import start_pg  # the tests' helper
+
+        cluster = start_pg(standby=True)
+        url = cluster.url
+        pids = tuple(pid for server in (cluster.primary, cluster.standby) if server is not None
+                     for pid in [server.postmaster_pid()] if pid is not None)
+    store = PostgresStore(url, schema=f"bench_{os.getpid()}", max_connections=8)
+    try:
+        return await run(store, args.bets, args.players, args.concurrency, server_pids=pids)
+    finally:
+        await store.close()
+        if cluster is not None:
+            cluster.stop()
 
 
 if __name__ == "__main__":

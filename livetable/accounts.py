@@ -19,6 +19,8 @@ HOUSE = "house"
 EXTERNAL = "external"
 INTERNAL_ACCOUNTS = frozenset({HOUSE, EXTERNAL})
 HOLD_PREFIX = "hold:"
+#: Demo guests' ids (``POST /api/guest`` makes them): no operator's player, no deposit.
+GUEST_PREFIX = "g_"
 
 MAX_PLAYER_ID = 64
 #: Letters, digits and ``_ - . @ +`` (operators' ids are often e-mail-like); no ``:``, no
@@ -56,6 +58,14 @@ def check_player_id(candidate: str) -> str:
             f"{candidate[:80]!r} is not a valid player id: 1 to {MAX_PLAYER_ID} letters, "
             f"digits or _ - . @ +, and not {' or '.join(sorted(INTERNAL_ACCOUNTS))}")
     return candidate
+
+
+def check_not_guest(player_id: str) -> str:
+    """``player_id`` if it is no demo guest's (``g_…``), else :class:`AccountError`: an
+    operator's launch or a deposit must not reach (or squat) a guest's account."""
+    if player_id.startswith(GUEST_PREFIX):
+        raise AccountError(f"player ids starting {GUEST_PREFIX} are demo guests'")
+    return player_id
 
 
 def hold_account(round_id: str) -> str:

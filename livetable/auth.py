@@ -12,6 +12,13 @@ A staff token names the tables it may drive (``"tables": ["t1", "t2"]``, or ``["
 every table): a studio's dealer at table 1 cannot drive table 2. A staff token that names no
 tables (minted before tokens were scoped) drives none. A supervisor does what a dealer does
 and approves card corrections (docs/dealer.md).
+
+A supervisor's *approval* of one card correction is not a token: :func:`sign_approval`
+binds it to the table, the round and the count, a random nonce and a short life
+(:data:`APPROVAL_TTL`), under a key derived from the secret for approvals only — so it
+never verifies as a token (it cannot open ``/ws/dealer``) and a token never verifies as an
+approval. The table's engine records each nonce it accepted in the round, so an approval
+is used once (docs/dealer.md).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from livetable.accounts import AccountError, check_player_id
+from livetable.accounts import GUEST_PREFIX, AccountError, check_player_id
 
 Kind = Literal["player", "guest", "dealer", "supervisor"]
 KINDS: tuple[Kind, ...] = ("player", "guest", "dealer", "supervisor")
@@ -131,7 +138,9 @@ def verify(secret: bytes, token: str, now: float | None = None) -> Identity:
         tables = data.get("tables", [])
         if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
             raise TypeError("tables")
-        identity = Identity(kind=data["k"], id=str(data["sub"]), name=str(data["name"]),
+        if not isinstance(data["sub"], str) or not isinstance(data["name"], str):
+            raise TypeError("sub")  # 123, null, true: never the player "123"/"None"/"True"
+        identity = Identity(kind=data["k"], id=data["sub"], name=data["name"],
                             expires=int(data["exp"]), tables=tuple(tables),
                             currency=_text(data.get("cur")),
                             language=_text(data.get("lang")), operator=_text(data.get("op")),
@@ -158,4 +167,72 @@ def _text(value: object) -> str | None:
 
 
 def new_guest_id() -> str:
-    return "g_" + secrets.token_urlsafe(9)
+    return GUEST_PREFIX + secrets.token_urlsafe(9)
+
+
+#: Seconds an approval lives after the supervisor's console asked for it.
+APPROVAL_TTL = 120
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A supervisor's approval of voiding the last ``count`` cards of one round."""
+
+    table: str
+    round_id: str
+    count: int
+    nonce: str
+    supervisor_id: str
+    supervisor: str
+    expires: int
+
+
+def _approval_key(secret: bytes) -> bytes:
+    # Its own key: an approval is never a token, and a token never an approval.
+    return hmac.new(secret, b"livetable approval v1", hashlib.sha256).digest()
+
+
+def sign_approval(secret: bytes, supervisor: Identity, table: str, round_id: str, count: int,
+                  now: float | None = None, ttl: int = APPROVAL_TTL) -> tuple[str, Approval]:
+    """The code a supervisor's console shows for one correction, and what it says."""
+    approval = Approval(table=table, round_id=round_id, count=count,
+                        nonce=secrets.token_urlsafe(12), supervisor_id=supervisor.id,
+                        supervisor=supervisor.name,
+                        expires=int((time.time() if now is None else now) + ttl))
+    payload = json.dumps({"a": 1, "tbl": table, "rnd": round_id, "n": count,
+                          "nonce": approval.nonce, "sub": supervisor.id,
+                          "name": supervisor.name, "exp": approval.expires},
+                         separators=(",", ":")).encode()
+    signature = hmac.new(_approval_key(secret), payload, hashlib.sha256).digest()
+    return f"A.{_b64(payload)}.{_b64(signature)}", approval
+
+
+def verify_approval(secret: bytes, code: str, now: float | None = None) -> Approval:
+    """The approval ``code`` stands for; :class:`TokenError` if malformed, forged or
+    expired. Whether it fits the correction asked (table, round, count) and was not used
+    yet is the caller's and the engine's to check."""
+    try:
+        mark, payload_text, signature_text = code.split(".")
+        if mark != "A":
+            raise ValueError("not an approval")
+        payload, signature = _unb64(payload_text), _unb64(signature_text)
+    except (ValueError, TypeError, binascii.Error):
+        raise TokenError("malformed approval (a supervisor's token is not an approval: "
+                         "ask the supervisor's console for one)") from None
+    expected = hmac.new(_approval_key(secret), payload, hashlib.sha256).digest()
+    if not hmac.compare_digest(signature, expected):
+        raise TokenError("bad approval signature")
+    try:
+        data = json.loads(payload)
+        fields = (data["tbl"], data["rnd"], data["nonce"], data["sub"], data["name"])
+        if data.get("a") != 1 or not all(isinstance(x, str) for x in fields) or \
+                type(data["n"]) is not int or type(data["exp"]) is not int:
+            raise TypeError("approval")
+        approval = Approval(table=data["tbl"], round_id=data["rnd"], count=data["n"],
+                            nonce=data["nonce"], supervisor_id=data["sub"],
+                            supervisor=data["name"], expires=data["exp"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise TokenError("malformed approval payload") from None
+    if approval.expires < (time.time() if now is None else now):
+        raise TokenError("approval expired")
+    return approval

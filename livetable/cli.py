@@ -280,6 +280,7 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
 
     import uvicorn
 
+    from livetable.config import SettingsError, masked_url
     from livetable.server.app import Services, create_app
     from livetable.server.gcpolicy import Collector
 
@@ -287,20 +288,28 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     if settings.redis_url and not settings.secret:
         raise UsageError("with --redis every process must share LIVETABLE_SECRET (tokens "
                          "minted by one must verify on all)")
+    if (settings.redis_url and "engine" in roles and settings.shoe_key is None
+            and settings.shoe_key_file is None):
+        raise UsageError("with --redis every engine must share the shoe key: set "
+                         "LIVETABLE_SHOE_KEY or LIVETABLE_SHOE_KEY_FILE (openssl rand -hex "
+                         "32; see docs/operations.md). Gateways do not need it")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from livetable.operator.registry import RegistryError
 
     try:
         services = Services(settings, roles=roles)
-    except RegistryError as exc:
+    except (RegistryError, SettingsError) as exc:  # the registry; the shoe key (missing,
+        # short, not creatable)
         raise UsageError(str(exc)) from None
     services.collector = Collector(
         services.busy, interval=settings.gc_interval,
         on_collect=services.metrics.gc_pause.observe) if settings.gc_interval > 0 else None
     app = create_app(settings, services, roles=roles)
     shown = "localhost" if settings.host in ("0.0.0.0", "127.0.0.1", "::") else settings.host
-    store = (f"Redis {settings.redis_url}" if settings.redis_url
+    store = (f"PostgreSQL {masked_url(settings.postgres_url)}"
+             if settings.postgres_url
+             else f"Redis {masked_url(settings.redis_url)}" if settings.redis_url
              else f"embedded, database {settings.db_path}")
     print(f"livetable {'+'.join(roles)}: tables {','.join(settings.table_names)}; {store}",
           flush=True)
@@ -314,6 +323,7 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     from livetable.server.guard import ConnectionGuard
 
     guard = ConnectionGuard(head_timeout=settings.request_head_timeout,
+                            body_timeout=settings.request_body_timeout,
                             per_address=settings.connections_per_address,
                             trusted=settings.trusted_proxies)
     # X-Forwarded-For only from the proxies named: uvicorn would trust 127.0.0.1 (or
@@ -354,8 +364,9 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
              "ends (0: the dealer opens every round)")
     _setting(p, "--demo", "demo", "guest players with a demo balance",
              action=argparse.BooleanOptionalAction)
-    _setting(p, "--mode", "mode", "tables start in auto (server deals) or manual (dealer "
-             "console) mode")
+    _setting(p, "--mode", "mode", "new tables start in auto (server deals) or manual "
+             "(dealer console) mode; a table already in the store keeps its own (said at "
+             "start; the dealer console switches it)")
     _setting(p, "--allowed-origins", "allowed_origins",
              "comma-separated websocket origins (none: same origin)")
 
@@ -364,6 +375,9 @@ def _add_store_flags(p: argparse.ArgumentParser) -> None:
     _setting(p, "--db", "db", "SQLite file")
     _setting(p, "--data-dir", "data_dir", "data directory: database and signing secret")
     _setting(p, "--redis", "redis_url", "Redis URL: scale-out mode")
+    _setting(p, "--postgres", "postgres_url",
+             "PostgreSQL URL (libpq; several hosts with target_session_attrs=read-write "
+             "follow a failover): the ledger of scale-out, Redis staying the bus")
 
 
 def _add_table_flags(p: argparse.ArgumentParser) -> None:
@@ -427,17 +441,25 @@ def cmd_deposit(args: argparse.Namespace) -> int:
     """Credit a player's account (an operator's cashier, in its simplest form)."""
     import asyncio
 
-    from livetable.accounts import AccountError
+    from livetable.accounts import AccountError, check_not_guest, check_player_id
     from livetable.clock import now_ms
     from livetable.store.base import AmountOverflow, Store
 
     if args.amount <= 0:
         raise UsageError("--amount must be a positive integer")
+    try:  # a guest's demo balance is no money: nobody deposits into it
+        check_not_guest(check_player_id(args.player))
+    except AccountError as exc:
+        raise UsageError(str(exc)) from None
     settings = _settings(args)
 
     async def deposit() -> int:
         store: Store
-        if settings.redis_url:
+        if settings.postgres_url:
+            from livetable.store.postgres import PostgresStore
+
+            store = PostgresStore(settings.postgres_url)
+        elif settings.redis_url:
             from livetable.store.redis import RedisStore
 
             store = RedisStore.from_url(settings.redis_url)
@@ -499,15 +521,26 @@ def cmd_dealer(args: argparse.Namespace) -> int:
         url = "ws" + url[4:]
     if not url.endswith("/ws/dealer"):
         url += "/ws/dealer"
-    return asyncio.run(run(url, args.token, args.table))
+    import getpass
+    import os
+
+    from livetable.dealer import token_from
+
+    try:
+        token = token_from(dict(os.environ), getpass.getpass)
+    except (ValueError, EOFError) as exc:
+        raise UsageError(str(exc) or "no token") from None
+    return asyncio.run(run(url, token, args.table))
 
 
 def _add_dealer(commands: Commands) -> None:
     p = commands.add_parser(
         "dealer", help="the dealer console in a terminal: card codes and commands on stdin")
     p.add_argument("--url", required=True, help="server, e.g. http://localhost:8000")
-    p.add_argument("--token", required=True,
-                   help="a dealer or supervisor token for the table (livetable token --dealer)")
+    # No --token: a flag's value is in every user's `ps`. The variable, or a prompt.
+    p.epilog = ("The token (livetable token --dealer) comes from LIVETABLE_DEALER_TOKEN, or is "
+                "asked for without echo; it is never a flag, which `ps` would show. Type "
+                "`help` at the console for its commands.")
     p.add_argument("--table", default="t1", help="table id (default t1)")
     p.set_defaults(handler=cmd_dealer)
 
@@ -726,6 +759,15 @@ def cmd_wallet_report(args: argparse.Namespace) -> int:
     settings = _settings(args)
 
     async def calls() -> list[WalletCall]:
+        if settings.postgres_url:
+            from livetable.operator.log_postgres import PostgresWalletLog
+            from livetable.store.postgres import PostgresStore
+
+            store = PostgresStore(settings.postgres_url, max_connections=2)
+            try:
+                return await PostgresWalletLog(store).calls(args.round, args.player)
+            finally:
+                await store.close()
         if settings.redis_url:
             from livetable.operator.log_redis import RedisWalletLog
 
@@ -738,7 +780,8 @@ def cmd_wallet_report(args: argparse.Namespace) -> int:
 
         if not settings.db_path.exists():
             raise UsageError(f"no database at {settings.db_path} (pass --data-dir or --db)")
-        wallet_log = SQLiteWalletLog(settings.db_path, settings.sqlite_sync)
+        wallet_log = SQLiteWalletLog(settings.wallet_db_path, settings.sqlite_sync,
+                                     moved_from=settings.db_path)
         try:
             return await wallet_log.calls(args.round, args.player)
         finally:

@@ -111,6 +111,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     data_dir: Path = Path("data")
     db: Path | None = None
     redis_url: str | None = None
+    #: The system of record for scale-out (store/postgres): a libpq URL. With it, Redis
+    #: (redis_url) is the bus, the dealer commands' queues and the leases only.
+    postgres_url: str | None = None
     #: Optional: a Redis Cluster node for pub/sub only (sharded SPUBLISH/SSUBSCRIBE); the
     #: ledger, leases and commands stay on the primary at redis_url (see store/redis.py).
     redis_pubsub_cluster: str | None = None
@@ -159,6 +162,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     trusted_proxies: list[str] = []
     #: Seconds a connection has to complete a request's head (request line and headers).
     request_head_timeout: Seconds = 10
+    #: Seconds a request's whole body may take to arrive once its head is complete (408).
+    request_body_timeout: Seconds = 10
     #: Open connections allowed from one client address (trusted proxies exempt); 0 = no cap.
     connections_per_address: Count = 256
     #: HTTP API requests per client address (``limits`` notation), and Bet Record reads.
@@ -175,7 +180,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: Seconds a closing websocket has to finish its close before its socket is aborted.
     close_timeout: PositiveSeconds = 3
     #: The key that seals engine states at rest (store/sealing.py): LIVETABLE_SHOE_KEY, or
-    #: the file LIVETABLE_SHOE_KEY_FILE; else the signing secret. Never in the data directory.
+    #: the file LIVETABLE_SHOE_KEY_FILE; else a key generated beside the data directory
+    #: (shoe_key_path). Never the signing secret, never in the data directory. One key per
+    #: line: the first seals, the others still open (a rotation).
     shoe_key: bytes | None = None
     shoe_key_file: Path | None = None
     #: Table id → the URL of its live video's HLS playlist (``t1=URL,t2=URL``); a table
@@ -191,8 +198,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     wallet_url: str | None = None
     #: Signs every wallet call (X-Livetable-Signature); required in seamless mode.
     wallet_secret: bytes | None = None
-    #: Seconds one wallet call may take (a debit gets less if the betting window closes
-    #: sooner); past it the outcome is unknown and the debit is rolled back.
+    #: Seconds one wallet call may take, whole: connecting, sending, the headers and the
+    #: body together (a debit gets less if the betting window closes sooner); past it the
+    #: outcome is unknown and the debit is rolled back.
     wallet_timeout: PositiveSeconds = 3
     #: Keep-alive HTTP connections to the wallet, at most (per process): three quarters
     #: for debits and balances, a quarter for the outbox.
@@ -241,6 +249,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return self.db if self.db is not None else self.data_dir / "livetable.sqlite3"
 
     @property
+    def wallet_db_path(self) -> Path:
+        """The seamless wallet's log, a file beside the ledger's (``livetable-wallet.sqlite3``
+        by default): with a file of its own it never waits for the ledger's write lock
+        (livetable/operator/log_sqlite.py says why)."""
+        path = self.db_path
+        return path.with_name(f"{path.stem}-wallet{path.suffix}")
+
+    @property
     def table_names(self) -> list[str]:
         return self.table_ids or [f"t{i}" for i in range(1, self.tables + 1)]
 
@@ -270,51 +286,123 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if not create:
             raise FileNotFoundError(
                 f"no signing secret: set LIVETABLE_SECRET or run where {path} exists")
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # its files are secrets
         value = secrets.token_urlsafe(32).encode()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(value)
         return value
-    def state_key(self) -> tuple[bytes, str, list[str]]:
-        """The master key that seals engine states at rest, where it came from, and what is
-        wrong with where it lives (warnings for the log).
+    @property
+    def shoe_key_path(self) -> Path:
+        """The shoe key file: LIVETABLE_SHOE_KEY_FILE, else ``shoe.key`` in a directory
+        beside the data directory, never inside it (``/var/lib/livetable`` →
+        ``/var/lib/livetable-keys/shoe.key``): a copy or backup of the data directory does
+        not hold it."""
+        if self.shoe_key_file is not None:
+            return self.shoe_key_file
+        data = self.data_dir.resolve()
+        return data.with_name(data.name + "-keys") / "shoe.key"
 
-        A dedicated key (LIVETABLE_SHOE_KEY, or the file LIVETABLE_SHOE_KEY_FILE) wins;
-        else the signing secret. Keys kept inside the data directory protect nothing against
-        a copy of that directory, so that is warned about (docs/security.md).
+    def state_key(self, create: bool = True) -> tuple[bytes, str, list[str]]:
+        """The key ring that seals engine states at rest (one key per line, the first
+        seals: store/sealing.py), where it came from, and what is wrong with where it lives
+        (warnings for the log).
+
+        The shoe key is LIVETABLE_SHOE_KEY, else the file LIVETABLE_SHOE_KEY_FILE, else
+        :attr:`shoe_key_path`, generated on the first start (``create``: mode 0600 in a
+        0700 directory). It is never the signing secret: the secret only joins the ring's
+        end, so that a state an older livetable sealed with it opens once and is resealed
+        with the shoe key (docs/security.md).
         """
         from livetable.store.sealing import MIN_KEY_BYTES
 
         warnings: list[str] = []
+        path = self.shoe_key_path
         if self.shoe_key is not None:
-            key, source = self.shoe_key, "LIVETABLE_SHOE_KEY"
-        elif self.shoe_key_file is not None:
-            try:
-                key = self.shoe_key_file.read_bytes().strip()
-            except OSError as exc:
-                raise ValueError(f"LIVETABLE_SHOE_KEY_FILE {self.shoe_key_file}: "
-                                 f"{exc.strerror}") from None
-            source = f"the key file {self.shoe_key_file}"
-            if _inside(self.shoe_key_file, self.data_dir):
-                warnings.append(f"the shoe key file {self.shoe_key_file} is inside the data "
-                                f"directory {self.data_dir}: a copy of the directory can "
-                                "read every future card; keep it elsewhere")
+            ring, source = self.shoe_key, "LIVETABLE_SHOE_KEY"
         else:
-            key = self.load_secret()
-            source = "the signing secret"
-            if self.secret_path is not None:
-                source = f"the signing secret {self.secret_path}"
-                warnings.append(f"engine states are sealed with a key derived from "
-                                f"{self.secret_path}, kept in the data directory beside the "
-                                "database: a copy of the directory (a backup) can read every "
-                                "future card; in production set LIVETABLE_SECRET or "
-                                "LIVETABLE_SHOE_KEY(_FILE) from outside it")
-        dedicated = self.shoe_key is not None or self.shoe_key_file is not None
-        if dedicated and len(key) < MIN_KEY_BYTES:
-            raise ValueError(f"{source} holds {len(key)} bytes; a shoe key needs at least "
-                             f"{MIN_KEY_BYTES} (e.g. openssl rand -hex 32)")
-        return key, source, warnings
+            source = f"the key file {path}"
+            if self.shoe_key_file is None and create and not path.exists():
+                try:
+                    _create_key_file(path)
+                except OSError as exc:
+                    raise SettingsError(
+                        f"cannot create the shoe key {path}: {exc.strerror}; make its "
+                        "directory writable, or set LIVETABLE_SHOE_KEY or "
+                        "LIVETABLE_SHOE_KEY_FILE") from None
+                warnings.append(f"generated the shoe key {path}: back it up apart from the "
+                                "data (docs/operations.md, section 4)")
+            try:
+                ring = path.read_bytes()
+            except OSError as exc:
+                what = "LIVETABLE_SHOE_KEY_FILE" if self.shoe_key_file else "the shoe key"
+                raise SettingsError(f"{what} {path}: {exc.strerror}") from None
+            if path.stat().st_mode & 0o077:
+                warnings.append(f"the shoe key file {path} is readable by others than its "
+                                "owner: chmod 600 it")
+        if _inside(path, self.data_dir) and self.shoe_key is None:
+            warnings.append(f"the shoe key file {path} is inside the data directory "
+                            f"{self.data_dir}: a copy of the directory can read every "
+                            "future card; keep it elsewhere")
+        keys = [k.strip() for k in ring.split(b"\n") if k.strip()]
+        if not keys:
+            raise SettingsError(f"{source} is empty")
+        for key in keys:
+            if len(key) < MIN_KEY_BYTES:
+                raise SettingsError(f"{source} holds a key of {len(key)} bytes; a shoe key "
+                                 f"needs at least {MIN_KEY_BYTES} (e.g. openssl rand -hex 32)")
+        secret = self.secret
+        if secret is None and (self.data_dir / "secret").exists():
+            secret = (self.data_dir / "secret").read_bytes().strip()
+        if secret and secret in keys:
+            raise SettingsError(f"{source} holds the signing secret: the shoe key must be a key "
+                             "of its own (every gateway and `livetable token` holds the "
+                             "secret)")
+        if secret:
+            keys.append(secret)  # opens what an older livetable sealed with it, never seals
+        return b"\n".join(keys), source, warnings
+
+
+def _create_key_file(path: Path) -> None:
+    """A new random shoe key at ``path``: its directory 0700, the file 0600, never
+    overwritten (two processes starting at once: the second reads the first's)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "wb") as f:
+        f.write(secrets.token_hex(32).encode() + b"\n")
+
+
+#: Query parameters whose value is a credential (``?password=…`` is how some clients take one).
+_SECRET_PARAMETERS = frozenset({"password", "pass", "passwd", "pwd", "secret", "token",
+                                "auth", "key"})
+
+
+def masked_url(url: str) -> str:
+    """``url`` as it may be logged or printed: a password in its userinfo
+    (``redis://user:PASSWORD@host``, ``redis://:PASSWORD@host``) and the value of a
+    credential query parameter become ``***``. Every URL a process shows goes through
+    here: logs are read and shipped by more people than hold the secrets."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<an unparsable URL>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        # a user alone may be a token (https://TOKEN@host): hidden too
+        netloc = f"{user}:***@{host}" if colon else f"***@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(k, "***" if k.lower() in _SECRET_PARAMETERS else v)
+                           for k, v in pairs], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def _inside(path: Path, directory: Path) -> bool:
@@ -330,7 +418,7 @@ _FIELDS = {f.name: f for f in msgspec.structs.fields(Settings)}
 _BOOLEANS = {"yes": "true", "on": "true", "no": "false", "off": "false"}
 #: Variables of the same prefix that are not settings of a livetable process (deploy/ and
 #: the operator-demo read them): never warned about.
-NOT_SETTINGS = frozenset({"REDIS_PASSWORD", "REDIS_PASSWORD_PREVIOUS",
+NOT_SETTINGS = frozenset({"REDIS_PASSWORD", "REDIS_PASSWORD_PREVIOUS", "DEALER_TOKEN",
                           "REDIS_ADMIN_PASSWORD"})
 
 

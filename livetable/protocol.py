@@ -93,10 +93,21 @@ class PositionResult(Struct, kw_only=True):
     flush: bool
 
 
-class RoadmapEntry(Struct, kw_only=True):
+class BankerResult(Struct, kw_only=True):
+    """The Banker's hand of a settled round, for the shoe's statistics (Pok: 8 or 9 points)."""
+
+    value: str
+    points: int
+    pair: bool
+    flush: bool
+
+
+class RoadmapEntry(Struct, kw_only=True, omit_defaults=True):
     round_id: str
     round_no: int
     results: list[PositionResult]
+    #: Added within v1: absent from rounds settled before it (and from older servers).
+    banker: BankerResult | None = None
 
 
 class PlayerView(Struct, kw_only=True, omit_defaults=True):
@@ -105,6 +116,18 @@ class PlayerView(Struct, kw_only=True, omit_defaults=True):
     balance: int
     #: The session's currency, for a player an operator launched (docs/design.md §5).
     currency: str | None = None
+
+
+class Payouts(Struct, kw_only=True):
+    """What a bet of one unit takes from the balance and the odds it can be paid at, as the
+    rules settle it (the engine fills it from ``livetable.rules``): a page shows and checks
+    these instead of knowing the rules itself, so a rule changed on the server is a rule
+    changed on every page."""
+
+    player_deducted: int  # a Player bet: the bet and its withholding
+    pair_deducted: int
+    player_odds: list[int]  # a Player bet wins (or loses) at one of these, lowest first
+    pair_odds: int
 
 
 class StreamView(Struct, kw_only=True):
@@ -143,6 +166,8 @@ class TableSnapshot(Struct, kw_only=True):
     epoch: int = 0
     seq: int = 0
     stream: StreamView | None = None  # null: no video, the drawn table only
+    #: Added within v1 (so optional to a reader): the multiples and odds of the rules.
+    payouts: Payouts | None = None
 
 
 class BetRecordEntry(Struct, kw_only=True):
@@ -294,13 +319,23 @@ class SetMode(Struct, tag="set_mode", tag_field="type", kw_only=True):
 class CorrectCards(Struct, tag="correct_cards", tag_field="type", kw_only=True):
     """Void the last ``count`` cards of the round before its reveal (a mis-scan).
 
-    Needs a supervisor: a dealer's console sends ``approval``, a supervisor token scoped to
-    the table (the supervisor scans their badge at the console); a supervisor's own console
-    needs none. The gateway turns it into :class:`VoidCards` with both names.
+    Needs a supervisor: a dealer's console sends ``approval``, the code a supervisor's
+    console got for this correction (:class:`ApproveCorrection`: this table, this round,
+    this count, used once, 120 s); a supervisor's own console needs none. A supervisor's
+    token is not an approval. The gateway turns it into :class:`VoidCards` with both names.
     """
 
     count: Annotated[int, msgspec.Meta(ge=1, le=13)]
     approval: Annotated[str, Meta(max_length=2048)] | None = None
+
+
+class ApproveCorrection(Struct, tag="approve_correction", tag_field="type", kw_only=True):
+    """A supervisor's console asks for the approval of voiding the last ``count`` cards of
+    the round in play at its table. Answered ``ack {cmd, detail: {approval, round_id,
+    count, expires_at}}`` to that console only: ``approval`` is the code the dealer's
+    console sends with ``correct_cards`` (docs/dealer.md)."""
+
+    count: Annotated[int, msgspec.Meta(ge=1, le=13)]
 
 
 class RoundCards(Struct, tag="round_cards", tag_field="type", kw_only=True):
@@ -310,7 +345,7 @@ class RoundCards(Struct, tag="round_cards", tag_field="type", kw_only=True):
 
 DealerCommand = (
     Hello | StartShoe | OpenBetting | CloseBetting | CardIn | Reveal | Pause | ResumeTable
-    | CallOffRound | SetMode | CorrectCards | RoundCards | Ping
+    | CallOffRound | SetMode | CorrectCards | ApproveCorrection | RoundCards | Ping
     | ChatSend | ChatMute | ChatDelete | DealerSignIn
 )
 
@@ -330,13 +365,17 @@ CHAT_COMMANDS: tuple[str, ...] = type_names(ChatCommand)
 
 class VoidCards(Struct, tag="void_cards", tag_field="type", kw_only=True):
     """An approved correction, as the gateway hands it to the table (never decoded from a
-    client: the names come from verified tokens)."""
+    client: the names come from a verified token and a verified approval). ``round_id``
+    and ``nonce`` are the approval's (the engine takes a nonce once, in that round only);
+    both None when a supervisor corrects at their own console."""
 
     count: int
     dealer: str
     dealer_id: str
     supervisor: str
     supervisor_id: str
+    round_id: str | None = None
+    nonce: str | None = None
 
 
 #: What a gateway hands to a table's engine (in-process, or through Redis in scale-out).
@@ -624,6 +663,21 @@ class Heartbeat(Struct, tag="heartbeat", tag_field="type", kw_only=True):
 
     interval_ms: int
     server_time: int
+
+
+class Presence(Struct, tag="presence", tag_field="type", kw_only=True):
+    """How many connections watch the table (players and viewers) on this server: sent
+    after the welcome, then to the table's connections when the number changed, at most
+    every ``PRESENCE_EVERY`` seconds. A private frame (no ``seq``): a count, not a table
+    event, and nothing to resume."""
+
+    table: str
+    online: int
+
+
+#: Presence frames go out at most this often per table (a busy lobby joins and leaves
+#: all the time: one frame per change would be a frame per join).
+PRESENCE_EVERY = 2.0
 
 
 class Balance(Struct, tag="balance", tag_field="type", kw_only=True, omit_defaults=True):

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -31,22 +32,31 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
 from livetable.bus import BATCH_ENCODER, TableBatch, TableNote, decode_message
-from livetable.engine import TableEngine
-from livetable.protocol import encode
-from livetable.store.base import Store, StoreUnavailable
+from livetable.store.base import StoreUnavailable
 from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
-from livetable.store.redis import is_redis_outage
+from livetable.store.postgres import PostgresStore
+from livetable.store.redis import RedisStore, is_redis_outage
 from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.bus")
 
+#: Events remembered per table (see RedisBus._delivered): far more than a step holds.
+RECENT_FRAMES = 512
+
 
 class RedisBus:
-    def __init__(self, client: Redis | RedisCluster, tables: list[str], store: Store, *,
+    def __init__(self, client: Redis | RedisCluster, tables: list[str],
+                 store: RedisStore | PostgresStore, *,
                  on_reconnect: Callable[[], None] | None = None,
                  silence_timeout: float = 3.0, ping_interval: float = 1.0,
-                 prefix: str = DEFAULT_PREFIX) -> None:
+                 prefix: str = DEFAULT_PREFIX,
+                 subscriber: Redis | None = None) -> None:
+        """``subscriber``: the client the subscription is made on (else ``client``). Its
+        connections must not retry (``store.redis.connection_pool(retry=False)``): redis-py
+        reconnects a retrying subscription and subscribes again by itself, and the steps
+        published meanwhile would be gone without this bus ever knowing to catch up."""
         self.redis = client
+        self.subscriber = subscriber or client
         self.keys = RedisKeys(prefix)
         self.sharded = isinstance(client, RedisCluster)
         self.tables = list(tables)
@@ -57,6 +67,9 @@ class RedisBus:
         self._subscribers: list[Callable[[TableBatch], None]] = []
         self._note_subscribers: list[Callable[[TableNote], None]] = []
         self._heads: dict[str, tuple[int, int]] = {}  # table -> (epoch, seq) delivered
+        #: table -> the last events delivered: a step that comes again is told from other
+        #: events under the same numbers by them
+        self._recent: dict[str, deque[tuple[int, bytes]]] = {}
         self._task: asyncio.Task[None] | None = None
         self.healthy = False
         self.reconnects = 0
@@ -108,11 +121,11 @@ class RedisBus:
         while True:
             pubsub: Any = None
             try:
-                if isinstance(self.redis, RedisCluster):
+                if isinstance(self.subscriber, RedisCluster):
                     # SSUBSCRIBE routes by the client's slot map, which nothing else may
                     # have loaded yet (a gateway never publishes)
-                    await self.redis.initialize()
-                pubsub = self.redis.pubsub()
+                    await self.subscriber.initialize()
+                pubsub = self.subscriber.pubsub()
                 channels = [self.keys.steps(t) for t in self.tables]
                 if self.sharded:
                     await pubsub.ssubscribe(*channels)
@@ -176,22 +189,41 @@ class RedisBus:
 
     async def _receive(self, batch: TableBatch) -> None:
         head = self._heads.get(batch.table)
-        if (head is not None and head[0] == batch.epoch and batch.frames
-                and batch.frames[0][0] > head[1] + 1):
+        if (head is not None and head[0] == batch.epoch and batch.seq > head[1]
+                and (not batch.frames or batch.frames[0][0] > head[1] + 1)):
+            # Ahead of what we delivered, without the events between: a step lost on the
+            # way, or a batch of settlement results (no events) whose step has not come
+            # yet — at an engine takeover the new engine's results can overtake the old
+            # engine's last step. The log has them: delivered as they are, the gateways
+            # would see a gap and close every client (4011).
             await self._catch_up(batch.table)
             head = self._heads.get(batch.table)
         if (head is not None and head[0] == batch.epoch and batch.frames
-                and batch.frames[-1][0] <= head[1]):
-            # A catch-up from the log delivered this step already (it was stored before it
-            # was published), and the gateway fetched its private results with the repair:
-            # delivered again, they would reach the player twice.
-            return
+                and batch.frames[0][0] <= head[1]):
+            if self._delivered(batch):
+                # A catch-up from the log delivered this step already (it was stored before
+                # it was published), and the gateway fetched its private results with the
+                # repair: delivered again, they would reach the player twice.
+                return
+            # Other events under numbers we delivered: the table went back (its engine
+            # reloaded from a store that had lost its last steps). The gateways resync.
+            self._heads[batch.table] = (batch.epoch, batch.frames[0][0] - 1)
         self._deliver(batch)
+
+    def _delivered(self, batch: TableBatch) -> bool:
+        """Whether every event of ``batch`` went out already, the same."""
+        sent = dict(self._recent.get(batch.table, ()))
+        return all(sent.get(seq) == frame for seq, frame in batch.frames)
 
     def _deliver(self, batch: TableBatch) -> None:
         head = self._heads.get(batch.table)
         if head is None or head[0] != batch.epoch or batch.seq >= head[1]:
             self._heads[batch.table] = (batch.epoch, batch.seq)
+        if batch.frames:
+            recent = self._recent.setdefault(batch.table, deque(maxlen=RECENT_FRAMES))
+            while recent and recent[-1][0] >= batch.frames[0][0]:
+                recent.pop()  # the table went back, or a new epoch: forget the other
+            recent.extend(batch.frames)
         for deliver in self._subscribers:
             deliver(batch)
 
@@ -201,19 +233,17 @@ class RedisBus:
 
     async def _catch_up(self, table: str) -> None:
         """Deliver what the table's log holds beyond what we delivered (or its snapshot)."""
-        state = await self.store.load_table(table)
-        if state is None:
+        stored = await self.store.load_snapshot(table)  # never the sealed state: see there
+        if stored is None:
             return
-        engine = TableEngine.from_bytes(state)
-        epoch, seq = engine.state.epoch, engine.state.seq
+        epoch, seq, snapshot = stored
         head = self._heads.get(table)
         frames: list[tuple[int, bytes]] = []
         if head is not None and head[0] == epoch and head[1] < seq:
-            stored = await self.store.events_after(table, epoch, head[1], 100_000)
-            if stored is not None:
-                frames = [(head[1] + 1 + i, frame) for i, frame in enumerate(stored)]
+            missed = await self.store.events_after(table, epoch, head[1], 100_000)
+            if missed is not None:
+                frames = [(head[1] + 1 + i, frame) for i, frame in enumerate(missed)]
         elif head is not None and head[0] == epoch:
             return  # nothing missed
-        snapshot = encode(engine.snapshot())
         self._deliver(TableBatch(table=table, epoch=epoch, seq=seq, frames=frames,
                                  snapshot=snapshot, private=[], repair=True))

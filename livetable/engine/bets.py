@@ -88,14 +88,26 @@ class Rejection(msgspec.Struct, frozen=True, tag="rejection"):
         return f"{REJECTIONS[self.code]} {detail.format(*self.values)}"
 
 
+class MirrorDeposit(msgspec.Struct, frozen=True, array_like=True):
+    """A seamless debit's money entering the ledger (``external`` → the player), made
+    once by ``transfer_id`` in the same transaction as the slip it pays for, just before
+    the slip is judged (docs/operator.md, "the ledger")."""
+
+    transfer_id: str
+    amount: int
+    at: int
+
+
 class SlipRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """A slip as the gateway hands it to a store. ``slip_id`` None: a ``place_bet``."""
+    """A slip as the gateway hands it to a store. ``slip_id`` None: a ``place_bet``.
+    ``deposit``: the seamless debit that pays for it (never part of its judgement)."""
 
     player_id: str
     table: str
     slip_id: str | None
     round_id: str
     bets: tuple[p.SlipBet, ...]
+    deposit: MirrorDeposit | None = None
 
 
 class BetRequest(msgspec.Struct, frozen=True, kw_only=True):

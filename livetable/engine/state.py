@@ -71,6 +71,8 @@ class TableState(msgspec.Struct, kw_only=True):
     #: Cards of the round in dealing order: index 0 is the burn, then ROUND_SLOTS.
     round_cards: list[str] = msgspec.field(default_factory=list)
     revealed: int = 0
+    #: The nonces of the supervisors' approvals used in this round: each is used once.
+    approvals_used: list[str] = msgspec.field(default_factory=list)
     last_round: bool = False
     results: list[p.PositionResult] = msgspec.field(default_factory=list)
     roadmap: list[p.RoadmapEntry] = msgspec.field(default_factory=list)

@@ -203,6 +203,7 @@ class TableEngine:
         s.round_id = f"{s.shoe.shoe_id}.{s.round_no}"
         s.round_cards = []
         s.revealed = 0
+        s.approvals_used = []
         s.results = []
         s.closes_at = now + (betting_ms or s.timing.betting_ms)
         self._move("open_betting")
@@ -313,15 +314,27 @@ class TableEngine:
         self._after_card(due)
         return step
 
-    def void_cards(self, count: int, dealer: str, supervisor: str, now: int) -> Step:
+    def void_cards(self, count: int, dealer: str, supervisor: str, now: int,
+                   approval: tuple[str, str] | None = None) -> Step:
         """Void the last ``count`` cards of the round (a mis-scan), before any reveal.
 
-        Manual mode only. The gateway has checked the supervisor's approval; both names are
-        announced in ``cards_voided`` and logged. The voided cards go back to the shoe's
-        count (they were never dealt as such): the dealer scans the right ones next.
+        Manual mode only. The gateway has checked the supervisor's approval (its signature,
+        table, count and life); ``approval`` is its ``(round id, nonce)``, None when the
+        supervisor corrects at their own console. It must be for this round, and a nonce is
+        taken once: the engine is the one place every gateway's corrections of the table
+        meet. Both names are announced in ``cards_voided`` and logged. The voided cards go
+        back to the shoe's count (they were never dealt as such): the dealer scans the
+        right ones next.
         """
         self._check("void_cards")
         s = self.state
+        if approval is not None:
+            round_id, nonce = approval
+            if round_id != s.round_id:
+                raise EngineError("bad_approval", f"the approval is for round {round_id}, "
+                                  f"not the round in play ({s.round_id})")
+            if nonce in s.approvals_used:
+                raise EngineError("bad_approval", "this approval was already used")
         if s.mode != "manual":
             raise EngineError("wrong_mode", "cards are corrected only in manual mode")
         if s.revealed:
@@ -333,6 +346,8 @@ class TableEngine:
         voided = [views.entered_card(s, i)
                   for i in range(len(s.round_cards) - count, len(s.round_cards))]
         self.shoes.put_back([str(entry["card"]) for entry in voided])
+        if approval is not None:
+            s.approvals_used.append(approval[1])
         del s.round_cards[-count:]
         self._move("void_cards")
         if s.phase == "dealing":
@@ -375,8 +390,11 @@ class TableEngine:
             results.append(p.PositionResult(hand=pos.value, outcome=r.outcome, odds=r.odds,
                                             pair=hand.pair, flush=hand.flush))
         s.results = results
+        banker = hands[Position.BANKER]
         s.roadmap.append(p.RoadmapEntry(round_id=s.round_id, round_no=s.round_no,
-                                        results=results))
+                                        results=results, banker=p.BankerResult(
+                                            value=banker.value, points=banker.points,
+                                            pair=banker.pair, flush=banker.flush)))
         self._move("banker_revealed")
         step = Step()
         step.effects.append(SettleRound(

@@ -13,7 +13,21 @@ from livetable import protocol as p
 from livetable.engine.effects import EngineError
 from livetable.engine.state import TableState
 from livetable.engine.transitions import BETWEEN_ROUNDS
-from livetable.rules import DEAL_ORDER, ROUND_SLOTS, Position, hand_of, parse_card
+from livetable.rules import (
+    DEAL_ORDER,
+    PAIR_ODDS,
+    PLAYER_ODDS,
+    ROUND_SLOTS,
+    BetSpot,
+    Position,
+    hand_of,
+    parse_card,
+)
+
+#: The rules' multiples and odds, in every snapshot: the pages take them from here.
+PAYOUTS = p.Payouts(player_deducted=BetSpot.P1.deducted_multiple,
+                    pair_deducted=BetSpot.P1_PAIR.deducted_multiple,
+                    player_odds=list(PLAYER_ODDS), pair_odds=PAIR_ODDS)
 
 
 def hand_view(position: Position, cards: list[str]) -> p.HandView:
@@ -56,6 +70,7 @@ def snapshot(s: TableState) -> p.TableSnapshot:
         epoch=s.epoch,
         seq=s.seq,
         stream=s.stream,
+        payouts=PAYOUTS,
     )
 
 

@@ -79,13 +79,21 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 
-def credit_tx_id(round_id: str, player_id: str) -> str:
-    """The one credit of ``player_id`` for ``round_id`` (ids are free text: hashed, so two
-    pairs can never spell the same id)."""
-    return "c-" + _digest(round_id, player_id)
+def credit_tx_id(installation: str, round_id: str, player_id: str, currency: str) -> str:
+    """The one credit of ``player_id`` in ``currency`` for ``round_id`` in this
+    installation (ids are free text: hashed, so two tuples can never spell the same id).
+
+    ``installation`` is the store's identity (:meth:`~livetable.store.base.Store.identity`,
+    written once when the ledger is new): round ids start at ``t1.1.1`` again in a second
+    installation or after a store is wiped, and an operator answers a ``tx_id`` it has
+    seen with its first answer, so without it the second installation's credit would be
+    taken for the first's and the player's win dropped."""
+    return "c-" + _digest(installation, round_id, player_id, currency)
 
 
 def rollback_tx_id(debit_tx_id: str) -> str:
+    """The one rollback of a debit. A debit's ``tx_id`` is random (``d-`` and a uuid4),
+    so unique for ever, and so is this."""
     return "r-" + _digest(debit_tx_id)
 
 
@@ -103,6 +111,12 @@ class WalletLog(Protocol):
     async def answer_debit(self, debit: WalletCall, state: CallState, answer: str, now: int,
                            closed_by: str | None = None) -> bool:
         """``pending`` → ``state`` with ``answer``, if still pending (False if not)."""
+        ...
+
+    async def debit_of(self, player_id: str, table_id: str, slip_key: str
+                       ) -> WalletCall | None:
+        """The debit of the player's ``slip_key`` at ``table_id``, if there was one (what a
+        re-sent slip's first send earned); writes nothing."""
         ...
 
     async def expire_debits(self, before: int, now: int) -> list[WalletCall]:

@@ -191,6 +191,14 @@ class RedisWalletLog:
                                   args=[debit.tx_id, state, answer, now, closed_by or ""])
         return bool(done)
 
+    async def debit_of(self, player_id: str, table_id: str, slip_key: str
+                       ) -> WalletCall | None:
+        tx_id = await self.redis.hget(self._key(table_id, "slips"), f"{player_id}\0{slip_key}")
+        if tx_id is None:
+            return None
+        found = await self._fetch(table_id, [_s(tx_id)])
+        return found[0] if found else None
+
     async def expire_debits(self, before: int, now: int) -> list[WalletCall]:
         out: list[WalletCall] = []
         for t in self.tables:

@@ -12,8 +12,10 @@ money. Three rules keep every unit accounted for:
    not a refusal code — a timeout, a non-200, a body that does not parse — is an unknown
    outcome: the slip is refused to the player and the debit rolled back (the operator
    applies a rollback of a debit it never saw as a no-op, and refuses that debit after).
-3. **Every closing call has one id, whoever writes it.** A round's credit for a player is
-   ``credit_tx_id(round, player)``, a debit's rollback ``rollback_tx_id(debit)``. The
+3. **Every closing call has one id, whoever writes it.** A round's credit for a player in
+   a currency is ``credit_tx_id(installation, round, player, currency)`` — one per
+   currency the player's debits of the round were in, each in that currency — a debit's
+   rollback ``rollback_tx_id(debit)``. The
    gateway that saw a debit fail, the sweeper that finds a round ended, a restarted
    process, another engine after a failover: they all write the same calls and the same
    ledger transfers, so doing it twice is doing it once.
@@ -52,7 +54,7 @@ from livetable import protocol as p
 from livetable.auth import Identity
 from livetable.clock import now_ms
 from livetable.config import Settings
-from livetable.engine.bets import Rejection, SlipRequest
+from livetable.engine.bets import MirrorDeposit, Rejection, SlipRequest
 from livetable.operator.calls import (
     ANSWER_DECODER,
     DEBIT_DECODER,
@@ -64,7 +66,7 @@ from livetable.operator.calls import (
     DebitBet,
     Rollback,
 )
-from livetable.operator.client import WalletClient
+from livetable.operator.client import Reply, WalletClient
 from livetable.operator.log import (
     WalletCall,
     WalletLog,
@@ -82,6 +84,11 @@ log = logging.getLogger("livetable.wallet")
 #: How long after a debit's deadline the sweeper waits before it takes the debit over
 #: from a gateway that may still be finishing it (ms).
 TAKEOVER_MS = 15_000
+#: The wallet counts as failing after this many calls in a row without an answer...
+FAILING_CALLS = 3
+#: ...as long as the last of them is this recent (ms): one that has not been called since
+#: is not known to be down.
+FAILING_FOR_MS = 60_000
 #: The currency of a player whose session named none (a token minted by ``livetable
 #: token``, not by a launch).
 DEFAULT_CURRENCY = "XXX"
@@ -89,7 +96,7 @@ DEFAULT_CURRENCY = "XXX"
 
 @dataclass
 class _Turn:
-    """A player's turn at placing slips (see :meth:`SeamlessWallet.place_slip`)."""
+    """A slip's turn: its sends one at a time (see :meth:`SeamlessWallet.place_slip`)."""
 
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0
@@ -117,8 +124,48 @@ class SeamlessWallet:
         self.rng = random.Random()
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        #: tx_ids of the credits and rollbacks being delivered, and their tasks
         self._sending: set[str] = set()
-        self._players: dict[str, _Turn] = {}
+        self._deliveries: set[asyncio.Task[bool]] = set()
+        self._sweep_asked = False
+        self._installation: str | None = None
+        #: Calls in a row whose outcome was unknown (no answer, a non-200, garbage), and
+        #: the last one's time and reason: the wallet's health (:meth:`health`).
+        self._failing = 0
+        self._failed_at = 0
+        self._failure = ""
+        self._turns: dict[tuple[str, str], _Turn] = {}
+
+    def _heard(self, reply: Reply) -> Reply:
+        """Count ``reply`` for :meth:`health`: any status the contract knows (a refusal
+        too) says the wallet answers; an unknown outcome says it may not."""
+        if reply.status is not None:
+            self._failing = 0
+        else:
+            self._failing += 1
+            self._failed_at = self.clock()
+            self._failure = reply.text[:200]
+        return reply
+
+    def health(self) -> str | None:
+        """None while the operator's wallet answers; else why it looks down (for
+        readiness: degraded, not down — rounds still deal and settle, and what the wallet
+        owes waits in the outbox). Down means :data:`FAILING_CALLS` calls in a row
+        without an answer, the last within :data:`FAILING_FOR_MS`."""
+        if self._failing < FAILING_CALLS or self.clock() - self._failed_at > FAILING_FOR_MS:
+            return None
+        return (f"degraded: the last {self._failing} wallet calls had no answer "
+                f"(the last {(self.clock() - self._failed_at) / 1000:.0f} s ago: "
+                f"{self._failure})")
+
+    async def installation(self) -> str:
+        """This installation's id: the store's identity (kept with the ledger, so a
+        restart keeps it and a new or wiped store gets a new one); part of every credit's
+        ``tx_id``."""
+        if self._installation is None:
+            self._installation = await self.store.identity(create=True)
+            assert self._installation is not None  # create=True writes one if missing
+        return self._installation
 
     # --- the gateway's side: balances and debits ---------------------------------------
 
@@ -130,7 +177,8 @@ class SeamlessWallet:
         """The operator's balance for the player, or None if it did not say in time."""
         body = ENCODER.encode(BalanceQuery(player_id=identity.id,
                                             currency=self.currency_of(identity)))
-        reply = await self.client.call("balance", body, min(self.settings.wallet_timeout, 2.0))
+        reply = self._heard(await self.client.call(
+            "balance", body, min(self.settings.wallet_timeout, 2.0)))
         self.metrics.inc(f"livetable_wallet_balance_{'ok' if reply.ok else 'failed'}_total")
         return reply.balance if reply.ok else None
 
@@ -150,12 +198,16 @@ class SeamlessWallet:
         ``arrived_at`` (``closes_at`` plus the close grace): the debit must answer ``ok``
         by then, or the slip is refused and the debit rolled back.
         """
-        # One slip per player at a time in this process: a slip's mirror deposit sits in
-        # the player's ledger account until its bets take it, and no other slip of the
-        # player's may take it meanwhile (nor a re-send find its debit half done).
-        turn = self._players.get(slip.player_id)
+        # One send of a slip at a time in this process: a re-send waits for the first to
+        # finish and hears its answer, never finds its debit half done. A player's other
+        # slips go on meanwhile (ten bets in the last two seconds are ten debits in
+        # flight, not ten in a row): each slip brings its own mirror deposit into the
+        # ledger just before its bets are judged, and takes no more than it, so no slip
+        # can spend another's money.
+        key = (slip.player_id, self.slip_key(slip))
+        turn = self._turns.get(key)
         if turn is None:
-            turn = self._players[slip.player_id] = _Turn()
+            turn = self._turns[key] = _Turn()
         turn.users += 1
         try:
             async with turn.lock:
@@ -163,13 +215,33 @@ class SeamlessWallet:
         finally:
             turn.users -= 1
             if turn.users == 0:  # kept only while someone holds or waits for it
-                del self._players[slip.player_id]
+                del self._turns[key]
+
+    async def answer_again(self, slip: SlipRequest, arrived_at: int, *,
+                           in_turn: bool = False) -> p.SlipAccepted | Rejection | None:
+        """If ``slip`` was sent before (a re-send: same player, same key), the answer its
+        first send earned; else None. Asked before any check of the betting window, so a
+        client that lost the answer of an accepted slip hears it again after betting
+        closed, as with the internal wallet — not that its standing bet was refused.
+        ``in_turn``: the caller holds the player's turn already (see :meth:`place_slip`)."""
+        prior = await self.log.debit_of(slip.player_id, slip.table, self.slip_key(slip))
+        if prior is None:
+            return None
+        turn = self._turns.get((slip.player_id, self.slip_key(slip)))
+        if not in_turn and turn is not None and turn.lock.locked():
+            # the first send may be finishing its debit right now: wait for it
+            async with turn.lock:
+                pass
+            prior = await self.log.debit_of(slip.player_id, slip.table,
+                                            self.slip_key(slip)) or prior
+        return await self._again(prior, slip, arrived_at)
 
     async def _place_slip(self, identity: Identity, slip: SlipRequest, arrived_at: int,
                           window_end: int) -> p.SlipAccepted | Rejection:
         now = self.clock()
         if arrived_at >= window_end or now >= window_end:
-            return Rejection("betting_closed")
+            again = await self.answer_again(slip, arrived_at, in_turn=True)
+            return Rejection("betting_closed") if again is None else again
         currency = self.currency_of(identity)
         bets = [DebitBet(bet_id=b.bet_id, spot=b.spot, amount=b.amount,
                          deducted=b.amount * BetSpot(b.spot).deducted_multiple)
@@ -188,20 +260,24 @@ class SeamlessWallet:
         prior = await self.log.begin_debit(call)
         if prior is not None:
             return await self._again(prior, slip, arrived_at)
-        reply = await self.client.call("debit", body, (deadline - self.clock()) / 1000)
+        reply = self._heard(await self.client.call("debit", body,
+                                                   (deadline - self.clock()) / 1000))
         now = self.clock()
         self.metrics.inc(f"livetable_wallet_debits_{reply.status or 'unknown'}_total")
         if reply.ok and now <= deadline:
             if not await self.log.answer_debit(call, "ok", reply.text, now):
                 # the sweeper gave up on it first (and queued its rollback)
                 return Rejection("wallet_unavailable")
-            await self.store.deposit(mirror_id(tx_id), slip.player_id, total, now)
-            answer = await self.store.place_slip(slip, arrived_at)
+            # the debit's mirror deposit goes with the slip, in the store's group commit
+            # with every other slip (one transaction for the batch, not a call per slip)
+            paid = msgspec.structs.replace(
+                slip, deposit=MirrorDeposit(mirror_id(tx_id), total, now))
+            answer = await self.store.place_slip(paid, arrived_at)
             if isinstance(answer, Rejection):
                 # debited, then refused here (the round closed meanwhile, a limit):
                 # the money goes back, the player hears the store's reason
                 await self._roll_back(call, now)
-                self._wake.set()
+                self._ask_sweep()
             elif reply.balance is not None:
                 answer.balance = reply.balance
             return answer
@@ -216,7 +292,7 @@ class SeamlessWallet:
         why = reply.text if not reply.ok else f"ok after the betting window: {reply.text}"
         if await self.log.answer_debit(call, "unknown", why, now):
             await self._roll_back(call, now)
-            self._wake.set()
+            self._ask_sweep()
         return Rejection("wallet_unavailable")
 
     async def _again(self, prior: WalletCall, slip: SlipRequest,
@@ -266,14 +342,15 @@ class SeamlessWallet:
 
     async def _credit(self, round_id: str, player_id: str, debits: list[WalletCall],
                       settled: dict[str, p.BetSettled], now: int) -> None:
-        """Queue the player's one credit for the round; first take the return out of the
-        ledger."""
-        tx_id = credit_tx_id(round_id, player_id)
+        """Queue the player's credit for the round in the currency of ``debits`` (all in
+        one); first take the return out of the ledger."""
+        first = debits[0]
+        assert all(d.currency == first.currency for d in debits), "one currency a credit"
+        tx_id = credit_tx_id(await self.installation(), round_id, player_id, first.currency)
         bets = [CreditBet(bet_id=b.bet_id, outcome=settled[b.bet_id].outcome,
                           returned=settled[b.bet_id].returned)
                 for d in debits for b in DEBIT_DECODER.decode(d.body).bets]
         amount = sum(b.returned for b in bets)
-        first = debits[0]
         await self.store.withdraw(mirror_id(tx_id), player_id, amount, now)
         body = ENCODER.encode(Credit(
             tx_id=tx_id, player_id=player_id, currency=first.currency, amount=amount,
@@ -326,11 +403,12 @@ class SeamlessWallet:
                            debits: list[WalletCall], now: int) -> None:
         settled = {b.bet_id: b for b in
                    await self.store.settlements_for_rounds(player_id, [round_id])}
-        credited: list[WalletCall] = []
+        credited: dict[str, list[WalletCall]] = defaultdict(list)  # by currency
         for debit in debits:
             placed = all(b.bet_id in settled for b in DEBIT_DECODER.decode(debit.body).bets)
             if placed and settled_round:
-                credited.append(debit)  # the ledger settled its bets: the credit pays them
+                # the ledger settled its bets: the credit in its currency pays them
+                credited[debit.currency].append(debit)
                 continue
             if not placed:
                 # never placed (a crash between the debit and the bet): its gateway may
@@ -341,23 +419,53 @@ class SeamlessWallet:
                         debit, "unknown", "no answer by the deadline", now):
                     continue
             await self._roll_back(debit, now)  # cancelled (refunded), or never placed
-        if credited:
-            await self._credit(round_id, player_id, credited, settled, now)
+        for theirs in credited.values():
+            await self._credit(round_id, player_id, theirs, settled, now)
 
     async def deliver(self) -> int:
-        """Send every queued credit and rollback that is due, at once (bounded by the
-        connection pool); returns how many were answered ``ok``."""
+        """Send every queued credit and rollback that is due (at most
+        :attr:`outbox_limit` at once) and wait for their answers; returns how many were
+        answered ``ok``. For tools and tests: the loop (:meth:`run`) never waits."""
+        tasks = await self._send_due()
+        return sum(await asyncio.gather(*tasks))
+
+    @property
+    def outbox_limit(self) -> int:
+        """Credits and rollbacks in flight at once: the outbox client's connections."""
+        return max(1, self.outbox_client.connections)
+
+    async def _send_due(self) -> list[asyncio.Task[bool]]:
+        """Start the delivery of what is due, up to the free places of the outbox: each
+        call on its own, so a wallet slow to answer one player holds one place (for at
+        most the call's deadline), never the others' deliveries."""
+        free = self.outbox_limit - len(self._sending)
+        if free <= 0:
+            return []
         now = self.clock()
-        due = [c for c in await self.log.due(now, 500) if c.tx_id not in self._sending]
-        if not due:
-            return 0
-        results = await asyncio.gather(*(self._deliver_one(call) for call in due))
-        return sum(results)
+        # a call in flight is still queued in the log: ask for enough to skip them
+        due = [c for c in await self.log.due(now, free + len(self._sending))
+               if c.tx_id not in self._sending][:free]
+        tasks = []
+        for call in due:
+            self._sending.add(call.tx_id)
+            task = asyncio.create_task(self._deliver_one(call), name=f"wallet-{call.tx_id}")
+            self._deliveries.add(task)
+            task.add_done_callback(self._delivered)
+            tasks.append(task)
+        return tasks
+
+    def _delivered(self, task: asyncio.Task[bool]) -> None:
+        self._deliveries.discard(task)
+        self._wake.set()  # a place came free: the loop looks for more to send
+
+    def _ask_sweep(self) -> None:
+        """A rollback was queued: deliver it now, not at the next interval."""
+        self._sweep_asked = True
+        self._wake.set()
 
     async def _deliver_one(self, call: WalletCall) -> bool:
-        self._sending.add(call.tx_id)
         try:
-            reply = await self.outbox_client.call(call.method, call.body)
+            reply = self._heard(await self.outbox_client.call(call.method, call.body))
             now = self.clock()
             # "rolled_back" to a credit cannot happen (only debits are rolled back); any
             # status but ok is retried: the operator must end up saying ok to this tx_id
@@ -369,6 +477,14 @@ class SeamlessWallet:
                 log.warning("wallet %s %s: %s; next attempt in %.1f s", call.method,
                             call.tx_id, reply.text[:120], wait / 1000)
             return reply.ok
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # the log could not take the answer (the store down): the call stays queued
+            # and is sent again, the same tx_id, once the store is back
+            log.exception("wallet %s %s: delivery not recorded; retried", call.method,
+                          call.tx_id)
+            return False
         finally:
             self._sending.discard(call.tx_id)
 
@@ -378,22 +494,32 @@ class SeamlessWallet:
         self._task = asyncio.create_task(self.run(), name="wallet-outbox")
 
     async def run(self, interval: float = 0.25) -> None:
-        """Sweep and deliver, forever; a failure (the store down) is logged and retried."""
+        """Sweep and start deliveries, forever, never waiting on an answer; a failure (the
+        store down) is logged and retried."""
+        loop = asyncio.get_running_loop()
+        swept = -interval
         while True:
+            self._wake.clear()
             try:
-                await self.sweep()
-                await self.deliver()
+                # a delivery ending wakes the loop only to send more; the sweep (which
+                # reads every open debit) keeps its interval unless a rollback asked
+                if self._sweep_asked or loop.time() - swept >= interval:
+                    self._sweep_asked = False
+                    swept = loop.time()
+                    await self.sweep()
+                await self._send_due()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("wallet sweep failed; retrying")
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), interval)
 
     async def stop(self) -> None:
         await cancel(self._task)
         self._task = None
+        for task in list(self._deliveries):
+            await cancel(task)  # still queued in the log: sent again after a restart
         await self.client.aclose()
         if self.outbox_client is not self.client:
             await self.outbox_client.aclose()

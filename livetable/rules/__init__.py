@@ -5,6 +5,8 @@ from livetable.rules.hands import Combination, Hand, evaluate, hand_of
 from livetable.rules.settlement import (
     BET_SPOTS,
     DEAL_ORDER,
+    PAIR_ODDS,
+    PLAYER_ODDS,
     PLAYER_POSITIONS,
     BetSettlement,
     BetSpot,
@@ -22,6 +24,8 @@ __all__ = [
     "BET_SPOTS",
     "DEAL_ORDER",
     "DECK",
+    "PAIR_ODDS",
+    "PLAYER_ODDS",
     "PLAYER_POSITIONS",
     "ROUND_SLOTS",
     "BetSettlement",

@@ -12,7 +12,9 @@ arrangement against the hash).
 and its burns (docs/design.md §1), and every round's cards as the next slots of ``order`` in the
 dealing order (one burn, then P1 … P5, Banker, twice). ``livetable verify-shoe`` runs it on
 ``GET /api/shoes/{shoe_id}``; the browser's static/js/verify.js is the same check in
-JavaScript.
+JavaScript (tests/e2e/test_verify_shoe.py holds the two to the same verdicts). A record must
+account for every slot of the order up to its last round: every round publishes its cards,
+a cancelled one those it had dealt (:func:`publish_rounds`).
 """
 
 from __future__ import annotations
@@ -40,9 +42,12 @@ def commitment(salt: str, cut_at: int, order: list[str]) -> str:
 class ShoeRound(msgspec.Struct, kw_only=True):
     """One round of a revealed shoe, as ``GET /api/shoes/{shoe_id}`` serves it.
 
-    ``cards``: the hands as they were revealed and settled (position → two cards), None for
-    a cancelled round. ``dealt``: how many cards the round took out of the shoe, its burn
-    included (13 for a settled round; 0 … 13 for a cancelled one).
+    ``cards``: position → its cards: for a settled round the hands as they were revealed
+    and settled (two cards each); for a cancelled round the cards it had dealt when it was
+    cancelled (0 … 2 each; :func:`publish_rounds`). ``dealt``: how many cards the round
+    took out of the shoe, its burn included (13 for a settled round; 0 … 13 for a
+    cancelled one). A record accounts for every slot of the order up to its last round:
+    ``cards`` is never None in a record that verifies.
     """
 
     round_id: str
@@ -65,6 +70,39 @@ class ShoeRecord(msgspec.Struct, kw_only=True):
     burn_card: str | None = None
     burned: int | None = None
     ended_at: int | None = None
+
+
+#: The states a round of an ended shoe can be in.
+ENDED_ROUND_STATES = ("settled", "cancelled")
+
+
+def dealt_hands(order: list[str], at: int, dealt: int) -> dict[str, list[str]]:
+    """Position → the cards the round whose burn is ``order[at]`` dealt to it, when it
+    took ``dealt`` cards (one burn, then P1 … P5, Banker, twice)."""
+    hands: dict[str, list[str]] = {pos.value: [] for pos in DEAL_ORDER}
+    for slot, card in zip(ROUND_SLOTS, order[at:at + dealt], strict=False):
+        if slot.position is not None:
+            hands[slot.position.value].append(card)
+    return hands
+
+
+def publish_rounds(order: list[str], rounds: list[ShoeRound]) -> list[ShoeRound]:
+    """``rounds`` as an ended shoe's record publishes them: a round that was not settled
+    (cancelled) shows the cards it had dealt. The order reveals them anyway; published, they
+    leave no slot of the order unaccounted for, so a verifier refuses a record that skips
+    one (a round dealt off the order could otherwise be published as "cancelled", unchecked).
+    """
+    if not order:
+        return rounds
+    try:
+        at = 1 + parse_card(order[0]).burn_count
+    except CardError:
+        return rounds
+    for rnd in rounds:
+        if rnd.state != "settled":
+            rnd.cards = dealt_hands(order, at, max(0, rnd.dealt))
+        at += max(0, rnd.dealt)
+    return rounds
 
 
 def check_shoe(shoe: ShoeRecord, seen_commitment: str | None = None) -> list[str]:
@@ -130,22 +168,28 @@ def check_shoe(shoe: ShoeRecord, seen_commitment: str | None = None) -> list[str
             problems.append(f"{where}: took {rnd.dealt} cards, a round takes at most "
                             f"{CARDS_PER_ROUND}")
             return problems
+        if rnd.state not in ENDED_ROUND_STATES:
+            problems.append(f"{where}: state {rnd.state!r}; a round of an ended shoe is "
+                            "settled or cancelled")
         if rnd.state == "settled" and rnd.dealt != CARDS_PER_ROUND:
             problems.append(f"{where}: settled with {rnd.dealt} cards dealt, not "
                             f"{CARDS_PER_ROUND}")
         if at + rnd.dealt > len(cards):
             problems.append(f"{where}: deals past the end of the order")
             return problems
-        if rnd.cards is not None:
-            dealt: dict[str, list[str]] = {pos.value: [] for pos in DEAL_ORDER}
-            for slot, card in zip(ROUND_SLOTS, shoe.order[at:at + rnd.dealt], strict=False):
-                if slot.position is not None:
-                    dealt[slot.position.value].append(card)
+        if rnd.cards is None:
+            problems.append(f"{where}: no cards published for the {rnd.dealt} slots it took "
+                            f"({at} …): a record must account for every slot of the order")
+        else:
+            dealt = dealt_hands(shoe.order, at, rnd.dealt)
             for pos in DEAL_ORDER:
                 shown = rnd.cards.get(pos.value)
                 if shown != dealt[pos.value]:
                     problems.append(f"{where}: {pos.value} was revealed as {shown}, but the "
                                     f"order deals it {dealt[pos.value]} (slots {at} …)")
+            extra = sorted(set(rnd.cards) - set(dealt))
+            if extra:
+                problems.append(f"{where}: cards for {', '.join(extra)}, which is no hand")
         cut_out = cut_out or at <= shoe.cut_at < at + rnd.dealt
         ended = cut_out
         at += rnd.dealt

@@ -75,6 +75,11 @@ class BetSpot(StrEnum):
 
 
 BET_SPOTS: tuple[BetSpot, ...] = tuple(BetSpot)
+#: The odds a Player bet is paid (or loses its withholding) at: 1:1, or 2:1 with a special
+#: pattern (see :func:`player_odds`).
+PLAYER_ODDS: tuple[int, ...] = (1, 2)
+#: A Pair bet that wins is paid 11:1 (its bet back and eleven times it).
+PAIR_ODDS = 11
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +129,8 @@ def spot_result(spot: BetSpot, position: Hand, banker: Hand) -> SpotResult:
     """Settle one unit on ``spot``, where ``position`` is that spot's Player hand."""
     if spot.is_pair:
         won = position.pair
-        return SpotResult(spot, "win" if won else "lose", 11 if won else 1, 1, 12 if won else 0)
+        return SpotResult(spot, "win" if won else "lose", PAIR_ODDS if won else 1, 1,
+                          1 + PAIR_ODDS if won else 0)
     outcome, odds = player_odds(position, banker)
     if outcome == "win":
         returned = 2 + odds  # bet + withholding + winnings at the odds

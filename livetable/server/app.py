@@ -14,7 +14,7 @@ import random
 import secrets
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from urllib.parse import urlencode
 
@@ -23,7 +23,7 @@ from brotli_asgi import BrotliMiddleware
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from livetable import protocol as p
-from livetable.accounts import AccountError, is_operator_player_id
+from livetable.accounts import AccountError, check_not_guest, is_operator_player_id
 from livetable.auth import Identity, TokenError, mint, new_guest_id, verify
 from livetable.bus import Bus, MemoryBus
 from livetable.chat import NO_WORDS, BlockedWords, blocked_words
@@ -50,6 +50,7 @@ from livetable.server.gateway import Gateway
 from livetable.server.gcpolicy import Collector
 from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits
+from livetable.server.records import record_totals
 from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import Store, StoreUnavailable, UnknownPlayer
 from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
@@ -111,19 +112,26 @@ class Services:
         self.settings = settings
         self.roles = roles
         self.secret = settings.load_secret()
-        key, source, warnings = settings.state_key()
-        for warning in warnings:
-            log.warning("%s", warning)
-        log.info("engine states are sealed at rest with a key from %s", source)
-        #: Seals every table's engine state at rest (store/sealing.py).
-        self.seal = StateSeal(key)
+        #: Seals every table's engine state at rest (store/sealing.py). Engines only: a
+        #: gateway never reads a sealed state (it catches up from the public snapshot the
+        #: store keeps beside it), so it never holds the shoe key.
+        self.seal: StateSeal | None = None
+        if "engine" in roles:
+            key, source, warnings = settings.state_key()
+            for warning in warnings:
+                log.warning("%s", warning)
+            log.info("engine states are sealed at rest with a key from %s", source)
+            self.seal = StateSeal(key)
         self.metrics = Metrics()
         self.rng = rng
         self.runners: dict[str, TableRunner] = {}
         self.leases: LeasedTables | None = None
         self.redis: Any = None
+        #: Redis only: the check of the store's identity on every new connection.
+        self.identity_check: Any = None
         self.pubsub_redis: Any = None
         self.lease_redis: Any = None
+        self.subscriber_redis: Any = None
         self.control: RedisControl | None = None
         self.redis_prefix = DEFAULT_PREFIX
         #: The store's identity when this process started on it (see Store.identity).
@@ -135,51 +143,74 @@ class Services:
         self.collector: Collector | None = None
         execute = self.execute
         if settings.redis_url and store is None:
-            from redis.asyncio import BlockingConnectionPool, Redis
+            from redis.asyncio import Redis
             from redis.asyncio.cluster import RedisCluster
-            from redis.asyncio.retry import Retry
-            from redis.backoff import ExponentialBackoff
-            from redis.exceptions import ConnectionError as RedisConnectionError
-            from redis.exceptions import TimeoutError as RedisTimeoutError
 
             from livetable.bus.redis import RedisBus
             from livetable.server.scaleout import LeasedTables, RedisControl
-            from livetable.store.redis import FencedOut, RedisStore
+            from livetable.store.base import FenceRefused
+            from livetable.store.postgres import PostgresStore
+            from livetable.store.redis import FencedOut, IdentityCheck, RedisStore, connection_pool
 
-            # Retry a command once or twice on a dropped connection (after a Redis restart
-            # the first command on each pooled connection fails). Safe: every write is
-            # idempotent by its id (bet, step, round).
+            # Pooled connections retry a command on a dropped connection (after a Redis
+            # restart the first command on each of them fails): see connection_pool.
             # A round's settlement is one Lua script: a round of 100,000 bets keeps Redis
             # busy for seconds (docs/benchmarks.md), past redis-py's 5 s default timeout.
-            self.redis = Redis(
-                connection_pool=BlockingConnectionPool.from_url(
-                    settings.redis_url, max_connections=512, timeout=10,
-                    health_check_interval=5, socket_timeout=60),
-                retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-                retry_on_error=[RedisConnectionError, RedisTimeoutError])
+            # Every new connection checks the store's identity first (once start has read
+            # it): a Redis that came back empty is refused before anything is written.
+            check = self.identity_check = IdentityCheck()
+            self.redis = Redis(connection_pool=connection_pool(
+                settings.redis_url, max_connections=512, timeout=10,
+                health_check_interval=5, socket_timeout=60,
+                redis_connect_func=check.on_connect))
             self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
                                       if settings.redis_pubsub_cluster else None)
-            redis_store = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
-                                     seal=self.seal)
-            self.store: Store = redis_store
+            fenced: RedisStore | PostgresStore
+            if settings.postgres_url:
+                # the ledger in PostgreSQL; Redis is the bus, the commands and the leases
+                # (PostgreSQL checks its own identity: it is not in Redis)
+                fenced = PostgresStore(settings.postgres_url,
+                                       event_retention=settings.event_log_size * 4,
+                                       seal=self.seal, max_connections=32)
+                fatal: tuple[type[BaseException], ...] = (FenceRefused,)
+            else:
+                fenced = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
+                                    seal=self.seal)
+                check.key = fenced.keys.identity
+                fatal = (FencedOut,)
+            self.store: Store = fenced
             # one prefix for every name: the store's (livetable/store/keys.py)
-            self.redis_prefix = prefix = redis_store.keys.prefix
+            self.redis_prefix = prefix = DEFAULT_PREFIX
+            # the subscription on connections of its own that do not retry (see RedisBus)
+            self.subscriber_redis = None if self.pubsub_redis else Redis(
+                connection_pool=connection_pool(settings.redis_url, max_connections=4,
+                                                timeout=10, retry=False,
+                                                health_check_interval=5, socket_timeout=60))
             self.bus: Bus = RedisBus(self.pubsub_redis or self.redis, settings.table_names,
-                                     redis_store, prefix=prefix,
+                                     fenced, prefix=prefix,
+                                     subscriber=self.subscriber_redis,
                                      on_reconnect=lambda: self.metrics.inc(
                                          "livetable_redis_reconnects_total"))
             if "engine" in roles:
                 # leases and dealer commands on their own connections: a flood of bets
                 # must never delay a lease renewal
-                self.lease_redis = Redis(connection_pool=BlockingConnectionPool.from_url(
+                self.lease_redis = Redis(connection_pool=connection_pool(
                     settings.redis_url, max_connections=len(settings.table_names) + 8,
-                    timeout=5, health_check_interval=5))
-                self.leases = LeasedTables(self.lease_redis, redis_store,
-                                           settings.table_names,
-                                           lambda t: self._runner(t, (FencedOut,)))
+                    timeout=5, health_check_interval=5, redis_connect_func=check.on_connect))
+                self.leases = LeasedTables(self.lease_redis, fenced, settings.table_names,
+                                           lambda t: self._runner(t, fatal),
+                                           keys=RedisKeys(prefix))
             self.control = RedisControl(self.redis, prefix=prefix)
             if "engine" not in roles:
                 execute = self.control.execute
+        elif settings.postgres_url and store is None:
+            from livetable.store.postgres import PostgresStore
+
+            # one process on PostgreSQL: no lease, so no fencing token (0)
+            self.store = PostgresStore(settings.postgres_url,
+                                       event_retention=settings.event_log_size * 4,
+                                       seal=self.seal)
+            self.bus = bus or MemoryBus()
         else:
             self.store = store or SQLiteStore(settings.db_path, settings.event_log_size * 4,
                                               seal=self.seal, synchronous=settings.sqlite_sync,
@@ -239,9 +270,10 @@ class Services:
         return True
 
     def _seamless(self) -> None:
-        """The operator's wallet: its log next to the ledger (same SQLite file, or the
-        same Redis), one client for debits and balances and one for the outbox, so that
-        a backlog of credits never takes the connections a bet is waiting for."""
+        """The operator's wallet: its log next to the ledger (same SQLite file, the same
+        PostgreSQL database, or the same Redis), one client for debits and balances and
+        one for the outbox, so that a backlog of credits never takes the connections a bet
+        is waiting for."""
         from livetable.operator.client import WalletClient
         from livetable.operator.seamless import SeamlessWallet
 
@@ -249,7 +281,13 @@ class Services:
         assert settings.wallet_url is not None and settings.wallet_secret is not None
         if settings.demo:
             log.warning("seamless wallet: demo guests are off (they have no wallet)")
-        if self.redis is not None:
+        from livetable.store.postgres import PostgresStore
+
+        if isinstance(self.store, PostgresStore):  # the money's system of record holds it
+            from livetable.operator.log_postgres import PostgresWalletLog
+
+            self.wallet_log = PostgresWalletLog(self.store)
+        elif self.redis is not None:
             from livetable.operator.log_redis import RedisWalletLog
 
             self.wallet_log = RedisWalletLog(self.redis, settings.table_names,
@@ -257,15 +295,15 @@ class Services:
         else:
             from livetable.operator.log_sqlite import SQLiteWalletLog
 
-            self.wallet_log = SQLiteWalletLog(settings.db_path, settings.sqlite_sync)
+            self.wallet_log = SQLiteWalletLog(settings.wallet_db_path, settings.sqlite_sync,
+                                              moved_from=settings.db_path)
 
         def client(connections: int) -> WalletClient:
             assert settings.wallet_url is not None and settings.wallet_secret is not None
             return WalletClient(settings.wallet_url, settings.wallet_secret,
                                 timeout=settings.wallet_timeout, connections=connections)
 
-        # debits wait for a player: most of the pool (httpcore scans its queue per request,
-        # so requests waiting for a connection also cost CPU)
+        # debits wait for a player: most of the pool
         total = max(2, settings.wallet_connections)
         self.wallet = SeamlessWallet(settings, self.store, self.wallet_log,
                                      client(total - total // 4), self.metrics,
@@ -277,7 +315,8 @@ class Services:
             mode="manual" if self.settings.mode == "manual" else "auto",
             limits=limits_of(self.settings), timing=timing_of(self.settings),
             stream=stream_of(self.settings, table), rng=self.rng,
-            on_settled=self.metrics.settled, fatal=fatal)
+            on_settled=self.metrics.settled, on_refused=self.metrics.step_refused,
+            fatal=fatal)
         self.runners[table] = runner
         return runner
 
@@ -298,11 +337,16 @@ class Services:
         load_scripts = getattr(self.store, "load_scripts", None)
         if load_scripts is not None:
             await load_scripts()
+        connect = getattr(self.store, "open", None)  # PostgreSQL: connect and migrate now
+        if connect is not None:
+            await connect()
         self.store_identity = await self.store.identity(create=True)
         pinned = self.settings.store_id
         if pinned and pinned != self.store_identity:
             raise RuntimeError(f"the store's identity is {self.store_identity}, not the "
                                f"LIVETABLE_STORE_ID {pinned}: a wiped or different store")
+        if self.identity_check is not None:
+            self.identity_check.expected = self.store_identity
         log.info("store identity %s", self.store_identity)
         self.metrics.set_gauge("livetable_ledger_ok", 1.0)
         if "engine" in self.roles and self.settings.audit_interval > 0:
@@ -339,7 +383,14 @@ class Services:
 
     async def check_ledger(self) -> str | None:
         """One audit (and identity check); returns the problem found, if any."""
-        current = await self.store.identity()
+        try:
+            current = await self.store.identity()
+        except StoreUnavailable as exc:  # a new connection found another store: no outage
+            from livetable.store.redis import StoreIdentityChanged
+
+            if not isinstance(exc.__cause__, StoreIdentityChanged):
+                raise
+            current = exc.__cause__.found
         pause = True
         problem: str | None
         if current != self.store_identity:
@@ -399,9 +450,13 @@ class Services:
         await self.store.close()
         if self.redis is not None:
             await self.redis.aclose()
-        for client in (self.pubsub_redis, self.lease_redis):
+        for client in (self.pubsub_redis, self.lease_redis, self.subscriber_redis):
             if client is not None:
                 await client.aclose()
+
+    def _store_name(self) -> str:
+        """What the store is, as an operator names it: "Redis", "SQLite" (its class's)."""
+        return type(self.store).__name__.removesuffix("Store")
 
     async def ready(self) -> tuple[bool, dict[str, Any]]:
         checks: dict[str, Any] = {"roles": list(self.roles)}
@@ -418,24 +473,69 @@ class Services:
         halted = {t: r.halted for t, r in self.runners.items() if r.halted is not None}
         if halted:  # held by a failed audit, or by a bug in a step (see TableRunner)
             checks["halted"] = halted
-        try:
-            current = await self.store.identity()
+        since = now_ms() - REFUSALS_SHOWN_MS
+        refused = {t: r.refused[1] for t, r in self.runners.items()
+                   if r.refused is not None and r.refused[0] >= since}
+        if refused:  # the table reloaded from its store and went on (informative)
+            checks["steps_refused"] = refused
+        # the probes that ask the store, together, each bounded: see READY_PROBE_TIMEOUT
+        identity, backlog = await asyncio.gather(
+            _probe(self.store.identity()),
+            _probe(self.wallet_log.backlog()) if self.wallet_log is not None
+            else _probe(_nothing()))
+        current, failure = identity
+        if failure is not None:  # any store failure means not ready
+            checks["store"] = f"{self._store_name()} unreachable: {failure}"
+        else:
             checks["store"] = True if current == self.store_identity else (
                 f"the store's identity changed (started on {self.store_identity}, now "
                 f"{current}): a wiped or different store")
-        except Exception as exc:  # any store failure means not ready
-            checks["store"] = f"{type(exc).__name__}: {exc}"
         if checks["store"] is not True:
             self.metrics.set_gauge("livetable_ledger_ok", 0.0)
         checks["ledger"] = self.ledger_problem or True
-        if self.wallet_log is not None:  # credits and rollbacks still owed to the operator
-            with contextlib.suppress(Exception):  # the store's health is checked above
-                self.metrics.set_gauge("livetable_wallet_outbox",
-                                       float(await self.wallet_log.backlog()))
+        owed, failure = backlog  # credits and rollbacks still owed to the operator
+        if self.wallet_log is not None and failure is None and owed is not None:
+            self.metrics.set_gauge("livetable_wallet_outbox", float(owed))
+        if self.wallet is not None:
+            # degraded, never not-ready: the tables deal and settle without the wallet
+            # (bets are refused wallet_unavailable, credits wait in the outbox), and a
+            # load balancer taking every gateway out would not bring it back
+            trouble = self.wallet.health()
+            checks["wallet"] = trouble or True
+            self.metrics.set_gauge("livetable_wallet_ok", 0.0 if trouble else 1.0)
         ok = (checks["store"] is True and checks["ledger"] is True and not halted
               and checks.get("bus", True) is True
               and all(checks.get("tables", {}).values()))
         return ok, checks
+
+
+#: How long ``/readyz`` names a table whose step its store refused (out of step: the engine
+#: reloaded from the store): long enough for an operator to look after an alert.
+REFUSALS_SHOWN_MS = 10 * 60_000
+
+#: How long ``/readyz`` waits for any one probe (the store, the wallet log). The probes run
+#: together, so it answers within about this, whatever hangs: a gateway cut off from Redis
+#: by a partition answered after 2.3-10.5 s, or not at all, while its pooled connections
+#: waited for their socket timeout (60 s). Long enough for a Redis busy with a settlement
+#: chunk (a few ms), short enough that a load balancer's 1 s check gets an answer.
+READY_PROBE_TIMEOUT = 0.7
+
+R = TypeVar("R")
+
+
+async def _probe(call: Awaitable[R]) -> tuple[R | None, str | None]:
+    """A readiness probe's answer, or why there is none (at most READY_PROBE_TIMEOUT)."""
+    try:
+        async with asyncio.timeout(READY_PROBE_TIMEOUT):
+            return await call, None
+    except TimeoutError:
+        return None, f"no answer within {READY_PROBE_TIMEOUT:g} s"
+    except Exception as exc:  # any failure of a probe is a finding, never a 500
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+async def _nothing() -> None:
+    return None
 
 
 #: The largest body an operator endpoint reads (a launch is a few hundred bytes).
@@ -475,6 +575,8 @@ class BetsQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
 
     limit: Annotated[int, msgspec.Meta(ge=-(2**53), le=2**53)] = 20  # clamped to 1…200
     before: p.Cursor | None = None
+    #: The player's offset from UTC in minutes (east): the days of the totals are theirs.
+    tz: Annotated[int, msgspec.Meta(ge=-840, le=840)] = 0
 
 
 #: Paths never compressed: formats that are compressed already.
@@ -662,7 +764,10 @@ async def bets(request: Request) -> Response:
     except msgspec.ValidationError as exc:
         return _error(400, "bad_request", str(exc))
     entries, cursor = await svc.store.bet_record(identity.id, query.limit, query.before)
-    return _json(p.ENCODER.encode({"bets": entries, "next": cursor}))
+    totals = await record_totals(svc.store, identity.id, entries, query.tz)
+    return _json(p.ENCODER.encode({"bets": entries, "next": cursor, "days": totals.days,
+                                   "rounds": totals.rounds,
+                                   "totals_partial": totals.totals_partial}))
 
 
 async def guest(request: Request) -> Response:
@@ -701,10 +806,13 @@ async def operator_body(request: Request, kind: type[OperatorRequest]
         return _error(401, "unknown_operator",
                       f"{signatures.OPERATOR_HEADER} names no operator of this platform")
     body = b""
-    async for chunk in request.stream():  # bounded: never buffer a huge body
-        body += chunk
-        if len(body) > MAX_OPERATOR_BODY:
-            return _error(413, "too_large", "the body is at most 16 KiB")
+    try:
+        async for chunk in request.stream():  # bounded: never buffer a huge body
+            body += chunk
+            if len(body) > MAX_OPERATOR_BODY:
+                return _error(413, "too_large", "the body is at most 16 KiB")
+    except ClientDisconnect:  # gone, or too slow (server/guard.py answered it 408)
+        return _error(408, "body_timeout", "the request body did not arrive in time")
     why = signatures.check(operator.operator_secrets, body, request.headers, now_ms())
     if why is not None:
         return _error(401, "invalid_signature", why)
@@ -722,8 +830,11 @@ async def launch(request: Request) -> Response:
     if not is_operator_player_id(launch.player_id):
         return _error(400, "bad_player_id", f"{launch.player_id[:80]!r} is not a valid player "
                       f"id: 1 to 64 letters, digits or _ - . @ +")
-    if operator.id == registry.DEFAULT_OPERATOR and launch.player_id.startswith("g_"):
-        return _error(400, "bad_player_id", "player ids starting g_ are demo guests'")
+    if operator.id == registry.DEFAULT_OPERATOR:  # namespaced ids never meet a guest's
+        try:
+            check_not_guest(launch.player_id)
+        except AccountError as exc:
+            return _error(400, "bad_player_id", str(exc))
     if operator.currencies and launch.currency not in operator.currencies:
         return _error(400, "unknown_currency", f"{operator.id} plays in "
                       f"{', '.join(sorted(operator.currencies))}, not {launch.currency}")

@@ -9,6 +9,11 @@ guard adds two checks below the ASGI app, where the app cannot see:
   line and headers) within :attr:`ConnectionGuard.head_timeout` seconds of its first byte
   (or of connecting); else it is aborted. Websocket upgrades are requests too, so the
   websocket hello timeout (in the gateway) takes over from here.
+* **request body timeout** — once the head is complete, the whole body must arrive within
+  :attr:`ConnectionGuard.body_timeout` seconds; else the client gets ``408`` and the
+  connection is closed. The head timer alone let a body announced as 10,000 bytes and sent
+  a byte every two seconds hold a ``POST /api/operator/*`` for ever (issue 25). The bodies
+  livetable takes are small (16 KiB at most), so a slow one is an attack, not a slow link.
 * **connections per address** — at most :attr:`ConnectionGuard.per_address` open
   connections from one peer address; the next gets ``429`` and is closed. A trusted proxy's
   address is exempt (its own ``limit_conn`` limits each client: deploy/nginx.conf), because
@@ -32,17 +37,22 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 _TOO_MANY = (b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: text/plain\r\n"
              b"content-length: 43\r\nconnection: close\r\n\r\n"
              b"too many connections from this address\r\n\r\n")
+_BODY_TOO_SLOW = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\n"
+                  b"content-length: 39\r\nconnection: close\r\n\r\n"
+                  b"the request body did not arrive in time")
 
 
 class ConnectionGuard:
     def __init__(self, *, head_timeout: float, per_address: int,
-                 trusted: Iterable[str] = ()) -> None:
+                 trusted: Iterable[str] = (), body_timeout: float = 0) -> None:
         self.head_timeout = head_timeout
+        self.body_timeout = body_timeout
         self.per_address = per_address
         self.trusted = [ipaddress.ip_network(t, strict=False) for t in trusted]
         self.open: dict[str, set[asyncio.BaseTransport]] = {}
         self.refused = 0
         self.timed_out = 0
+        self.bodies_timed_out = 0
 
     def admit(self, address: str, transport: asyncio.BaseTransport) -> bool:
         """Count ``transport`` against ``address``; False if the address is at its cap."""
@@ -79,6 +89,7 @@ class GuardedH11Protocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn narrows the base's BaseTransport the same way
         super().connection_made(transport)
@@ -94,14 +105,37 @@ class GuardedH11Protocol(H11Protocol):
             self._start_head_timer()
         super().data_received(data)
         if self._head_timer is not None and not self._between_requests():
-            self._head_timer.cancel()  # the head is complete: the app answers from here
+            self._head_timer.cancel()  # the head is complete: the body's clock starts
             self._head_timer = None
+            if self.guard.body_timeout > 0 and self._body_pending():
+                self._body_timer = self.loop.call_later(self.guard.body_timeout,
+                                                        self._body_deadline)
+        if self._body_timer is not None and not self._body_pending():
+            self._body_timer.cancel()  # the whole body is in: the app answers from here
+            self._body_timer = None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        for timer in (self._head_timer, self._body_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._body_timer = None
         super().connection_lost(exc)
+
+    def _body_pending(self) -> bool:
+        """A request whose body has not all arrived (uvicorn's cycle says so until h11
+        parses the body's end)."""
+        return self.cycle is not None and self.cycle.more_body \
+            and not self.cycle.response_complete
+
+    def _body_deadline(self) -> None:
+        self._body_timer = None
+        transport = self.transport
+        if transport.is_closing() or transport.get_protocol() is not self:
+            return
+        if self._body_pending():
+            self.guard.bodies_timed_out += 1
+            transport.write(_BODY_TOO_SLOW)
+            transport.close()  # the app, waiting for the body, sees a disconnect
 
     def _between_requests(self) -> bool:
         return self.cycle is None or self.cycle.response_complete

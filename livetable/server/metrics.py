@@ -26,6 +26,8 @@ class Metrics:
         self.frames_out = 0
         self.counters: dict[str, int] = defaultdict(int)
         self.bets: dict[str, int] = defaultdict(int)
+        #: table -> steps its store refused as out of step (the engine reloaded)
+        self.steps_refused: dict[str, int] = defaultdict(int)
         #: gauge name -> label values (as a sorted tuple of pairs) -> value
         self._gauges: dict[str, dict[tuple[tuple[str, str], ...], float]] = defaultdict(dict)
         self.registry = CollectorRegistry(auto_describe=False)
@@ -52,6 +54,11 @@ class Metrics:
 
     def bet(self, code: str) -> None:
         self.bets[code] += 1
+
+    def step_refused(self, table: str) -> None:
+        """The store refused a step of ``table`` as out of step: its engine was ahead of
+        (or behind) the store, and reloads from it."""
+        self.steps_refused[table] += 1
 
     def fanout(self, frames: int, seconds: float) -> None:
         if frames:
@@ -84,6 +91,13 @@ class _Plain(Collector):
         for code, n in sorted(m.bets.items()):
             bets.add_metric([code], n)
         yield bets
+        if m.steps_refused:
+            refused = CounterMetricFamily(
+                "livetable_steps_refused", "Table steps the store refused as out of step "
+                "(the engine reloaded from the store)", labels=["table"])
+            for table, n in sorted(m.steps_refused.items()):
+                refused.add_metric([table], n)
+            yield refused
         for name, value in sorted(m.counters.items()):
             yield CounterMetricFamily(name.removesuffix("_total"), name, value=value)
         for name, series in sorted(m._gauges.items()):

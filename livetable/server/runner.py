@@ -34,7 +34,7 @@ from livetable.engine import EngineError, Step, TableEngine, Timing
 from livetable.engine.effects import CancelRound, SettleRound
 from livetable.engine.state import Mode
 from livetable.rules.cards import CardError
-from livetable.store.base import Settled, Store, StoreUnavailable
+from livetable.store.base import OutOfStep, Settled, Store, StoreUnavailable
 from livetable.tasks import cancel
 
 DealerAction = p.TableCommand
@@ -61,6 +61,7 @@ class TableRunner:
         rng: random.Random | None = None,
         clock: Callable[[], int] = now_ms,
         on_settled: Callable[[int, float], None] | None = None,
+        on_refused: Callable[[str], None] | None = None,
         fatal: tuple[type[BaseException], ...] = (),
     ) -> None:
         self.table = table
@@ -85,6 +86,15 @@ class TableRunner:
         self.halted: str | None = None
         self._settling: asyncio.Task[None] | None = None
         self._more_to_settle = False
+        #: Called with the table when the store refuses a step as out of step.
+        self.on_refused = on_refused
+        #: Steps the store refused as out of step, and the last one: (when, why).
+        self.refusals = 0
+        self.refused: tuple[int, str] | None = None
+        self._refusal_pending = False  # refused: the next reload is for a refusal
+        self._reloaded_for_refusal = False  # reloaded for one, no step stored since
+        #: (epoch, seq, snapshot) of the last step published: private batches carry it.
+        self._published: tuple[int, int, bytes] = (0, 0, b"")
 
     async def start(self) -> None:
         saved = await self.store.load_table(self.table)
@@ -96,6 +106,8 @@ class TableRunner:
             self.engine.state.stream = self._stream
         else:
             self.engine = self._restore(saved)
+        engine = self.engine
+        self._published = (engine.state.epoch, engine.state.seq, p.encode(engine.snapshot()))
         async with self._lock:
             await self._commit(self.engine.recover(now), force=True)
         self.alive = True
@@ -104,7 +116,14 @@ class TableRunner:
 
     def _restore(self, saved: bytes) -> TableEngine:
         engine = TableEngine.from_bytes(saved, self._rng)
-        _, _, limits, timing = self._defaults
+        _, mode, limits, timing = self._defaults
+        if engine.state.mode != mode:
+            # The mode is the table's, kept in the store (a shoe goes with the mode that
+            # dealt it): the configured one only starts new tables. Said, never silent.
+            log.warning("table %s: kept in %s mode, as stored; the configured mode (%s, "
+                        "--mode / LIVETABLE_MODE) applies to new tables only: switch it "
+                        "from the dealer console between rounds", self.table,
+                        engine.state.mode, mode)
         # operators may change limits and timing between runs
         if limits is not None:
             engine.state.limits = limits
@@ -137,6 +156,7 @@ class TableRunner:
             raise RuntimeError(f"table {self.table}: no stored state to reload")
         self.engine = self._restore(saved)
         self._stale = False
+        self._reloaded_for_refusal, self._refusal_pending = self._refusal_pending, False
         log.warning("table %s: engine reloaded from the store after a failed commit",
                     self.table)
 
@@ -197,12 +217,13 @@ class TableRunner:
                         call.exception()  # seen: a failure here is retried by the resume
 
     async def _publish_private(self, settled: list[Settled], started: int) -> None:
-        async with self._lock:  # the engine as stored: its snapshot, its head
-            engine = self.engine
-            assert engine is not None
+        async with self._lock:  # after the step that settled them is published
+            # The head and snapshot of the last step published, not the engine's: after a
+            # commit that failed (or was fenced off) the engine is ahead of what the
+            # gateways have, and a batch ahead of their head is a gap to them (4011).
+            epoch, seq, snapshot = self._published
             await self.bus.publish(TableBatch(
-                table=self.table, epoch=engine.state.epoch, seq=engine.state.seq, frames=[],
-                snapshot=p.encode(engine.snapshot()),
+                table=self.table, epoch=epoch, seq=seq, frames=[], snapshot=snapshot,
                 private=[(s.player_id, p.encode(s.message)) for s in settled]))
         if self.on_settled is not None:
             self.on_settled(len(settled), (self.clock() - started) / 1000)
@@ -255,7 +276,9 @@ class TableRunner:
     async def _survive(self, what: str, exc: Exception) -> bool:
         """After ``what`` failed with ``exc``: whether to try it again (after a pause).
 
-        A store outage must not kill the table: it is retried. Being fenced out (``fatal``)
+        A store outage must not kill the table: it is retried. A step the store refused as
+        out of step (:class:`~livetable.store.base.OutOfStep`) is retried from the store's
+        state, reloaded. Being fenced out (``fatal``)
         stops this runner: another engine drives the table now. Anything else is a bug,
         not an outage — retried, it would fail the same way for ever, step after step: it
         is logged with its traceback and the table is held still (:meth:`halt`; the tick
@@ -270,10 +293,35 @@ class TableRunner:
                         self.table, what, exc)
             await asyncio.sleep(0.5)
             return True
+        if isinstance(exc, OutOfStep):
+            if self._refused(what, exc):
+                await asyncio.sleep(0.1)
+                return True
+            exc = RuntimeError(f"the store refused the step again after the engine was "
+                               f"reloaded from it: {exc}")
         log.error("table %s: %s failed: a bug, not an outage; the table is held",
                   self.table, what, exc_info=exc)
         await self.halt(f"{what} failed: {type(exc).__name__}: {exc}", pause=False)
         return False
+
+    def _refused(self, what: str, exc: OutOfStep) -> bool:
+        """The store refused ``what``'s step as out of step: the store is not where the
+        engine left it (a failover lost what it wrote, or another engine wrote), and
+        nothing of the step was written. The engine drops its state (``_stale``) and steps
+        on from the store's; the refusal is counted and shown (:attr:`refused`).
+
+        Whether to go on: not if the engine was reloaded for a refusal and the store
+        refused its very next step too — the engine, rebuilt from the store, disagrees with
+        it (its state with its rounds): a bug, which holds the table."""
+        again = self._reloaded_for_refusal
+        self.refusals += 1
+        self.refused = (self.clock(), f"{what} refused by the store: {exc}")
+        if self.on_refused is not None:
+            self.on_refused(self.table)
+        log.warning("table %s: %s was refused by the store (%s); reloading the engine",
+                    self.table, what, exc)
+        self._stale = self._refusal_pending = True
+        return not again
 
     async def _commit(self, step: Step, force: bool = False) -> None:
         """Store the step with the engine's new state, then publish it (if it shows)."""
@@ -288,24 +336,26 @@ class TableRunner:
             # them right after storing the step, while the event loop fans the step out
             # (round_settled to 5,000 connections: about 80 ms it would have sat idle).
             self._settle_later()
+        snapshot = p.encode(engine.snapshot())
         try:
             settled = await self.store.commit_step(self.table, engine.to_bytes(), frames,
-                                                   step.effects, started)
+                                                   step.effects, started, snapshot=snapshot)
         except BaseException:
             self._stale = True  # see _reload
             raise
+        self._reloaded_for_refusal = False
         if not (frames or settled or force):
             return
-        snapshot = engine.snapshot()
         batch = TableBatch(
             table=self.table,
             epoch=engine.state.epoch,
             seq=engine.state.seq,
             frames=[(seq, frame) for _, seq, frame in frames],
-            snapshot=p.encode(snapshot),
+            snapshot=snapshot,
             private=[(s.player_id, p.encode(s.message)) for s in settled],
         )
         await self.bus.publish(batch)
+        self._published = (batch.epoch, batch.seq, batch.snapshot)
         if settled and self.on_settled is not None:
             self.on_settled(len(settled), (self.clock() - started) / 1000)
         if settles:
@@ -346,6 +396,12 @@ class TableRunner:
             except self.fatal as exc:
                 self.alive = False
                 return p.Error(code="table_unavailable", message=str(exc))
+            except OutOfStep as exc:  # reloaded before the next command (see _survive)
+                if not self._refused(name, exc):
+                    await self.halt(f"{name} refused by the store again after a reload: "
+                                    f"{exc}", pause=False)
+                return p.Error(code="table_unavailable",
+                               message="the table was behind its store; send it again")
             if isinstance(command, p.VoidCards):  # the audit trail: who voided, who approved
                 log.warning("table %s round %s: %d card(s) voided by dealer %s (%s), approved "
                             "by supervisor %s (%s)", self.table, engine.state.round_id,
@@ -381,8 +437,10 @@ def _dispatch(engine: TableEngine, command: DealerAction, now: int) -> Step:
             return engine.cancel_round(reason, now)
         case p.SetMode(auto=auto):
             return engine.set_mode("auto" if auto else "manual", now)
-        case p.VoidCards(count=count, dealer=dealer, supervisor=supervisor):
-            return engine.void_cards(count, dealer, supervisor, now)
+        case p.VoidCards(count=count, dealer=dealer, supervisor=supervisor, round_id=round_id,
+                         nonce=nonce):
+            approval = None if round_id is None or nonce is None else (round_id, nonce)
+            return engine.void_cards(count, dealer, supervisor, now, approval)
         case p.RoundCards():  # a read, answered by execute without a step
             raise EngineError("bad_command", "round_cards takes no step")
         case _:  # mypy: every TableCommand has its case above

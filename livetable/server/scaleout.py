@@ -9,12 +9,14 @@ answered ``table_unavailable`` and dropped, so it can never run late.
 **Leases.** At most one engine drives a table: it holds the table's lease (a key set with
 ``NX PX``, renewed well within its time to live) and a fencing token (a counter taken when
 the lease is acquired) that the store checks on every write (see
-:class:`~livetable.store.redis.FencedOut`). An engine whose renewal is refused stops driving
-at once; one whose renewal gets no answer (a Redis restart, a dead pooled connection) keeps
-driving, and retrying, only while the lease surely lasts (ttl from its last renewal); a
-standby that finds the lease lapsed takes it, rebuilds the engine from the store and
-applies the engine's recovery rule: the round goes on (all its cards recorded) or is
-cancelled and refunded — within ``ttl + poll`` of the lapse (2 s + 0.5 s by default).
+:class:`~livetable.store.redis.FencedOut`; with the PostgreSQL store the database issues
+the token when the lease is taken, and refuses older ones: :mod:`livetable.store.postgres`).
+An engine whose renewal is refused stops driving at once; one whose renewal gets no answer
+(a Redis restart, a dead pooled connection) keeps driving, and retrying, only while the
+lease surely lasts (ttl from its last renewal); a standby that finds the lease lapsed
+takes it, rebuilds the engine from the store and applies the engine's recovery rule: the
+round goes on (all its cards recorded) or is cancelled and refunded — within ``ttl +
+poll`` of the lapse (2 s + 0.5 s by default).
 On a graceful stop an engine releases its leases, so a standby takes over at once.
 """
 
@@ -35,8 +37,9 @@ from redis.exceptions import RedisError
 from livetable import protocol as p
 from livetable.clock import now_ms
 from livetable.server.runner import DealerAction, TableRunner
-from livetable.store.base import StoreUnavailable
+from livetable.store.base import FenceRefused, StoreUnavailable
 from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
+from livetable.store.postgres import PostgresStore
 from livetable.store.redis import FencedOut, RedisStore
 from livetable.tasks import cancel
 
@@ -109,13 +112,20 @@ class RedisControl:
 class LeasedTables:
     """The engine side: holds table leases, runs their runners, serves their commands."""
 
-    def __init__(self, client: Redis | RedisCluster, store: RedisStore, tables: list[str],
-                 make_runner: Callable[[str], TableRunner], *, ttl_ms: int = 2000,
-                 poll: float = 0.5, owner: str | None = None) -> None:
+    def __init__(self, client: Redis | RedisCluster, store: RedisStore | PostgresStore,
+                 tables: list[str], make_runner: Callable[[str], TableRunner], *,
+                 ttl_ms: int = 2000, poll: float = 0.5, owner: str | None = None,
+                 keys: RedisKeys | None = None) -> None:
         self.redis = client
+        #: The store whose steps carry our fencing tokens (``fence_tokens``).
         self.store = store
-        #: The store's names: the leases live under its prefix, next to the tables.
-        self.keys = store.keys
+        #: The leases' names: under the Redis store's prefix, next to its tables (with the
+        #: PostgreSQL store, ``keys`` names them).
+        if keys is None:
+            if not isinstance(store, RedisStore):
+                raise TypeError("LeasedTables needs keys= for a store that is not Redis")
+            keys = store.keys
+        self.keys = keys
         self.tables = tables
         self.make_runner = make_runner
         self.ttl_ms = ttl_ms
@@ -126,6 +136,8 @@ class LeasedTables:
         #: table -> until when (monotonic) our lease surely lasts: ttl from the sending of
         #: the last renewal (or acquisition) that Redis answered.
         self._valid_until: dict[str, float] = {}
+        #: table -> the lease's token in Redis (what a renewal of a lapsed lease checks).
+        self._tokens: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
         self._acquire = client.register_script(_ACQUIRE)
         self._renew = client.register_script(_RENEW)
@@ -161,8 +173,7 @@ class LeasedTables:
                 try:
                     renewed = bool(await self._renew(
                         keys=[self.keys.lease_owner(table), self.keys.lease_token(table)],
-                        args=[self.owner, self.ttl_ms,
-                              self.store.fence_tokens.get(table, -1)]))
+                        args=[self.owner, self.ttl_ms, self._tokens.get(table, -1)]))
                 except (RedisError, OSError) as exc:
                     # No answer is not a "no": the lease lasts ttl from the last renewal
                     # Redis took, and no other engine can take it before. A stale
@@ -189,17 +200,27 @@ class LeasedTables:
                 await self._take(table, token)
 
     async def _take(self, table: str, token: int) -> None:
-        log.info("table %s: lease taken by %s (fencing token %d)", table, self.owner, token)
-        self.store.fence_tokens[table] = token
+        """Start driving ``table``, whose lease we took with ``token``."""
+        self._tokens[table] = token
         runner = self.make_runner(table)
         try:
+            if isinstance(self.store, PostgresStore):
+                # The database issues the fencing token, not Redis: a Redis that failed
+                # over to a replica, or restarted empty, may hand out a token twice;
+                # PostgreSQL's counter only goes up, and refuses older holders' steps.
+                token = await self.store.claim(table)
+            else:
+                self.store.fence_tokens[table] = token
+            log.info("table %s: lease taken by %s (fencing token %d)", table, self.owner,
+                     token)
             await runner.start()
         except Exception as exc:  # fenced out, or a state we cannot start from
             log.warning("table %s: could not start (%s); releasing the lease", table, exc)
             self.store.fence_tokens.pop(table, None)
             with contextlib.suppress(RedisError, OSError):
                 await self._release(keys=[self.keys.lease_owner(table)], args=[self.owner])
-            if not isinstance(exc, FencedOut | StoreUnavailable | RedisError | OSError):
+            if not isinstance(exc, FencedOut | FenceRefused | StoreUnavailable | RedisError
+                              | OSError):
                 raise
             return
         self.runners[table] = runner
@@ -212,6 +233,7 @@ class LeasedTables:
         if runner is not None:
             await runner.stop()
         self.store.fence_tokens.pop(table, None)
+        self._tokens.pop(table, None)
 
     async def _serve_commands(self, table: str, runner: TableRunner) -> None:
         while True:

@@ -53,7 +53,9 @@ from livetable.store.bets import RoundView
 __all__ = [
     "AmountOverflow",
     "AuditReport",
+    "FenceRefused",
     "InsufficientBalance",
+    "OutOfStep",
     "Settled",
     "StepRefused",
     "Store",
@@ -61,6 +63,7 @@ __all__ = [
     "StoreUnavailable",
     "UnknownPlayer",
     "cursor_of",
+    "out_of_step",
     "take_in_batches",
 ]
 
@@ -118,6 +121,55 @@ class AmountOverflow(StoreError):
 class StepRefused(StoreError):
     """An engine step the ledger cannot apply — a settled round without a result for a
     spot that was bet — so nothing of it was written. A bug upstream of the store."""
+
+
+class OutOfStep(StepRefused):
+    """A step that does not follow on from what the store holds — its first event is not
+    the stored head + 1, the head is not where this engine left it, or the round is not
+    in the state the step expects — so nothing of it was written.
+
+    Not a bug: the store is behind what the engine wrote (a failover lost the tail) or
+    another engine wrote meanwhile. The engine drops its state and reloads it from the
+    store (:class:`~livetable.server.runner.TableRunner`), and steps on from there.
+    """
+
+
+#: A table's head in a store: ``(epoch, seq)`` of its last stored event.
+Head = tuple[int, int]
+
+
+def out_of_step(table: str, head: Head | None, events: list[tuple[int, int, bytes]],
+                left: Head | None) -> str | None:
+    """Why a step of ``table`` does not follow on from the stored ``head`` (None: no step
+    stored yet), or None if it does. Every store checks it inside the step's transaction or
+    script (step.lua mirrors it), and refuses the step with :class:`OutOfStep` if not.
+
+    A step with events follows on if its first is the head + 1 of the same epoch (a table
+    with no event yet, or a later epoch, starts at 1). A step without events (a tick that
+    only moves a deadline) has no number to check: it follows on if the head is still
+    where this store last left it (``left``, the head after the last step it wrote for the
+    table; None when it does not know — after a failed call, in a new process). Without
+    this the engine ahead of its store would store its state over the store's, and the
+    reload would bring it back ahead.
+    """
+    if head is None:
+        return None
+    if events:
+        epoch, first = events[0][0], events[0][1]
+        if ((epoch == head[0] and first == head[1] + 1)
+                or (first == 1 and (head[1] == 0 or epoch > head[0]))):
+            return None
+        return (f"table {table}: a step from {(epoch, first)} does not follow the stored "
+                f"head {head}")
+    if left is not None and left != head:
+        return (f"table {table}: the store's head is {head}, not {left} where this engine "
+                f"left it")
+    return None
+
+
+class FenceRefused(OutOfStep):
+    """A newer fencing token has written the table: another engine drives it now. Nothing
+    of the step was written; this engine stops driving the table."""
 
 
 C = TypeVar("C", bound=type)
@@ -307,7 +359,15 @@ class Store(Protocol):
         events: list[tuple[int, int, bytes]],
         effects: list[Effect],
         now: int,
-    ) -> list[Settled]: ...
+        *,
+        snapshot: bytes = b"",
+    ) -> list[Settled]:
+        """Store one engine step: its events, its effects, the new ``state`` (sealed by the
+        store), and ``snapshot``, the table's public snapshot after it (encoded): a
+        store that gateways read from another process (Redis) keeps it beside the sealed
+        state, so that a gateway catches up without the shoe key; SQLite, whose gateway
+        runs beside the engine, has no use for it."""
+        ...
 
     async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]: ...
 

@@ -31,7 +31,8 @@ Key layout (``lt`` is the default prefix; ``<t>`` a table id, ``<r>`` a round id
     lt:{ledger}:player:<p>:rounds hash   round id -> "seq,seq,…" (resume settlements)
     lt:{ledger}:shoes             hash   shoe id -> table (ended auto shoes only)
     lt:table:{<t>}:state          hash   state (the engine's bytes, sealed: store/sealing.py),
-                                         epoch, seq (the log head)
+                                         epoch, seq (the log head), snapshot (the
+                                         public TableSnapshot: gateways catch up from it)
     lt:table:{<t>}:events         stream epoch seq frame, XADD MAXLEN ~ event_retention
     lt:table:{<t>}:settling       set    its rounds still settling or refunding
     lt:table:{<t>}:round:<r>:info   hash the round: state closes_at limits cards spots

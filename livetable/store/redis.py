@@ -18,8 +18,11 @@ the returned multiple that the engine put in :class:`~livetable.engine.table.Set
 One engine step is one script too (:meth:`RedisStore.commit_step`): its effects (open a
 round, close/pause/reopen betting, start settling or refunding), its events and the engine's
 new state are written together or not at all, so a step is never stored half, and never
-announced before it is stored. Events already in the log (at or below the head of the same
-epoch) are not appended again, so a runner that retries a step logs it once. Redis does not
+announced before it is stored. A step is written only if it follows on from the stored head
+and its rounds are in the states its effects expect (else :class:`OutOfStep`, as every
+store: see :func:`~livetable.store.base.out_of_step`), so a step retried after it was
+stored is refused, never logged twice, and an engine ahead of its store finds out at its
+next step. Redis does not
 roll back a script that fails half way, so every script reads and validates first and
 writes only once nothing can fail any more (the step script checks that every spot bet in a
 round it settles has a result before its first write).
@@ -69,7 +72,9 @@ nothing, raising :class:`FencedOut`, if another engine has taken the table since
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
@@ -80,6 +85,8 @@ import msgspec
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import ResponseError
 
 from livetable import protocol as p
@@ -103,17 +110,20 @@ from livetable.engine.effects import (
     SetBetting,
     SettleRound,
 )
-from livetable.rules.fairness import ShoeRecord, ShoeRound
+from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
 from livetable.store.base import (
     AmountOverflow,
     AuditReport,
+    Head,
     InsufficientBalance,
+    OutOfStep,
     Settled,
     StepRefused,
     StoreError,
     Unanswered,
     UnknownPlayer,
     cursor_of,
+    out_of_step,
     surface_outages,
     take_in_batches,
 )
@@ -151,11 +161,86 @@ REDIS_OUTAGES: tuple[type[BaseException], ...] = (
     redis_errors.MasterDownError, OSError)
 
 
+def connection_pool(url: str, *, max_connections: int, timeout: float, retry: bool = True,
+                    **options: Any) -> BlockingConnectionPool:
+    """A pool of connections to ``url`` that retry a command on a dropped connection.
+
+    After a Redis restart or a failover every idle pooled connection is dead, and its next
+    command fails. redis-py retries only as the *connection* says: a ``retry`` given to
+    ``Redis(connection_pool=…)`` is ignored (the pool's own configuration is used, and
+    without one a pooled connection retries 0 times), so the retry goes on the pool's
+    connection options here — the one way every pool of livetable is made. A retry
+    reconnects and sends the command again: safe, every write is idempotent by its id or
+    refused as out of step (an engine step, :class:`~livetable.store.base.StepRefused`).
+    ``options``: the pool's other connection options (``socket_timeout``, …). Without
+    ``retry``, a pool whose connections fail at once: the bus's subscription (see
+    :class:`~livetable.bus.redis.RedisBus`).
+    """
+    if retry:
+        options.update(retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+                       retry_on_error=[redis_errors.ConnectionError,
+                                       redis_errors.TimeoutError])
+    return BlockingConnectionPool.from_url(url, max_connections=max_connections,
+                                           timeout=timeout, **options)
+
+
 def is_redis_outage(exc: BaseException) -> bool:
     """Whether ``exc`` (out of redis-py) says Redis cannot serve us now; also a server busy
     running a long script past ``busy-reply-threshold`` (a ``BUSY`` reply)."""
     return isinstance(exc, REDIS_OUTAGES) or (
         isinstance(exc, ResponseError) and str(exc).startswith("BUSY"))
+
+
+log = logging.getLogger("livetable.store.redis")
+
+
+class StoreIdentityChanged(redis_errors.ConnectionError):
+    """A new connection found Redis holding another store identity, or none: Redis came
+    back empty (a restart without persistence), or the URL now reaches another store.
+    Nothing is sent on that connection; to the callers it is an outage (StoreUnavailable),
+    so every write is refused — loudly — until an operator looks."""
+
+    def __init__(self, expected: str, found: str | None) -> None:
+        super().__init__(f"the store's identity changed (started on {expected}, a new "
+                         f"connection finds {found}): a wiped or different store; nothing "
+                         "is written to it")
+        self.expected = expected
+        self.found = found
+
+
+class IdentityCheck:
+    """Checks the store's identity on every new Redis connection, before anything is sent
+    on it (:meth:`on_connect`, a pool's ``redis_connect_func``).
+
+    Why on connect: a Redis that restarts empty drops every connection, so everything this
+    process writes afterwards goes through a new one. Checked only there, the check costs
+    one GET per connection, not per write, and no write of any kind (a script, a lease, a
+    new guest's account) can reach an empty Redis before it is noticed — where the periodic
+    audit took up to a minute, and wrote meanwhile. ``expected`` is set once the process
+    has read the identity it starts on (``Services.start``); before that nothing is checked.
+    """
+
+    def __init__(self, key: str = "") -> None:
+        self.key = key
+        self.expected: str | None = None
+        #: The identities already logged as found (each once: the callers retry often).
+        self._reported: set[str | None] = set()
+
+    async def on_connect(self, connection: Any) -> None:
+        """The pool's ``redis_connect_func`` (a coroutine function: redis-py awaits it only
+        if ``asyncio.iscoroutinefunction`` says so)."""
+        await connection.on_connect()
+        if self.expected is None or not self.key:
+            return
+        await connection.send_command("GET", self.key)
+        value = await connection.read_response()
+        found = None if value is None else _s(value)
+        if found != self.expected:
+            error = StoreIdentityChanged(self.expected, found)
+            if found not in self._reported:
+                self._reported.add(found)
+                log.error("%s", error)
+            raise error
 
 
 class FencedOut(StoreError):
@@ -225,6 +310,8 @@ class RedisStore:
         self.seal = seal
         #: table -> our fencing token; set by the table's lease holder (see FencedOut).
         self.fence_tokens: dict[str, int] = {}
+        #: table -> its head after the last step this store wrote (see out_of_step)
+        self._left: dict[str, Head] = {}
         #: Bets settled per script call (each call well under 20 ms of Redis time).
         self.settle_chunk = settle_chunk
         self._pending: list[tuple[SlipRequest, int, asyncio.Future[SlipAnswer]]] = []
@@ -239,6 +326,7 @@ class RedisStore:
         self._settle_chunk_script = client.register_script(
             _lua("ledger", "settle", "settle_chunk"))
         self._events_after_script = client.register_script(_lua("events_after"))
+        self._round_hold_script = client.register_script(_lua("round_hold"))
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX,
@@ -251,8 +339,7 @@ class RedisStore:
         The pool blocks when all ``max_connections`` are busy (a burst of bets waits its
         turn for up to ``pool_timeout`` seconds rather than failing).
         """
-        pool = BlockingConnectionPool.from_url(url, max_connections=max_connections,
-                                               timeout=pool_timeout)
+        pool = connection_pool(url, max_connections=max_connections, timeout=pool_timeout)
         return cls(Redis.from_pool(pool), prefix=prefix, event_retention=event_retention,
                    owns_client=True, seal=seal, settle_chunk=settle_chunk)
 
@@ -338,6 +425,11 @@ class RedisStore:
             table_tag(slip.table)
         except ValueError:
             return Rejection("unknown_round")
+        if slip.deposit is not None:  # a seamless slip's debit (this ledger is retiring:
+            # a call of its own, idempotent by id, as before)
+            with contextlib.suppress(UnknownPlayer):
+                await self.deposit(slip.deposit.transfer_id, slip.player_id,
+                                   slip.deposit.amount, slip.deposit.at)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[SlipAnswer] = loop.create_future()
         self._pending.append((slip, now, future))
@@ -369,7 +461,8 @@ class RedisStore:
     # --- engine steps ------------------------------------------------------------------
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Effect], now: int) -> list[Settled]:
+                          effects: list[Effect], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
         if any(isinstance(effect, SettleRound) for effect in effects):
             await self._unanswered.answered()  # slips that came before it go first
         k = self.keys
@@ -410,9 +503,11 @@ class RedisStore:
                              key(k.round_by_player(effect.table, effect.round_id))])
             else:
                 raise TypeError(f"unknown effect {effect!r}")
+        left = self._left.pop(table, None)  # unknown until this call answers
         args: list[bytes | str | int] = [
             "" if token is None else str(token), now, seal_state(self.seal, table, state),
-            msgspec.msgpack.encode(plan), self.event_retention, self.settle_chunk]
+            msgspec.msgpack.encode(plan), self.event_retention, self.settle_chunk,
+            *(("", "") if left is None else left), snapshot]
         for epoch, seq, frame in events:
             args += [epoch, seq, frame]
         try:
@@ -429,6 +524,15 @@ class RedisStore:
         if reply[0] == b"hold_taken":
             raise AccountError(f"round {_s(reply[1])}: its escrow account already exists as "
                                f"a {_s(reply[2])} account")
+        if reply[0] == b"out_of_step":
+            raise OutOfStep(out_of_step(table, (int(reply[1]), int(reply[2])), events, left)
+                            or f"table {table}: the step does not follow on")
+        if reply[0] == b"round_state":
+            raise OutOfStep(_refused_effect(effects[int(reply[1]) - 1], _s(reply[2])))
+        if events:
+            self._left[table] = (events[-1][0], events[-1][1])
+        elif left is not None:
+            self._left[table] = left
         return _settled_rows(reply[1])
 
     async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
@@ -454,6 +558,16 @@ class RedisStore:
     async def load_table(self, table: str) -> bytes | None:
         state = await self.redis.hget(self.keys.table_state(table), "state")
         return None if state is None else open_state(self.seal, table, _b(state))
+
+    async def load_snapshot(self, table: str) -> tuple[int, int, bytes] | None:
+        """The table's head ``(epoch, seq)`` and public snapshot as of its last step: what
+        a gateway catches up from. It needs no shoe key (gateways hold none); None before
+        the table's first step stored by this version."""
+        epoch, seq, snapshot = await self.redis.hmget(self.keys.table_state(table),
+                                                      ["epoch", "seq", "snapshot"])
+        if snapshot is None or epoch is None or seq is None:
+            return None
+        return int(epoch), int(seq), _b(snapshot)
 
     async def events_after(self, table: str, epoch: int, seq: int,
                            limit: int) -> list[bytes] | None:
@@ -539,10 +653,13 @@ class RedisStore:
             rounds.append(ShoeRound(
                 round_id=round_id, round_no=int(round_no or 0), state=state, dealt=dealt,
                 cards=json.loads(cards) if cards and state == "settled" else None))
+        # a cancelled round's dealt cards too: the record accounts for every slot
+        order = json.loads(info["order"])
+        rounds = publish_rounds(order, rounds)
         return ShoeRecord(shoe_id=shoe_id, table=info["table"], commitment=info["commitment"],
                           salt=info["salt"], cut_at=int(info["cut_at"]),
                           burn_card=info["burn_card"], burned=int(info["burned"]),
-                          order=json.loads(info["order"]), rounds=rounds,
+                          order=order, rounds=rounds,
                           ended_at=int(info["ended_at"]))
 
     async def audit(self) -> AuditReport:
@@ -558,6 +675,7 @@ class RedisStore:
         problems: list[str] = []
         index = {_s(rid): _s(table) for rid, table in (await r.hgetall(k.rounds)).items()}
         ended: set[str] = set()
+        open_rounds: list[str] = []
         round_ids = list(index)
         for start in range(0, len(round_ids), 1000):
             chunk = round_ids[start:start + 1000]
@@ -565,8 +683,11 @@ class RedisStore:
                 for rid in chunk:
                     pipe.hget(k.round_info(index[rid], rid), "state")
                 states = await pipe.execute()
-            ended.update(rid for rid, state in zip(chunk, states, strict=True)
-                         if state in (b"settled", b"cancelled"))
+            for rid, state in zip(chunk, states, strict=True):
+                if state in (b"settled", b"cancelled"):
+                    ended.add(rid)
+                else:
+                    open_rounds.append(rid)
 
         async with r.pipeline(transaction=True) as pipe:
             pipe.hgetall(k.balances)
@@ -614,6 +735,15 @@ class RedisStore:
             if held:
                 problems.append(f"hold:{rid} of an ended round still holds {held}")
 
+        # a round not ended holds exactly what its open bets took: each read in one script
+        # (bets still come while the audit runs)
+        for rid in open_rounds:
+            held, taken = await self._round_hold_script(
+                keys=[k.balances, k.bets, k.round_bets(index[rid], rid)], args=[f"hold:{rid}"])
+            if held != taken:
+                problems.append(f"hold:{rid} holds {held} but the round's open bets took "
+                                f"{taken}")
+
         stuck = 0
         async for _, data in r.hscan_iter(k.bets, count=1000):
             bet = _BET_DECODER.decode(_b(data))
@@ -633,6 +763,17 @@ class RedisStore:
     async def close(self) -> None:
         if self._owns_client:
             await self.redis.aclose()
+
+
+def _refused_effect(effect: Effect, state: str) -> str:
+    """Why step.lua refused ``effect`` of a round in ``state`` ('' = unknown round), in the
+    words of the SQLite store's refusal."""
+    round_id = getattr(effect, "round_id", "?")
+    if isinstance(effect, OpenRound):
+        return f"round {round_id} is {state}: it cannot open again"
+    to = (effect.status if isinstance(effect, SetBetting)
+          else "settling" if isinstance(effect, SettleRound) else "refunding")
+    return f"round {round_id} is {state or 'unknown'}: it cannot go {to}"
 
 
 def _slip_answer(slip: SlipRequest, reply: list[Any]) -> SlipAnswer:

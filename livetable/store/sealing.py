@@ -5,10 +5,18 @@ cards of the round being dealt. Stored in plain form (``tables.state`` in SQLite
 ``lt:table:{<t>}:state`` in Redis), anyone holding a copy of the database, a backup, the
 data directory or read access to Redis would predict every hand. So both stores keep the
 state *sealed*: encrypted and authenticated with AES-256-GCM (the ``cryptography``
-package) under a key that is not stored beside it. The key comes from
-``LIVETABLE_SHOE_KEY``, else the file ``LIVETABLE_SHOE_KEY_FILE``, else the signing secret
-(``LIVETABLE_SECRET`` or ``DATA_DIR/secret``) — see :meth:`livetable.config.Settings.state_key`;
-docs/security.md says where that key must live in production.
+package) under a key of its own, the *shoe key*: never the signing secret (which every
+gateway and everyone who runs ``livetable token`` holds), never in the database. It comes
+from ``LIVETABLE_SHOE_KEY``, else the file ``LIVETABLE_SHOE_KEY_FILE``, else a key file
+generated on the first start outside the data directory — see
+:meth:`livetable.config.Settings.state_key`; docs/security.md says where it must live in
+production, docs/operations.md how to back it up and rotate it.
+
+A seal holds a *key ring*: one key per line, the first seals, every one opens. That is how a
+key is rotated (a new first line seals from then on; the old lines still open what they
+sealed until every table has committed once under the new key) and how a state sealed with
+the signing secret by an older livetable is migrated (the secret is the ring's last key:
+opened once, resealed by the next commit with the shoe key).
 
 The seal works on whole state blobs at the store boundary (the stores call
 :func:`seal_state` in ``commit_step`` and :func:`open_state` in ``load_table``), so the
@@ -61,50 +69,68 @@ def _hkdf(master: bytes, info: bytes, length: int = 32) -> bytes:
 
 
 class StateSeal:
-    """Seals and opens engine states with keys derived from one master key."""
+    """Seals engine states with the first key of a key ring, opens them with any of its keys.
 
-    def __init__(self, master: bytes) -> None:
-        if not master:
+    ``keys``: one key per line (what a shoe key file holds); blank lines are skipped. Each
+    key has its own id, so a state names the key that sealed it.
+    """
+
+    def __init__(self, keys: bytes) -> None:
+        ring = [k.strip() for k in keys.split(b"\n") if k.strip()]
+        if not ring:
             raise ValueError("the state key is empty")
-        self._master = master
-        self.key_id = _hkdf(master, b"livetable engine state key id", KEY_ID_BYTES)
-        self._ciphers: dict[str, AESGCM] = {}
+        self._ring = ring
+        self._ids = [_hkdf(key, b"livetable engine state key id", KEY_ID_BYTES) for key in ring]
+        #: The id of the key that seals (the ring's first).
+        self.key_id = self._ids[0]
+        self._ciphers: dict[tuple[int, str], AESGCM] = {}
 
     @property
     def master(self) -> bytes:
-        """The master key (what the SQLite writer process seals with, store/writer.py)."""
-        return self._master
+        """The key ring, one key per line (what the SQLite writer process seals with,
+        store/writer.py)."""
+        return b"\n".join(self._ring)
 
-    def _cipher(self, table: str) -> AESGCM:
-        cipher = self._ciphers.get(table)
+    def _cipher(self, index: int, table: str) -> AESGCM:
+        cipher = self._ciphers.get((index, table))
         if cipher is None:
-            key = _hkdf(self._master, b"livetable engine state v1 " + table.encode())
-            cipher = self._ciphers[table] = AESGCM(key)
+            key = _hkdf(self._ring[index], b"livetable engine state v1 " + table.encode())
+            cipher = self._ciphers[index, table] = AESGCM(key)
         return cipher
 
     def seal(self, table: str, plain: bytes) -> bytes:
         nonce = os.urandom(NONCE_BYTES)
-        sealed = self._cipher(table).encrypt(nonce, plain, table.encode())
+        sealed = self._cipher(0, table).encrypt(nonce, plain, table.encode())
         return MAGIC + self.key_id + nonce + sealed
+
+    def sealed_with(self, stored: bytes) -> bytes:
+        """The id of the key a sealed state names."""
+        return stored[len(MAGIC):len(MAGIC) + KEY_ID_BYTES]
 
     def open(self, table: str, stored: bytes) -> bytes:
         if not stored.startswith(MAGIC):
             raise SealError(f"table {table!r}: the stored state is not a sealed state")
         head = len(MAGIC)
-        key_id = stored[head:head + KEY_ID_BYTES]
+        key_id = self.sealed_with(stored)
         nonce = stored[head + KEY_ID_BYTES:head + KEY_ID_BYTES + NONCE_BYTES]
-        if key_id != self.key_id:
+        if key_id not in self._ids:
             raise SealError(
                 f"table {table!r}: the stored state was sealed with another key (key id "
-                f"{key_id.hex()}, this process has {self.key_id.hex()}): start with the "
-                "LIVETABLE_SHOE_KEY / LIVETABLE_SHOE_KEY_FILE / LIVETABLE_SECRET it was "
-                "written with")
+                f"{key_id.hex()}, this process has {', '.join(i.hex() for i in self._ids)}): "
+                "start with the shoe key (LIVETABLE_SHOE_KEY / LIVETABLE_SHOE_KEY_FILE) it "
+                "was written with, or add that key to the ring (docs/operations.md)")
+        index = self._ids.index(key_id)
         try:
-            return self._cipher(table).decrypt(
+            plain = self._cipher(index, table).decrypt(
                 nonce, stored[head + KEY_ID_BYTES + NONCE_BYTES:], table.encode())
         except InvalidTag:
             raise SealError(f"table {table!r}: the stored state does not authenticate "
                             "(damaged, or changed outside livetable)") from None
+        if index:
+            log.warning("table %s: its state was sealed with an older key (key id %s); it "
+                        "is sealed with the shoe key (key id %s) from the next step on",
+                        table, key_id.hex(), self.key_id.hex())
+        return plain
 
 
 def is_plain(stored: bytes) -> bool:

@@ -38,6 +38,7 @@ from livetable.engine.effects import Effect, SettleRound
 from livetable.rules.fairness import ShoeRecord
 from livetable.store.base import (
     AuditReport,
+    Head,
     Settled,
     StoreUnavailable,
     Unanswered,
@@ -88,6 +89,8 @@ class SQLiteStore:
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="livetable-sqlite")
         self._pending: list[tuple[SlipRequest, int, asyncio.Future[SlipAnswer]]] = []
         self._unanswered = Unanswered()
+        #: table -> its head after the last step this store wrote (see out_of_step)
+        self._left: dict[str, Head] = {}
         self._draining: asyncio.Task[None] | None = None
         #: Why the last write failed as an outage (a full disk, the file locked), until a
         #: write succeeds: reads may still work meanwhile, so this is what readiness asks.
@@ -182,11 +185,20 @@ class SQLiteStore:
     # --- engine steps ------------------------------------------------------------------
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Effect], now: int) -> list[Settled]:
+                          effects: list[Effect], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
+        # ``snapshot`` is for gateways of other processes (Redis): the embedded gateway
+        # runs beside its engine.
         if any(isinstance(effect, SettleRound) for effect in effects):
             await self._unanswered.answered()  # slips that came before it go first
-        return await self._run(c.CommitStep(table, state, events, effects, now,
-                                            self.settle_chunk))
+        left = self._left.pop(table, None)  # unknown until this call answers
+        settled = await self._run(c.CommitStep(table, state, events, effects, now,
+                                               self.settle_chunk, left))
+        if events:
+            self._left[table] = (events[-1][0], events[-1][1])
+        elif left is not None:
+            self._left[table] = left
+        return settled
 
     async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
         return await self._run(c.SettlePending(table, now, self.settle_chunk))
@@ -195,6 +207,18 @@ class SQLiteStore:
 
     async def load_table(self, table: str) -> bytes | None:
         return await self._run(c.LoadTable(table))
+
+    async def load_snapshot(self, table: str) -> tuple[int, int, bytes] | None:
+        """The table's head and public snapshot (what a Redis bus catches a gateway up
+        from). The embedded store keeps no snapshot of its own: it is the engine state's,
+        opened here, in the one process that holds the shoe key anyway."""
+        from livetable.engine import TableEngine
+
+        state = await self.load_table(table)
+        if state is None:
+            return None
+        engine = TableEngine.from_bytes(state)
+        return engine.state.epoch, engine.state.seq, p.encode(engine.snapshot())
 
     async def events_after(self, table: str, epoch: int, seq: int,
                            limit: int) -> list[bytes] | None:

@@ -9,7 +9,8 @@
 //
 // After a reload the console asks the server for the cards entered so far this round
 // (`round_cards`: answered to dealer consoles only, in manual mode). A mis-scan is voided
-// with `correct_cards`, which needs a supervisor's approval (their token, scanned here).
+// with `correct_cards`, which needs a supervisor's approval: a one-time code a supervisor's
+// console gets with `approve_correction` (this table, this round, this count; 120 s).
 // Hotkeys: Alt+O open, Alt+C close, Alt+R reveal, Alt+P pause/resume (by key position, so
 // they work with a Thai or Hindi keyboard layout too).
 //
@@ -96,6 +97,13 @@ async function main() {
   });
   $("#mode").addEventListener("change", () => command({ type: "set_mode", auto: $("#mode").checked }));
   $("#start-shoe").addEventListener("click", () => command({ type: "start_shoe" }));
+  // The betting time is the dealer's choice for this console: kept across a reload.
+  const seconds = $("#betting-seconds");
+  const kept = readBettingSeconds();
+  if (kept) seconds.value = String(kept);
+  seconds.addEventListener("change", () => {
+    try { localStorage.setItem(BETTING_KEY, String(Math.round(Number(seconds.value)))); } catch { /* private mode */ }
+  });
   $("#open").addEventListener("click", () => {
     const s = Math.max(1, Math.round(Number($("#betting-seconds").value) || 15));
     command({ type: "open_betting", betting_ms: s * 1000 });
@@ -111,6 +119,10 @@ async function main() {
   });
   $("#card-form").addEventListener("submit", (e) => { e.preventDefault(); sendCard(); });
   $("#correction-form").addEventListener("submit", (e) => { e.preventDefault(); sendCorrection(); });
+  $("#approve").addEventListener("click", () => {
+    const count = Math.max(1, Math.min(13, Math.round(Number($("#correction-count").value) || 1)));
+    command({ type: "approve_correction", count });
+  });
   $("#presenter-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const name = $("#presenter-name").value.trim();
@@ -185,6 +197,25 @@ function askEnteredCards() {
   if (st && st.mode === "manual" && st.round_id && !["idle", "settled", "cancelled"].includes(st.phase)) {
     command({ type: "round_cards" });
   }
+}
+
+const BETTING_KEY = "livetable.dealer.bettingSeconds";
+function readBettingSeconds() {
+  let v = 0;
+  try { v = Number(localStorage.getItem(BETTING_KEY)); } catch { /* private mode */ }
+  return Number.isFinite(v) && v >= 3 && v <= 120 ? v : 0;
+}
+
+/** The answer to a command, next to the controls that sent it: the correction's in its
+ * own panel, every other one under the round's buttons (the log keeps them all). */
+function feedback(cmdType, kind, text) {
+  if (cmdType === "card" || cmdType === "round_cards" || cmdType === "ping") return;
+  const el = $(cmdType === "correct_cards" ? "#correction-feedback" : "#round-feedback");
+  el.textContent = text;
+  el.dataset.kind = kind;
+  el.hidden = false;
+  clearTimeout(el._timer);
+  el._timer = setTimeout(() => { el.hidden = true; }, kind === "error" ? 20_000 : 8_000);
 }
 
 function sendCorrection() {
@@ -322,9 +353,15 @@ function onMessage(msg) {
       lastScanned = last ? last.card : null;
       lastPlaced = last ? { card: last.card, slot: last.slot, n: last.n } : null;
       log("ack", `✓ ${t("dealer.entered_count", { n: entered.length })}`);
+    } else if (msg.cmd === "approve_correction") {
+      // A one-time code for this round and count, shown for the dealer's console (never kept).
+      $("#approval-code").value = d.approval || "";
+      log("ack", `✓ ${t("dealer.approval_issued", { n: d.count, round: d.round_id })}`);
+      announce(t("dealer.approval_issued", { n: d.count, round: d.round_id }));
     } else if (msg.cmd === "correct_cards") {
       const voided = (d.voided || []).map((v) => `${v.card} (${slotName(v.slot)}${v.n ? ` · ${t("dealer.card_n", { n: v.n })}` : ""})`);
       log("ack", `✓ ${t("dealer.voided", { cards: voided.join(", ") })}`);
+      feedback("correct_cards", "ack", `✓ ${t("dealer.voided", { cards: voided.join(", ") })}`);
       announce(t("dealer.voided", { cards: voided.join(", ") }));
       $("#card-warning").hidden = true;
       askEnteredCards();
@@ -339,11 +376,13 @@ function onMessage(msg) {
       announce(`${card} → ${where}`);
     } else if (d.awaiting) {
       log("ack", `✓ ${cmdName(msg.cmd)} — ${t("dealer.awaiting_opening")}`);
+      feedback(msg.cmd, "ack", `✓ ${cmdName(msg.cmd)} — ${t("dealer.awaiting_opening")}`);
       announce(t("dealer.awaiting_opening"));
       $("#placed").dataset.awaiting = "1";
     } else {
-      const extra = d.mode ? `: ${t(`mode.${d.mode}`)}` : Object.keys(d).length ? ` ${JSON.stringify(d)}` : "";
+      const extra = d.mode ? `: ${t(`mode.${d.mode}`)}` : Object.keys(d).length ? ` — ${Object.entries(d).map(([k, v]) => `${k} ${Array.isArray(v) ? v.join(" ") : v}`).join(", ")}` : "";
       log("ack", `✓ ${cmdName(msg.cmd)}${extra}`);
+      feedback(msg.cmd, "ack", `✓ ${cmdName(msg.cmd)}${extra}`);
     }
     if (msg.cmd === "set_mode" && st && cmd) st.mode = cmd.auto ? "auto" : "manual";  // mode_changed says so too
     render();
@@ -355,6 +394,7 @@ function onMessage(msg) {
     const text = t("dealer.error", { cmd: cmd ? cmdName(cmd.type) : "?", code: msg.code,
       message: known === `dealer.err.${msg.code}` ? msg.message || "" : `${known} (${msg.message || ""})` });
     log("error", `✗ ${text}`);
+    if (cmd) feedback(cmd.type, "error", `✗ ${text}`);
     announce(text, { urgent: true });
     if (cmd && cmd.type === "card") {
       $("#card-error").hidden = false;
@@ -384,7 +424,7 @@ function describe(ev) {
     case "betting_closed": return t("phase.dealing");
     case "card_dealt": return t("dealer.ev_dealt", { slot: slotName(ev.to), n: ev.n });
     case "hand_revealed": return `${spotName(ev.hand)}: ${ev.cards.join(" ")} — ${handLabel(ev.value)}`;
-    case "round_settled": return t("dealer.ev_settled") + " " + (ev.results || []).map((r) => `${spotName(r.hand)} ${t(`result.${r.outcome}`)}${r.odds === 2 && r.outcome !== "tie" ? " 2:1" : ""}`).join(", ");
+    case "round_settled": return t("dealer.ev_settled") + " " + (ev.results || []).map((r) => `${spotName(r.hand)} ${t(`result.${r.outcome}`)}${r.odds > 1 && r.outcome !== "tie" ? ` ${r.odds}:1` : ""}`).join(", ");
     case "round_cancelled": return t("banner.cancelled", { reason: ev.reason || "—" });
     case "cards_voided": return t("dealer.ev_voided", { n: ev.count, dealer: ev.dealer, supervisor: ev.supervisor });
     case "shoe_shuffling": return t("banner.new_shoe");
@@ -444,6 +484,7 @@ function render() {
   $("#correct").disabled = !correctable;
   $("#correction-count").max = String(Math.max(1, entered.length));
   $("#approval-field").hidden = !!(me && me.kind === "supervisor");
+  $("#issue-approval").hidden = !(me && me.kind === "supervisor");
   $("#correction").hidden = st.mode !== "manual";
   renderEntered();
   const next = nextReveal();

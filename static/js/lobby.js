@@ -1,6 +1,7 @@
-// The lobby: every table with its phase, countdown and a small roadmap, kept live by one
-// viewer websocket per table (no token: viewers need none), with the HTTP list as the
-// starting point and as the fallback while a socket is down.
+// The lobby: every table with its phase, countdown, players online, who deals and a small
+// roadmap, kept live by one viewer websocket per table (no token: viewers need none; the
+// server's presence frames bring the count), with the HTTP list as the starting point and
+// as the fallback while a socket is down.
 
 import { t, onLangChange } from "./i18n.js";
 import { $, h, money, initPage, connectionBadge } from "./common.js";
@@ -57,8 +58,11 @@ function watch(id, entry) {
   });
   conn.addEventListener("event", (e) => { applyEvent(entry.st, e.detail); renderCard(id); });
   conn.addEventListener("message", (e) => {
-    if (e.detail.type !== "dealer_changed") return;
-    entry.dealer = { name: e.detail.name, photo: e.detail.photo || null };
+    if (e.detail.type === "dealer_changed") {
+      entry.dealer = { name: e.detail.name, photo: e.detail.photo || null };
+    } else if (e.detail.type === "presence") {
+      entry.online = e.detail.online;  // counting this lobby's own viewer connection
+    } else return;
     renderCard(id);
   });
   conn.addEventListener("state", (e) => { entry.connState = e.detail.state; renderBadge(entry); });
@@ -78,8 +82,10 @@ function buildCard(id) {
       h("span", { class: "phase", "data-testid": `lobby-phase-${id}` }),
       h("span", { class: "lobby-card__round" }),
       h("span", { class: "lobby-card__limits" }),
-      h("span", { class: "lobby-card__dealer presenter small", "data-testid": `lobby-dealer-${id}`, hidden: true }),
       badge),
+    h("div", { class: "lobby-card__meta" },
+      h("span", { class: "online lobby-card__online", "data-testid": `lobby-online-${id}`, hidden: true }),
+      h("span", { class: "lobby-card__dealer", "data-testid": `lobby-dealer-${id}` })),
     h("div", { class: "lobby-card__roadmap", "data-testid": `lobby-roadmap-${id}` }),
     h("a", { class: "btn btn--primary", href: `table.html?table=${encodeURIComponent(id)}`,
       "data-testid": `join-${id}` }));
@@ -94,11 +100,17 @@ function renderCard(id) {
   el.querySelector(".lobby-card__round").textContent = st.round_no ? t("table.round", { n: st.round_no }) : "";
   el.querySelector(".lobby-card__limits").textContent =
     t("lobby.limits", { min: money(st.limits.min), max: money(st.limits.max) });
-  const { dealer } = tables.get(id);
-  const who = el.querySelector(".lobby-card__dealer");
-  who.hidden = !dealer;
-  who.textContent = dealer ? t("chat.dealing", { name: dealer.name }) : "";
   renderRoadmap(el.querySelector(".lobby-card__roadmap"), st.roadmap, { limit: 14, compact: true });
+  const entry = tables.get(id);
+  const online = el.querySelector(".lobby-card__online");
+  online.hidden = typeof entry.online !== "number";
+  online.dataset.online = online.hidden ? "" : String(entry.online);
+  if (!online.hidden) online.textContent = t("lobby.online", { n: money(entry.online) });
+  // who deals: the presenter signed in at the console, else how the table is dealt
+  const who = el.querySelector(".lobby-card__dealer");
+  who.classList.toggle("presenter", Boolean(entry.dealer));
+  who.textContent = entry.dealer ? t("chat.dealing", { name: entry.dealer.name })
+    : st.mode === "manual" ? t("mode.manual") : t("lobby.auto_dealer");
   renderBadge(tables.get(id));
   const join = el.querySelector("a.btn");
   join.textContent = t("lobby.join");

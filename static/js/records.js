@@ -24,13 +24,19 @@ const HANDS = ["P1", "P2", "P3", "P4", "P5", "BANKER"];
 let rows = [];
 let next = null;
 let loading = false;
+// The server's totals of each day and round shown (GET /api/bets): over all the player's
+// bets, not only the rows loaded here (a day, or a round, can span pages).
+const dayTotals = new Map();
+const roundTotals = new Map();
 const rounds = new Map(); // round_id → round view | "open" | "error" | Promise
 
 async function main() {
   initPage({ active: "records" });
   onLangChange(renderAll);
   $("#more").addEventListener("click", () => load(next));
-  $("#reload").addEventListener("click", () => { rows = []; next = null; rounds.clear(); load(null); });
+  $("#reload").addEventListener("click", () => {
+    rows = []; next = null; rounds.clear(); dayTotals.clear(); roundTotals.clear(); load(null);
+  });
   $("#records-filter").addEventListener("submit", (e) => { e.preventDefault(); applyFilter(); });
   $("#filter-clear").addEventListener("click", () => { $("#from").value = ""; $("#to").value = ""; renderAll(); });
   await load(null);
@@ -59,15 +65,16 @@ async function load(before) {
     status.textContent = t("records.no_player");
     return false;
   }
-  if (g.player) $("#records-player").textContent = t("records.player", { name: g.player.name || g.player.id });
   if (loading) return false;
   loading = true;
   status.textContent = t("records.loading");
   try {
-    const q = new URLSearchParams({ limit: String(PAGE) });
+    const q = new URLSearchParams({ limit: String(PAGE), tz: String(-new Date().getTimezoneOffset()) });
     if (before) q.set("before", before);
     const res = await getJSON(`/api/bets?${q}`, { token: g.token });
     rows = rows.concat(res.bets || []);
+    for (const [day, sum] of Object.entries(res.days || {})) dayTotals.set(day, sum);
+    for (const [round, sum] of Object.entries(res.rounds || {})) roundTotals.set(round, sum);
     next = res.next || null;
     status.textContent = rows.length ? "" : t("records.empty");
   } catch (e) {
@@ -116,7 +123,7 @@ function dayLabel(key) {
   return new Date(y, m - 1, d).toLocaleDateString(loc, { weekday: "short", year: "numeric", month: "short", day: "numeric" });
 }
 
-const withholdingOf = (b) => (isPairSpot(b.spot) ? 0 : b.amount);
+const withholdingOf = (b) => b.deducted - b.amount;  // the server's deducted, less the bet
 const isSettled = (b) => b.state !== "accepted";
 const netOf = (b) => b.net ?? (isSettled(b) && b.returned !== null && b.returned !== undefined ? b.returned - b.deducted : null);
 
@@ -147,12 +154,19 @@ function grouped() {
   return days;
 }
 
+function renderPlayer() {
+  const g = storedGuest();
+  $("#records-player").textContent = g && g.player
+    ? t("records.player", { name: g.player.name || g.player.id }) : "";
+}
+
 function renderAll() {
+  renderPlayer();  // in the language of the moment (renderAll follows a language switch)
   const body = [];
   const days = grouped();
   for (const [key, byRound] of days) {
     const all = [...byRound.values()].flat();
-    const sum = totals(all);
+    const sum = dayTotals.get(key) || totals(all);
     body.push(h("tbody", { class: "records__day" }, h("tr", {
       class: "day-total", "data-testid": "day-total", "data-date": key, "data-bets": String(sum.bets),
       "data-deducted": String(sum.deducted), "data-returned": String(sum.returned), "data-net": String(sum.net),
@@ -171,7 +185,7 @@ function renderAll() {
 
 function roundGroup(roundId, list) {
   const first = list[0];
-  const sum = totals(list);
+  const sum = roundTotals.get(roundId) || totals(list);
   const cards = h("div", { class: "round-cards", "data-testid": "round-cards" });
   const head = h("tr", { class: "round-head", "data-testid": "record-round", "data-round-id": roundId },
     h("th", { colspan: "9", scope: "rowgroup" },
@@ -217,7 +231,10 @@ function handCell(cards) {
   return h("span", { class: "hand-cell" },
     h("span", { class: "cards-inline" }, ...cards.map((c) => cardEl(c, { small: true }))),
     h("span", { class: "small", "data-testid": "record-value", "data-value": e ? e.value : "",
-      text: e ? handLabel(e.value) : "" }));
+      text: e ? handLabel(e.value) : "" }),
+    // what makes a 2:1 (a special pattern): said on the hand, as on the felt
+    e && e.flush ? h("span", { class: "tag tag--flush", "data-testid": "record-tag", "data-tag": "flush", text: t("tag.flush") }) : null,
+    e && e.pair ? h("span", { class: "tag tag--pair", "data-testid": "record-tag", "data-tag": "pair", text: t("tag.pair") }) : null);
 }
 
 function td(labelKey, content, cls) {
@@ -269,7 +286,7 @@ function roundHands(r) {
   hands.sort((a, b) => HANDS.indexOf(a[0]) - HANDS.indexOf(b[0]));
   return hands.filter(([hand]) => HANDS.includes(hand)).map(([hand, cards]) => {
     const res = results[hand];
-    const odds = res && res.odds === 2 && res.outcome !== "tie" ? " 2:1" : "";
+    const odds = res && res.odds > 1 && res.outcome !== "tie" ? ` ${res.odds}:1` : "";
     return h("div", { class: "small round-hand", "data-testid": "round-hand", "data-hand": hand },
       h("div", { text: spotName(hand) + (res ? ` — ${t(`result.${res.outcome}`)}${odds}` : "") }),
       handCell(cards));

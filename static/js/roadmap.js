@@ -8,7 +8,7 @@ import { POSITIONS } from "./state.js";
 
 function cellLabel(roundNo, pos, r) {
   const parts = [t("roadmap.round", { n: roundNo }), spotName(pos), t(`outcome.${r.outcome}`)];
-  if (r.odds === 2 && r.outcome !== "tie") parts.push("2:1");
+  if (r.odds > 1 && r.outcome !== "tie") parts.push(`${r.odds}:1`);
   if (r.flush) parts.push(t("roadmap.flush"));
   if (r.pair) parts.push(t("roadmap.pair"));
   return parts.join(", ");
@@ -39,8 +39,8 @@ export function roadmapCell(r, label) {
  */
 export function renderRoadmap(container, roadmap, { limit = 0, compact = false } = {}) {
   const entries = limit ? roadmap.slice(-limit) : roadmap;
-  if (!entries.length && !compact) {
-    container.replaceChildren(h("p", { class: "roadmap__empty", text: t("roadmap.empty") }));
+  if (!entries.length) {  // no rounds yet: a sentence, not five labels over nothing
+    container.replaceChildren(h("p", { class: "roadmap__empty", "data-testid": "roadmap-empty", text: t("roadmap.empty") }));
     return null;
   }
   const grid = h("div", { class: "roadmap__grid", role: "table", "aria-label": t("roadmap.title") });

@@ -8,10 +8,26 @@ export const PAIR_SPOTS = POSITIONS.map((p) => `${p}_PAIR`);
 export const SPOTS = [...PLAYER_SPOTS, ...PAIR_SPOTS];
 
 export const isPairSpot = (spot) => spot.endsWith("_PAIR");
-/** What a bet of `amount` on `spot` takes from the balance: bet + withholding, or the bet. */
-export const deductedFor = (spot, amount) => (isPairSpot(spot) ? amount : 2 * amount);
+
+// The rules' multiples and odds are the server's (the snapshot's `payouts`, from
+// livetable.rules): the page holds no copy of them, so a rule changed there is changed here.
+// Until a snapshot has come, nothing is known and nothing can be bet.
+let payouts = null;
+/** The server's multiples and odds, once a snapshot brought them (else null). */
+export const rulesPayouts = () => payouts;
+/** What a bet of 1 on `spot` takes from the balance (bet + withholding, or the bet). */
+export const deductedMultiple = (spot) =>
+  (payouts ? (isPairSpot(spot) ? payouts.pair_deducted : payouts.player_deducted) : NaN);
+/** What a bet of `amount` on `spot` takes from the balance. */
+export const deductedFor = (spot, amount) => amount * deductedMultiple(spot);
+/** The odds a spot is paid at, as the spot shows them: "11:1", "1:1 · 2:1". */
+export function spotOdds(spot) {
+  if (!payouts) return "";
+  return isPairSpot(spot) ? `${payouts.pair_odds}:1` : payouts.player_odds.map((o) => `${o}:1`).join(" · ");
+}
 
 export function fromSnapshot(s) {
+  if (s.payouts) payouts = s.payouts;
   const hands = {};
   for (const h of s.hands || []) hands[h.hand] = h;
   return {
@@ -110,7 +126,9 @@ export function applyEvent(st, ev) {
       if (ev.last_round) st.cut_card_out = true;
       st.opens_at = ev.opens_at ?? null;
       if (!st.roadmap.some((r) => r.round_id === ev.round_id)) {
-        st.roadmap.push({ round_id: ev.round_id, round_no: st.round_no, results: st.results });
+        const b = st.hands.BANKER;  // as the server's roadmap has it (for the statistics)
+        st.roadmap.push({ round_id: ev.round_id, round_no: st.round_no, results: st.results,
+          banker: b ? { value: b.value, points: b.points, pair: b.pair, flush: b.flush } : undefined });
         sortRoadmap(st.roadmap);
       }
       break;

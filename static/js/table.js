@@ -22,7 +22,8 @@ import { t, lang, onLangChange } from "./i18n.js";
 import { $, $$, h, money, currencyDecimals, setCurrency, signed, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
 import { Connection } from "./conn.js";
 import { serverNow } from "./clock.js";
-import { fromSnapshot, applyEvent, POSITIONS, SPOTS, isPairSpot, deductedFor } from "./state.js";
+import { fromSnapshot, applyEvent, POSITIONS, SPOTS, isPairSpot, deductedFor, spotOdds, rulesPayouts } from "./state.js";
+import { renderStats } from "./stats.js";
 import { cardEl, cardBackEl } from "./cards.js";
 import { renderRoadmap, roadmapLegend } from "./roadmap.js";
 import { getJSON, ensureGuest, storedGuest, forgetGuest, rememberPlayer, newBetId } from "./api.js";
@@ -30,6 +31,7 @@ import { noteSnapshot, noteTableEvent } from "./verify.js";
 import { mountVideo } from "./video.js";
 import { mountChat } from "./chat.js";
 import { launchedToken, forgetSession, withCurrency } from "./operator.js";
+import { bindAtmosphere, play, say, audioContext } from "./atmosphere.js";
 
 const CHIP_VALUES = [5, 10, 25, 50, 100, 500, 1000, 5000, 10000];
 const RESUME_WINDOW_MS = 2500;
@@ -75,6 +77,7 @@ let resumeWindow = null;    // {settled: [], timer} while a reconnect's replay a
 let catchUpHead = null;     // welcome's head seq until a live event (seq > head) arrives
 const seenSettled = new Set(); // bet_ids whose bet_settled this page has handled
 let newShoeUntil = 0;        // an auto shoe shuffles at once: show "new shoe" for a moment
+let online = null;           // players online at the table (the server's presence frame)
 
 // ---------------------------------------------------------------- bootstrap
 
@@ -104,6 +107,9 @@ async function main() {
   conn = new Connection({ path: "/ws", table: tableId, token: () => token });
   mountVideo(conn, $("#felt"));  // the table's video; reveals and results in step with it
   mountChat(conn, $("#chat"), { presenter: $("#presenter") });  // the chat, who deals
+  $("#chat").append(h("button", { type: "button", class: "btn btn--small chat__close", id: "chat-close",
+    "data-testid": "close-chat", "data-i18n": "tabs.close", text: t("tabs.close") }));
+  $("#chat-close").addEventListener("click", () => showChat(false));
   bindConnection(conn);
   conn.addEventListener("welcome", (e) => onWelcome(e.detail.msg, e.detail.reconnect));
   conn.addEventListener("event", (e) => onTableEvent(e.detail));
@@ -150,6 +156,7 @@ function buildLayout() {
     writePref(PREF_AUTO_CONFIRM, auto.checked ? "1" : "0");
   });
   $("#guest-reset").addEventListener("click", resetGuest);
+  bindAtmosphere({ effects: $("#atmo-effects"), countdown: $("#atmo-countdown"), voice: $("#atmo-voice") });
 
   $("#btn-undo").addEventListener("click", undo);
   $("#btn-clear").addEventListener("click", clearDraft);
@@ -157,6 +164,36 @@ function buildLayout() {
   $("#btn-double").addEventListener("click", double);
   $("#btn-confirm").addEventListener("click", confirmBets);
   $("#resume-dismiss").addEventListener("click", () => { $("#resume-summary").hidden = true; });
+  $("#btn-roadmap").addEventListener("click", () => showRoadmap(document.body.dataset.sheet !== "roadmap"));
+  $("#roadmap-close").addEventListener("click", () => showRoadmap(false));
+  $("#btn-chat").addEventListener("click", () => showChat(document.body.dataset.sheet !== "chat"));
+}
+
+/** "Chat" on a phone: held upright the panel is below the betting screen (scrolled to);
+ * held sideways it is a sheet beside the video (opened and closed). */
+function showChat(open) {
+  if (open) document.body.dataset.sheet = "chat";
+  else if (document.body.dataset.sheet === "chat") delete document.body.dataset.sheet;
+  $("#btn-chat").setAttribute("aria-expanded", open ? "true" : "false");
+  $("#btn-roadmap").setAttribute("aria-expanded", "false");
+  if (open) {
+    $("#chat").scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+    $("[data-testid=chat-input]").focus({ preventScroll: true });
+  } else $("#btn-chat").focus({ preventScroll: true });
+}
+
+/** "Roadmap & stats" on a phone: held upright the panel is just below the betting screen
+ * (scrolled to); held sideways it is a sheet over the video (opened and closed). */
+function showRoadmap(open) {
+  if (open) document.body.dataset.sheet = "roadmap";
+  else delete document.body.dataset.sheet;
+  $("#btn-roadmap").setAttribute("aria-expanded", open ? "true" : "false");
+  $("#btn-chat").setAttribute("aria-expanded", "false");
+  const panel = $("#roadmap-panel");
+  if (open) {
+    panel.scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+    panel.focus({ preventScroll: true });
+  } else $("#btn-roadmap").focus({ preventScroll: true });
 }
 
 function handBox(hand) {
@@ -172,6 +209,7 @@ function spotButton(spot, n, pair) {
     "data-testid": `spot-${spot}`, "data-spot": spot,
   },
   h("span", { class: "spot__name" }),
+  pair ? h("span", { class: "spot__kind", "data-i18n": "spot.kind_pair", text: t("spot.kind_pair") }) : null,
   h("span", { class: "spot__odds" }),
   h("span", { class: "spot__stake", "data-testid": `stake-${spot}` }));
   b.addEventListener("click", () => placeChip(spot));
@@ -208,12 +246,16 @@ function buildChips() {
 }
 
 /** Grey out the chips the balance cannot cover (left after the draft): a chip that fits
- * only as a Pair bet (1×, not the Player bet's 2×) is half-greyed. */
+ * only as a Pair bet (which deducts less than a Player bet, with its withholding) is
+ * half-greyed. The multiples are the server's (state.js). */
 function renderChips() {
   const left = available() - deducted(bets.draft);
   for (const b of $$("#chips .chip")) {
     const v = Number(b.dataset.value);
-    const kind = !player ? "all" : v > left ? "none" : 2 * v > left ? "pair" : "all";
+    const pairNeeds = deductedFor("P1_PAIR", v);
+    const playerNeeds = deductedFor("P1", v);
+    const kind = !player ? "all" : Math.min(pairNeeds, playerNeeds) > left ? "none"
+      : playerNeeds > left ? "pair" : "all";
     b.dataset.affordable = kind;
     b.setAttribute("aria-disabled", kind === "none" ? "true" : "false");
     const note = kind === "none" ? t("chip.unaffordable", { amount: money(v) })
@@ -259,7 +301,7 @@ function onWelcome(msg, reconnect) {
   if (!msg.resumed || !st) {
     const before = st;
     st = fromSnapshot(snap);
-    if (before && before.round_id !== st.round_id) newRoundBets(st.round_id);
+    if (before && before.round_id !== st.round_id) newRoundBets(st.round_id, { away: !!reconnect });
     if (!before) bets.round_id = st.round_id;
     if (!reconnect) restoreFromRecord();
   } else {
@@ -306,6 +348,7 @@ function onFatal(err) {
 function onTableEvent(ev) {
   if (catchUpHead !== null && ev.seq > catchUpHead) catchUpHead = null;  // live from here
   if (!st) return;
+  const live = catchUpHead === null;  // no sounds or call-outs for what is caught up on
   const prevRound = st.round_id;
   applyEvent(st, ev);
   noteTableEvent(ev);  // shoe_started: keep its commitment; shoe_revealed: offer to verify
@@ -313,10 +356,15 @@ function onTableEvent(ev) {
     case "round_opened":
       if (ev.round_id !== prevRound) newRoundBets(ev.round_id);
       announce(t("announce.betting_open", { n: ev.round_no }));
+      if (live) say(t("voice.place_bets"));
       break;
     case "betting_closed":
       closeDrafts();
       announce(t(`phase.${st.phase}`));
+      if (live) say(t("voice.no_more_bets"));
+      break;
+    case "card_dealt":
+      if (live) play("card");
       break;
     case "shoe_shuffling":
       announce(t("banner.new_shoe"));
@@ -327,9 +375,11 @@ function onTableEvent(ev) {
     case "hand_revealed":
       justRevealed = ev.hand;
       announce(`${spotName(ev.hand)}: ${handLabel(ev.value)}`);
+      if (live) play("flip");
       break;
     case "round_settled":
       announce(resultsSentence(ev.results));
+      if (live) say(resultsSentence(ev.results));
       // the operator's balance once its credit is in (it is sent right after settlement)
       if (player && player.currency) setTimeout(() => conn.send({ type: "get_balance" }), 1500);
       break;
@@ -356,6 +406,7 @@ function sendSlip(slipId, ps) {
 function onPrivate(msg) {
   switch (msg.type) {
     case "slip_accepted":  // each bet of the slip, as its own acceptance
+      hideToast("#bet-warning");  // a warning about an earlier draft no longer holds
       for (const b of msg.bets) {
         onPrivate({ type: "bet_accepted", bet_id: b.bet_id, round_id: msg.round_id, spot: b.spot,
           amount: b.amount, deducted: b.deducted, balance: msg.balance });
@@ -427,6 +478,9 @@ function onPrivate(msg) {
     case "balance":
       setBalance(msg.balance);
       break;
+    case "presence":  // players online at the table (docs/protocol.md)
+      online = typeof msg.online === "number" ? msg.online : null;
+      break;
     case "bets":
       break;
     case "error":
@@ -461,8 +515,8 @@ function onOtherTabBalance(m) {
   render();
 }
 
-function newRoundBets(roundId) {
-  closeDrafts();  // a round that ended unseen (say, while reconnecting) still says so
+function newRoundBets(roundId, { away = false } = {}) {
+  closeDrafts({ away });  // a round that ended unseen (say, while reconnecting) still says so
   if (Object.keys(bets.confirmed).length) bets.last = { ...bets.confirmed };
   bets.round_id = roundId;
   bets.confirmed = {};
@@ -473,6 +527,8 @@ function newRoundBets(roundId) {
   bets.autoTried = null;
   justRevealed = null;
   hideWin();
+  // "While you were away" is about rounds gone by: its balance is stale once one opens.
+  $("#resume-summary").hidden = true;
 }
 
 // When this browser last saw the table live: bets settled after it were settled while
@@ -626,6 +682,7 @@ function placeChip(spot) {
   if (!canBet()) { warn(whyNoBet()); return; }
   const next = { ...bets.draft, [spot]: (bets.draft[spot] || 0) + chip };
   if (setDraft(next, { announceIt: false })) {
+    play("chip");
     announce(t("announce.placed", { spot: spotName(spot), amount: money(next[spot]),
       deducted: money(deducted(next)) }));
   }
@@ -685,14 +742,17 @@ function confirmBets({ auto = false } = {}) {
 
 /** The countdown ended on chips that were never confirmed: they were not placed. Say so,
  * and keep them on their spots, marked, until the next round. */
-function closeDrafts() {
+function closeDrafts({ away = false } = {}) {
   const entries = Object.entries(bets.draft).filter(([, a]) => a > 0);
   bets.draft = {};
   bets.history = [];
   if (!entries.length) return;
   for (const [spot, amount] of entries) bets.unplaced[spot] = (bets.unplaced[spot] || 0) + amount;
   const list = entries.map(([spot, amount]) => `${spotName(spot)} ${money(amount)}`).join(", ");
-  notice(t("notice.not_placed", { bets: list }), { kind: "warn" });
+  // Auto-confirm would have sent them: only a connection down at the close kept it from it
+  // (the close is learnt from a reconnect's replay or its snapshot), not the player.
+  const missed = prefs.autoConfirm && (away || catchUpHead !== null || !(conn && conn.online));
+  notice(t(missed ? "notice.not_placed_auto" : "notice.not_placed", { bets: list }), { kind: "warn" });
   render();
 }
 
@@ -715,6 +775,7 @@ function toast(id, text, ms, urgent) {
 }
 
 function warn(text) { toast("#bet-warning", text, 6000, true); }
+function hideToast(id) { const el = $(id); clearTimeout(el._timer); el.hidden = true; }
 function showError(text) { toast("#bet-error", text, 10000, true); }
 function notice(text, { kind = "info" } = {}) {
   $("#bet-notice").dataset.kind = kind;
@@ -779,9 +840,18 @@ function render() {
   renderRoadmap($("#roadmap"), st.roadmap);
   const n = st.roadmap.length;
   $("#roadmap-count").textContent = t(n === 1 ? "roadmap.count_one" : "roadmap.count", { n });
+  renderStats($("#stats"), st.roadmap);
+  renderOnline();
   renderLimits();
   renderSound();
   renderConnection();
+}
+
+function renderOnline() {
+  const el = $("#online");
+  el.hidden = online === null;
+  el.dataset.online = online === null ? "" : String(online);
+  if (online !== null) el.textContent = t(online === 1 ? "online.count_one" : "online.count", { n: money(online) });
 }
 
 /** The limits of each kind of bet, on the felt. */
@@ -819,6 +889,11 @@ function tickCountdown() {
     const s = Math.ceil(ms / 1000);
     el.textContent = ms > 0 ? t("countdown.seconds", { s }) : t("countdown.closing");
     el.dataset.state = ms > 0 ? (s <= 5 ? "urgent" : "open") : "closed";
+    // the last five seconds, one tick each (a longer tone for the last), when turned on
+    if (ms > 0 && s <= 5 && el._ticked !== `${st.round_id}:${s}`) {
+      el._ticked = `${st.round_id}:${s}`;
+      play(s === 1 ? "last" : "tick");
+    }
     if (!el._total || el._round !== st.round_id) { el._total = Math.max(ms, 1000); el._round = st.round_id; }
     bar.style.transform = `scaleX(${Math.min(1, ms / el._total)})`;
     bar.parentElement.hidden = false;
@@ -884,8 +959,8 @@ function renderHands() {
     const res = $(`#result-${hand}`);
     const r = resultOf[hand];
     if (r) {
-      const oddsApply = r.odds === 2 && r.outcome !== "tie";
-      res.textContent = t(`result.${r.outcome}`) + (oddsApply ? " 2:1" : "");
+      const oddsApply = r.odds > 1 && r.outcome !== "tie";  // the higher odds: say them
+      res.textContent = t(`result.${r.outcome}`) + (oddsApply ? ` ${r.odds}:1` : "");
       res.dataset.outcome = r.outcome;
       res.dataset.odds = String(r.odds);
       res.className = `result result--${r.outcome}`;
@@ -907,7 +982,7 @@ function renderSpots() {
     const n = spot.slice(1, 2);
     const pair = isPairSpot(spot);
     b.querySelector(".spot__name").textContent = spotName(spot);
-    b.querySelector(".spot__odds").textContent = pair ? "11:1" : t("spot.odds_player");
+    b.querySelector(".spot__odds").textContent = spotOdds(spot);
     const confirmed = bets.confirmed[spot] || 0;
     const pend = pendingOn(spot);
     const draft = bets.draft[spot] || 0;
@@ -915,16 +990,22 @@ function renderSpots() {
     const stake = b.querySelector(".spot__stake");
     // Four looks: confirmed (gold), sent and unanswered (pending: striped, "sending"),
     // draft (white, "+"), and chips the countdown ended on (struck through, "not placed").
-    stake.replaceChildren();
-    if (confirmed) stake.append(h("span", { class: "stake stake--confirmed", text: money(confirmed) }));
-    if (pend) {
-      stake.append(h("span", { class: "stake stake--pending", title: t("spot.pending"),
-        text: (confirmed ? "+" : "") + money(pend) }));
-    }
-    if (draft) stake.append(h("span", { class: "stake stake--draft", text: (confirmed + pend ? "+" : "") + money(draft) }));
-    if (unplaced) {
-      stake.append(h("span", { class: "stake stake--unplaced", "data-testid": `unplaced-${spot}`,
-        text: `${money(unplaced)} ${t("spot.not_placed")}` }));
+    // Drawn again only when they change: a chip just put down drops onto the spot once.
+    const sig = [confirmed, pend, draft, unplaced, lang()].join("|");
+    if (stake.dataset.sig !== sig) {
+      const dropped = draft > Number(stake.dataset.draft || 0) ? " stake--new" : "";
+      stake.dataset.sig = sig;
+      stake.replaceChildren();
+      if (confirmed) stake.append(h("span", { class: "stake stake--confirmed", text: money(confirmed) }));
+      if (pend) {
+        stake.append(h("span", { class: "stake stake--pending", title: t("spot.pending"),
+          text: (confirmed ? "+" : "") + money(pend) }));
+      }
+      if (draft) stake.append(h("span", { class: `stake stake--draft${dropped}`, text: (confirmed + pend ? "+" : "") + money(draft) }));
+      if (unplaced) {
+        stake.append(h("span", { class: "stake stake--unplaced", "data-testid": `unplaced-${spot}`,
+          text: `${money(unplaced)} ${t("spot.not_placed")}` }));
+      }
     }
     stake.dataset.confirmed = String(confirmed);
     stake.dataset.pending = String(pend);
@@ -934,7 +1015,8 @@ function renderSpots() {
     b.classList.toggle("spot--has-bet", confirmed + pend + draft > 0);
     b.classList.toggle("spot--pending", pend > 0);
     b.setAttribute("aria-disabled", open ? "false" : "true");
-    const parts = [spotName(spot), pair ? t("spot.aria_pair") : t("spot.aria_player")];
+    const parts = [spotName(spot), pair ? t("spot.aria_pair", { odds: rulesPayouts()?.pair_odds ?? "" })
+      : t("spot.aria_player", { multiple: deductedFor(spot, 1) })];
     if (confirmed) parts.push(t("spot.aria_confirmed", { amount: money(confirmed) }));
     if (pend) parts.push(t("spot.aria_pending", { amount: money(pend) }));
     if (draft) parts.push(t("spot.aria_draft", { amount: money(draft) }));
@@ -963,12 +1045,12 @@ function renderControls() {
   summary.dataset.stake = String(stake);
   summary.dataset.deducted = String(need);
   if (!hasDraft) {
-    summary.textContent = open ? t("bet.hint") : whyNoBetSoft();
+    summary.textContent = open ? t("bet.hint", { multiple: deductedFor("P1", 1) }) : whyNoBetSoft();
   } else {
     const playerPart = sum(bets.draft, (s, a) => (isPairSpot(s) ? 0 : a));
     const pairPart = stake - playerPart;
     const parts = [];
-    if (playerPart) parts.push(t("bet.player_part", { stake: money(playerPart), deducted: money(2 * playerPart) }));
+    if (playerPart) parts.push(t("bet.player_part", { stake: money(playerPart), deducted: money(deductedFor("P1", playerPart)) }));
     if (pairPart) parts.push(t("bet.pair_part", { stake: money(pairPart) }));
     summary.textContent = `${t("bet.deducts", { deducted: money(need) })} (${parts.join(" + ")}) · ` +
       t("bet.after", { balance: money(available() - need) });
@@ -983,6 +1065,8 @@ function whyNoBetSoft() {
   if (!token || !player) return t("warn.viewer");
   if (conn && !conn.online) return t("warn.offline");
   if (st.phase === "betting") return t("countdown.closing");
+  // paused while taking bets: they are taken again in this round, not the next
+  if (st.phase === "paused" && st.resume_phase === "betting") return t("bet.paused_resumes");
   return t("bet.wait");
 }
 
@@ -997,7 +1081,7 @@ function renderWallet() {
   $("#in-play").dataset.value = String(amount);
   // A demo guest who can no longer afford the smallest bet may start again.
   const lim = st ? st.limits : { min: 10, pair_min: 10 };
-  const smallest = Math.min(lim.pair_min ?? lim.min, 2 * lim.min);
+  const smallest = Math.min(deductedFor("P1_PAIR", lim.pair_min ?? lim.min), deductedFor("P1", lim.min));
   $("#guest-reset").hidden = !(token && storedGuest() && player.balance < smallest && !amount
     && !Object.keys(bets.draft).length);
 }
@@ -1085,10 +1169,7 @@ function toggleSound() {
 
 /** Browsers let a page make sound only after a gesture: the click that turns it on. */
 function unlockAudio() {
-  try {
-    audio = audio || new AudioContext();
-    if (audio.state === "suspended") audio.resume();
-  } catch { audio = null; }
+  audio = audioContext();  // the page's one AudioContext (atmosphere.js)
 }
 
 /** A short rising arpeggio made on the spot (no sound file to download). */
@@ -1173,7 +1254,9 @@ function renderBanners() {
   last.hidden = !(st.last_round || st.cut_card_out) || st.phase === "idle";
   if (!last.hidden) last.textContent = t("banner.last_round");
   const shoe = $("#banner-shoe");
-  shoe.hidden = !(st.shuffling || Date.now() < newShoeUntil);
+  // "next round opens once the opening card is out": true until the shoe's first round
+  // opens (round_no 0 between shoe_started and round_opened), never while one is open
+  shoe.hidden = !(st.shuffling || (Date.now() < newShoeUntil && !st.round_no));
   if (!shoe.hidden) shoe.textContent = t("banner.new_shoe");
   const viewer = $("#banner-viewer");
   viewer.hidden = !!(token && player);
@@ -1183,7 +1266,7 @@ function renderBanners() {
 // ---------------------------------------------------------------- sentences
 
 function resultsSentence(results) {
-  return (results || []).map((r) => `${spotName(r.hand)}: ${t(`result.${r.outcome}`)}${r.odds === 2 && r.outcome !== "tie" ? " 2:1" : ""}`).join("; ");
+  return (results || []).map((r) => `${spotName(r.hand)}: ${t(`result.${r.outcome}`)}${r.odds > 1 && r.outcome !== "tie" ? ` ${r.odds}:1` : ""}`).join("; ");
 }
 
 function settledSentence(s) {

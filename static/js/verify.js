@@ -6,9 +6,14 @@
 //   * remembers every commitment the page saw announced (localStorage), so that the check
 //     can prove the order was fixed before the bets, not merely that the record agrees
 //     with itself;
+//   * remembers every hand this browser saw revealed (localStorage, from the table page);
 //   * checks a revealed shoe exactly as `livetable verify-shoe` does (livetable/rules/
-//     fairness.py): the hash (crypto.subtle), 8 full decks, the opening card and its burns,
-//     and every round's cards as the next slots of the order in the dealing order;
+//     fairness.py check_shoe — the same rule, kept identical and tested against it in
+//     tests/e2e/test_verify_shoe.py): the hash (crypto.subtle), 8 full decks, the opening
+//     card and its burns, and every round's published cards as the next slots of the order
+//     in the dealing order — a record that leaves a slot unaccounted for (a round without
+//     cards) does not verify; then, in the browser only, that the record is the shoe asked
+//     for and that every hand this browser saw revealed is in it as revealed;
 //   * renders verify.html?shoe=<id>, and offers links to it: on the table page when a shoe
 //     ends, and in the Bet Record next to a bet whose shoe has ended.
 // The pages call three small hooks: noteSnapshot(snapshot), noteTableEvent(ev) (table page)
@@ -39,6 +44,34 @@ export function rememberCommitment(shoeId, commitment) {
   try { localStorage.setItem(SEEN_KEY, JSON.stringify(seen)); } catch { /* private mode */ }
 }
 
+const REVEALS_KEY = "livetable.reveals";
+const REVEALS_MAX = 500;  // rounds
+
+function seenReveals() {
+  try { return JSON.parse(localStorage.getItem(REVEALS_KEY) || "{}") || {}; } catch { return {}; }
+}
+
+/** Keep a hand this browser saw revealed: round id → {hand: cards} (the latest REVEALS_MAX
+ * rounds). The verify page holds the server's record of the shoe to them. */
+export function rememberReveal(roundId, hand, cards) {
+  if (!roundId || !hand || !Array.isArray(cards)) return;
+  const seen = seenReveals();
+  const round = seen[roundId] || {};
+  delete seen[roundId];
+  round[hand] = cards;
+  seen[roundId] = round;
+  const ids = Object.keys(seen);
+  for (const id of ids.slice(0, Math.max(0, ids.length - REVEALS_MAX))) delete seen[id];
+  try { localStorage.setItem(REVEALS_KEY, JSON.stringify(seen)); } catch { /* private mode */ }
+}
+
+/** The reveals this browser saw of the rounds of `shoeId` (round id → {hand: cards}). */
+export function revealsOf(shoeId) {
+  const all = seenReveals();
+  return Object.fromEntries(Object.entries(all).filter(([id]) => id.startsWith(`${shoeId}.`)
+    && /^\d+$/.test(id.slice(shoeId.length + 1))));
+}
+
 /** Hook: a table snapshot (welcome, lobby) — remember its shoe's commitment. */
 export function noteSnapshot(snap) {
   if (snap) rememberCommitment(snap.shoe_id, snap.shoe_commitment);
@@ -47,6 +80,7 @@ export function noteSnapshot(snap) {
 /** Hook: a table event — remember commitments; when a shoe ends, offer to verify it. */
 export function noteTableEvent(ev) {
   if (ev.type === "shoe_started") rememberCommitment(ev.shoe_id, ev.commitment);
+  if (ev.type === "hand_revealed") rememberReveal(ev.round_id, ev.hand, ev.cards);
   if (ev.type === "shoe_revealed") showEndedShoe(ev.shoe_id);
 }
 
@@ -120,13 +154,16 @@ export async function sha256Hex(text) {
 
 /**
  * Check a revealed shoe. Returns {ok, checks: [{key, ok, params}], rounds: [{round, ok,
- * problems}]} — the same rules as livetable/rules/fairness.py check_shoe.
+ * problems}]} — the same rules as livetable/rules/fairness.py check_shoe; and, given
+ * `asked` (the shoe id the page asked for) and `reveals` (what this browser saw, see
+ * revealsOf), the two checks only a browser that watched the table can make.
  */
-export async function checkShoe(shoe, seenCommitment) {
+export async function checkShoe(shoe, seenCommitment, asked = null, reveals = null) {
   const checks = [];
   const add = (key, ok, params = {}) => checks.push({ key, ok, params });
   const order = Array.isArray(shoe.order) ? shoe.order : [];
   const computed = await sha256Hex(`${shoe.salt}:${shoe.cut_at}:${order.join(",")}`);
+  if (asked !== null) add("verify.check.id", shoe.shoe_id === asked, { id: asked });
   add("verify.check.hash", computed === shoe.commitment && /^[0-9a-f]{64}$/.test(shoe.salt || ""),
     { computed });
   if (seenCommitment) add("verify.check.seen", seenCommitment === shoe.commitment);
@@ -150,14 +187,18 @@ export async function checkShoe(shoe, seenCommitment) {
     if (over) cutOk = false;
     const dealt = Number.isInteger(r.dealt) ? r.dealt : -1;
     if (dealt < 0 || dealt > ROUND_CARDS || at + dealt > order.length) problems.push("cards taken");
+    if (!["settled", "cancelled"].includes(r.state)) problems.push("state");
     if (r.state === "settled" && dealt !== ROUND_CARDS) problems.push("cards taken");
-    if (r.cards) {
+    if (!r.cards || typeof r.cards !== "object") {
+      problems.push("unpublished");  // a slot of the order left unaccounted for
+    } else {
       const slots = order.slice(at, at + Math.max(0, dealt));
       for (const [k, hand] of HANDS.entries()) {
         const want = [slots[1 + k], slots[7 + k]].filter((c) => c !== undefined);
-        const got = r.cards[hand] || [];
-        if (got.length !== want.length || got.some((c, j) => c !== want[j])) problems.push(hand);
+        const got = r.cards[hand];
+        if (!Array.isArray(got) || got.length !== want.length || got.some((c, j) => c !== want[j])) problems.push(hand);
       }
+      if (Object.keys(r.cards).some((k) => !HANDS.includes(k))) problems.push("hands");
     }
     cutOut = cutOut || (at <= shoe.cut_at && shoe.cut_at < at + Math.max(0, dealt));
     over = cutOut;
@@ -166,6 +207,20 @@ export async function checkShoe(shoe, seenCommitment) {
   });
   add("verify.check.rounds", rounds.every((r) => r.ok));
   add("verify.check.cut", cutOk);
+  const watched = Object.entries(reveals || {});
+  if (watched.length) {
+    // Every hand this browser saw revealed is in the record, in a settled round, as seen.
+    const byId = new Map((shoe.rounds || []).map((r) => [r.round_id, r]));
+    const differ = watched.filter(([id, hands]) => {
+      const r = byId.get(id);
+      return !r || r.state !== "settled" || !r.cards || Object.entries(hands).some(([hand, cards]) =>
+        !Array.isArray(r.cards[hand]) || r.cards[hand].join(",") !== cards.join(","));
+    }).map(([id]) => id);
+    for (const r of rounds) {
+      if (differ.includes(r.round.round_id)) { r.ok = false; r.problems.push("seen"); }
+    }
+    add("verify.check.reveals", differ.length === 0, { n: watched.length });
+  }
   const ok = checks.every((c) => c.ok);
   return { ok, checks, rounds, seen: !!seenCommitment };
 }
@@ -197,7 +252,7 @@ async function page() {
     return;
   }
   const seen = seenCommitments()[shoeId] || null;
-  const result = await checkShoe(shoe, seen);
+  const result = await checkShoe(shoe, seen, shoeId, revealsOf(shoeId));
   show(() => [
     h("p", { class: `banner ${result.ok ? "banner--info" : "banner--bad"}`, "data-testid": "verify-result",
       "data-ok": String(result.ok), text: t(result.ok ? "verify.ok" : "verify.bad", { id: shoeId }) }),
@@ -211,7 +266,7 @@ async function page() {
     `${t("verify.round", { n: round.round_no })}: `,
     round.state === "settled"
       ? HANDS.map((k) => `${spotName(k)} ${(round.cards && round.cards[k] || []).join(" ")}`).join(" · ")
-      : t("verify.cancelled", { n: round.dealt }),
+      : `${t("verify.cancelled", { n: round.dealt })}: ${HANDS.map((k) => `${spotName(k)} ${(round.cards && round.cards[k] || []).join(" ")}`).join(" · ")}`,
     ` — ${ok ? t("verify.round_ok") : `${t("verify.round_bad")} (${problems.map((p) => (HANDS.includes(p) ? spotName(p) : p)).join(", ")})`}`))),
   ]);
 }

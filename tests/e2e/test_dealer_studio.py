@@ -13,6 +13,7 @@ With ``LIVETABLE_SCREENSHOTS`` set, the screenshots of docs/dealer.md are writte
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,7 @@ def style(page: Page, test_id: str) -> dict[str, str]:
         "return {opacity: s.opacity, border: s.borderTopStyle, cursor: s.cursor}; }"))
 
 
-def test_a_studio_round_with_a_correction_a_reload_and_hotkeys(
+def test_a_studio_round_with_a_correction_a_reload_and_hotkeys(  # noqa: PLR0915 -- one studio round, told in order
     server: Server, context: BrowserContext, page_errors: list[str]
 ) -> None:
     table = server.api("/api/tables")["tables"][-1]["id"]
@@ -98,13 +99,34 @@ def test_a_studio_round_with_a_correction_a_reload_and_hotkeys(
         expect(dealer.get_by_test_id("dealer-entered-card")).to_have_count(4)
         shot(dealer, "dealer-twice.png")
 
-        # The correction needs a supervisor: refused without, done with their badge.
+        # The correction needs a supervisor: refused without, refused with their token (a
+        # login is not an approval), done with the one-time code their console issues.
         dealer.get_by_test_id("dealer-correct").click()
         expect(dealer.get_by_test_id("dealer-log")).to_contain_text(
             "A supervisor must approve a correction")
         assert len(entered(dealer)) == 4
         dealer.get_by_test_id("dealer-approval").fill(
             server.dealer_token("supervisor", table, name="Sue"))
+        dealer.get_by_test_id("dealer-correct").click()
+        expect(dealer.get_by_test_id("dealer-log")).to_contain_text(
+            "That approval is not valid for this correction")
+        assert len(entered(dealer)) == 4
+        supervisor = context.new_page()
+        supervisor.goto(f"{server.url}dealer.html")
+        supervisor.get_by_test_id("dealer-token").fill(
+            server.dealer_token("supervisor", "*", name="Sue"))  # the table picker shows
+        supervisor.get_by_test_id("dealer-login").click()
+        supervisor.get_by_test_id("dealer-table").select_option(table)
+        expect(supervisor.get_by_test_id("conn-state")).to_have_attribute("data-state",
+                                                                          "online")
+        expect(supervisor.get_by_test_id("dealer-approval-field")).to_be_hidden()
+        supervisor.get_by_test_id("dealer-correction-count").fill("1")
+        supervisor.get_by_test_id("dealer-approve").click()
+        code = supervisor.get_by_test_id("dealer-approval-code")
+        expect(code).to_have_text(re.compile(r"^A\."))
+        expect(supervisor.get_by_test_id("dealer-log")).to_contain_text("Approval for 1 card")
+        dealer.get_by_test_id("dealer-approval").fill(code.text_content() or "")
+        supervisor.close()
         dealer.get_by_test_id("dealer-correct").click()
         expect(dealer.get_by_test_id("dealer-log")).to_contain_text("Voided: KS (Player 3")
         expect(dealer.get_by_test_id("dealer-entered-card")).to_have_count(3)

@@ -56,6 +56,15 @@ def end_the_shoe(ws: ClientConnection) -> None:
     raise AssertionError("the table was never between rounds")
 
 
+def watch_a_round(page: Page, shoe_id: str) -> None:
+    """Until the table page has seen a round of ``shoe_id`` revealed to its Banker (the
+    roadmap alone may come from the snapshot, of rounds this browser never watched)."""
+    page.wait_for_function(
+        """(shoe) => Object.entries(JSON.parse(localStorage.getItem('livetable.reveals')
+             || '{}')).some(([id, hands]) => id.startsWith(shoe + '.') && hands.BANKER)""",
+        arg=shoe_id, timeout=60_000)
+
+
 def test_the_browser_verifies_an_ended_shoe(server: Server, page: Page,
                                             dealer: ClientConnection,
                                             page_errors: list[str]) -> None:
@@ -64,8 +73,8 @@ def test_the_browser_verifies_an_ended_shoe(server: Server, page: Page,
     tp.wait_online()
     snap = get_json(f"{server.url}api/tables/{TABLE}")
     shoe_id = snap["shoe_id"]
-    # A settled round in this shoe first, so that there are cards to check.
-    expect(page.get_by_test_id("rm-cell").first).to_be_visible(timeout=60_000)
+    # A round of this shoe watched to its end first, so that there are cards to check.
+    watch_a_round(page, shoe_id)
     end_the_shoe(dealer)
 
     link = page.get_by_test_id("verify-shoe-link")
@@ -76,7 +85,11 @@ def test_the_browser_verifies_an_ended_shoe(server: Server, page: Page,
     expect(result).to_have_attribute("data-ok", "true", timeout=20_000)
     # Every check passed, including the commitment this browser saw before the bets.
     checks = page.get_by_test_id("verify-check")
-    assert checks.evaluate_all("(els) => els.map((e) => e.dataset.ok)") == ["true"] * 6
+    assert checks.evaluate_all("(els) => els.map((e) => e.dataset.check)") == [
+        "verify.check.id", "verify.check.hash", "verify.check.seen", "verify.check.decks",
+        "verify.check.opening", "verify.check.rounds", "verify.check.cut",
+        "verify.check.reveals"]
+    assert checks.evaluate_all("(els) => els.map((e) => e.dataset.ok)") == ["true"] * 8
     expect(page.locator('[data-check="verify.check.seen"]')).to_have_attribute("data-ok", "true")
     record = get_json(f"{server.url}api/shoes/{shoe_id}")
     expect(page.get_by_test_id("verify-commitment")).to_have_text(record["commitment"])
@@ -101,3 +114,114 @@ def test_the_browser_verifies_an_ended_shoe(server: Server, page: Page,
     bad = page.locator(f'[data-testid="verify-round"][data-round-id="{settled["round_id"]}"]')
     expect(bad).to_have_attribute("data-ok", "false")
     assert page_errors == []
+
+
+def served(page: Page, shoe_id: str, record: dict[str, Any]) -> Any:
+    """Serve ``record`` as the server's answer for ``shoe_id``; reload the verify page."""
+    page.unroute(f"**/api/shoes/{shoe_id}")
+    page.route(f"**/api/shoes/{shoe_id}", lambda route: route.fulfill(
+        status=200, content_type="application/json", body=json.dumps(record)))
+    page.reload()
+    result = page.get_by_test_id("verify-result")
+    expect(result).not_to_have_attribute("data-ok", "", timeout=20_000)
+    return page.locator("[data-testid=verify-check]").evaluate_all(
+        "(els) => Object.fromEntries(els.map((e) => [e.dataset.check, e.dataset.ok === 'true']))")
+
+
+def test_the_verify_page_refuses_a_record_that_skips_a_slot_or_another_shoe(
+        server: Server, page: Page, dealer: ClientConnection, page_errors: list[str]) -> None:
+    """Issue 25, attack 3: a round's cards set to null, or the round called cancelled, and
+    verify.html still said fair. Now a record must account for every slot; the page also
+    holds it to the hands this browser saw revealed, and to the shoe it asked for."""
+    tp = TablePage(page, server.url)
+    tp.open(TABLE)
+    tp.wait_online()
+    shoe_id = get_json(f"{server.url}api/tables/{TABLE}")["shoe_id"]
+    watch_a_round(page, shoe_id)
+    end_the_shoe(dealer)
+    record = get_json(f"{server.url}api/shoes/{shoe_id}")
+    watched = page.evaluate("JSON.parse(localStorage.getItem('livetable.reveals') || '{}')")
+    seen = [r for r in record["rounds"] if r["round_id"] in watched]
+    assert seen and all(r["state"] == "settled" for r in seen)
+    for r in seen:  # what this browser kept is what the record says
+        assert all(r["cards"][hand] == cards for hand, cards in watched[r["round_id"]].items())
+    page.goto(f"{server.url}verify.html?shoe={shoe_id}")
+    expect(page.get_by_test_id("verify-result")).to_have_attribute("data-ok", "true",
+                                                                   timeout=20_000)
+    victim = seen[0]["round_id"]
+
+    def forged(change: Any) -> dict[str, Any]:
+        copy: dict[str, Any] = json.loads(json.dumps(record))
+        change(copy, next(r for r in copy["rounds"] if r["round_id"] == victim))
+        return copy
+
+    # one round's cards set to null: a slot of the order unaccounted for
+    checks = served(page, shoe_id, forged(lambda s, r: r.update(cards=None)))
+    assert checks["verify.check.rounds"] is False and checks["verify.check.reveals"] is False
+    bad = page.locator(f'[data-testid="verify-round"][data-round-id="{victim}"]')
+    expect(bad).to_have_attribute("data-ok", "false")
+    # the round called cancelled, its cards those the order deals (consistent in itself):
+    # this browser saw it revealed and settled
+    checks = served(page, shoe_id, forged(lambda s, r: r.update(state="cancelled")))
+    assert checks["verify.check.rounds"] is True  # the order's rule alone cannot tell…
+    assert checks["verify.check.reveals"] is False  # …what this browser saw can
+    expect(page.get_by_test_id("verify-result")).to_have_attribute("data-ok", "false")
+    expect(bad).to_have_attribute("data-ok", "false")
+    # another shoe's record (renamed through and through): not the shoe asked for
+    other = json.loads(json.dumps(record).replace(f'"{shoe_id}.', '"t9.9.'))
+    other["shoe_id"] = "t9.9"
+    checks = served(page, shoe_id, other)
+    assert checks["verify.check.id"] is False and checks["verify.check.hash"] is True
+    assert page_errors == []
+
+
+def test_the_page_and_verify_shoe_apply_one_rule(server: Server, page: Page,
+                                                 dealer: ClientConnection) -> None:
+    """The browser's check (static/js/verify.js) and ``livetable verify-shoe``
+    (rules/fairness.py) are one rule written twice: on the same records, tampered in every
+    way the unit tests tamper, they agree."""
+    import msgspec
+
+    from livetable.rules.fairness import ShoeRecord, check_shoe
+
+    tp = TablePage(page, server.url)
+    tp.open(TABLE)
+    tp.wait_online()
+    shoe_id = get_json(f"{server.url}api/tables/{TABLE}")["shoe_id"]
+    watch_a_round(page, shoe_id)
+    end_the_shoe(dealer)
+    record = get_json(f"{server.url}api/shoes/{shoe_id}")
+    settled = next(i for i, r in enumerate(record["rounds"]) if r["state"] == "settled")
+
+    def variant(change: Any) -> dict[str, Any]:
+        copy: dict[str, Any] = json.loads(json.dumps(record))
+        change(copy, copy["rounds"][settled])
+        return copy
+
+    def swap_banker(s: dict[str, Any], r: dict[str, Any]) -> None:
+        first, second = r["cards"]["BANKER"]
+        r["cards"]["BANKER"] = [second, first] if first != second else ["9S", "9H"]
+
+    records = {
+        "as served": record,
+        "cards null": variant(lambda s, r: r.update(cards=None)),
+        "called cancelled, cards null": variant(lambda s, r: r.update(state="cancelled",
+                                                                    cards=None)),
+        "called cancelled": variant(lambda s, r: r.update(state="cancelled")),
+        "no ended state": variant(lambda s, r: r.update(state="betting")),
+        "a hand missing": variant(lambda s, r: r["cards"].pop("P5")),
+        "a hand that is none": variant(lambda s, r: r["cards"].update(P6=["AS", "AH"])),
+        "Banker swapped": variant(swap_banker),
+        "12 cards taken": variant(lambda s, r: r.update(dealt=12)),
+        "the salt changed": variant(lambda s, r: s.update(salt="00" * 32)),
+        "burned miscounted": variant(lambda s, r: s.update(burned=(s["burned"] or 0) + 1)),
+    }
+    page.goto(f"{server.url}verify.html")
+    for name, rec in records.items():
+        python = check_shoe(msgspec.json.decode(json.dumps(rec), type=ShoeRecord)) == []
+        browser = page.evaluate(
+            "async (rec) => (await (await import('./js/verify.js')).checkShoe(rec, null)).ok",
+            rec)
+        assert browser == python, (name, python, browser)
+    assert [n for n, rec in records.items() if check_shoe(msgspec.json.decode(
+        json.dumps(rec), type=ShoeRecord)) == []] == ["as served", "called cancelled"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from layout import SPOTS, overlaps, show_win, uncovered
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 from procutil import free_port, stop
 from table_page import Server, get_json, livetable_command, wait_until
@@ -311,8 +312,8 @@ def test_chromium_plays_h264_and_vp9_in_fmp4_hls(studio: tuple[Server, MediaServ
 
 def test_screenshots_of_the_table_with_video(studio: tuple[Server, MediaServer],
                                              browser: Browser, tmp_path: Path) -> None:
-    """docs/screenshots/table-video*.png (LIVETABLE_SCREENSHOTS=docs/screenshots refreshes
-    them, as in test_screenshots.py)."""
+    """docs/screenshots/table-video*.png: a desktop, and a phone upright and sideways
+    (LIVETABLE_SCREENSHOTS=docs/screenshots refreshes them, as in test_screenshots.py)."""
     server, _ = studio
     target = os.environ.get("LIVETABLE_SCREENSHOTS")
     out = (ROOT / target) if target and not Path(target).is_absolute() else Path(target or tmp_path)
@@ -321,8 +322,12 @@ def test_screenshots_of_the_table_with_video(studio: tuple[Server, MediaServer],
         ("table-video.png", {"viewport": {"width": 1440, "height": 900}}),
         ("table-video-phone.png", {"viewport": {"width": 390, "height": 844}, "is_mobile": True,
                                    "has_touch": True, "device_scale_factor": 2}),
+        ("table-video-phone-landscape.png", {"viewport": {"width": 844, "height": 390},
+                                             "is_mobile": True, "has_touch": True,
+                                             "device_scale_factor": 2}),
     ):
-        ctx = browser.new_context(locale="en-US", **options)
+        ctx = browser.new_context(locale="en-US", reduced_motion="reduce",
+                                  **options)
         ctx.add_init_script(WATCH)
         try:
             page = ctx.new_page()
@@ -332,7 +337,85 @@ def test_screenshots_of_the_table_with_video(studio: tuple[Server, MediaServer],
             page.wait_for_function(
                 "document.querySelectorAll('[data-revealed=\"1\"]').length >= 2", timeout=60_000)
             page.wait_for_timeout(300)
-            page.screenshot(path=str(out / name), full_page=name.endswith("phone.png"))
+            page.screenshot(path=str(out / name))  # a phone: its one betting screen
         finally:
             ctx.close()
         assert (out / name).stat().st_size > 10_000
+
+
+# --- the phone-first table (issue 28): one screen to bet in, upright and sideways ----------
+
+PHONE_VIEWS = {
+    "portrait": {"viewport": {"width": 390, "height": 844}},
+    "landscape": {"viewport": {"width": 844, "height": 390}},
+}
+
+
+def test_a_phone_bets_in_one_screen_with_the_video(studio: tuple[Server, MediaServer],
+                                                   browser: Browser) -> None:
+    """Upright (390×844) and sideways (844×390), in English, Thai and Hindi, with the table's
+    video playing: every bet spot, the chips and Confirm are on screen while betting, with
+    nothing over them and no scrolling; the drawn cards are on screen at the reveal; the
+    video fills the width (upright) or the screen (sideways); the "You win" pill covers no
+    hand; the roadmap is one tap away."""
+    server, _ = studio
+    pages: dict[tuple[str, str], Page] = {}
+    contexts = []
+    try:
+        for view, options in PHONE_VIEWS.items():
+            for lang in ("en", "th", "hi"):
+                ctx = browser.new_context(is_mobile=True, has_touch=True, locale="en-US",
+                                          reduced_motion="reduce", **options)  # type: ignore[arg-type]
+                ctx.add_init_script(f"localStorage.setItem('livetable.lang', '{lang}')")
+                contexts.append(ctx)
+                page = ctx.new_page()
+                page.goto(f"{server.url}table.html?table=t1")
+                pages[(view, lang)] = page
+        for page in pages.values():
+            expect(page.get_by_test_id("video")).to_have_attribute("data-state", "playing")
+        controls = [f"spot-{s}" for s in SPOTS] + ["confirm", "chip-100", "balance"]
+        # Betting (the video holds round_opened behind the last round's results, so the
+        # countdown shown is short): the pages are read as the first one takes bets.
+        # (polled by time: of six pages only one is in front, and only it paints)
+        next(iter(pages.values())).bring_to_front()
+        next(iter(pages.values())).wait_for_function(
+            """() => document.querySelector('[data-testid=phase]').dataset.phase === 'betting'
+                && Number(document.querySelector('[data-testid=countdown]').dataset.remainingMs)
+                   > 0""",
+            polling=100, timeout=60_000)
+        for (view, lang), page in pages.items():
+            page.bring_to_front()
+            expect(page.locator("html")).to_have_attribute("lang", lang)
+            assert uncovered(page, controls) == {}, (view, lang)
+            assert page.evaluate("document.scrollingElement.scrollTop") == 0
+            assert page.evaluate("document.scrollingElement.scrollWidth") <= (
+                390 if view == "portrait" else 844), (view, lang)
+            video = page.get_by_test_id("video-el").bounding_box()
+            assert video is not None
+            if view == "portrait":  # on top, the phone's full width
+                assert video["width"] >= 388 and video["y"] < 200, (lang, video)
+            else:  # the whole screen, the betting over it
+                assert video["width"] >= 840 and video["height"] >= 386, (lang, video)
+        # The reveal: every drawn card on screen, with nothing over it.
+        for (view, lang), page in pages.items():
+            page.bring_to_front()
+            page.wait_for_function(
+                "document.querySelector('[data-testid=hand-P5]').dataset.revealed === '1'",
+                polling=100, timeout=60_000)
+            cards = page.evaluate("""() => Array.from(
+                document.querySelectorAll('[data-testid^=cards-] .card[data-card]'),
+                (c) => c.closest('[data-testid^=hand-]').dataset.testid)""")
+            hands = sorted({c for c in cards})
+            assert len(hands) >= 5, (view, lang, hands)
+            assert uncovered(page, [f"cards-{h[5:]}" for h in hands]) == {}, (view, lang)
+            show_win(page, "You win 12,345")
+            assert overlaps(page, "win", ["[data-testid^=hand-]", "[data-testid^=spot-]"]) == [], (
+                view, lang)
+        # The roadmap and the shoe's statistics: one tap.
+        for page in pages.values():
+            page.get_by_test_id("open-roadmap").tap()
+            expect(page.get_by_test_id("roadmap-panel")).to_be_in_viewport()
+            expect(page.get_by_test_id("stats")).to_be_visible()
+    finally:
+        for ctx in contexts:
+            ctx.close()

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from dealing import Dealer, dealing
 from liveserver import LiveServer
+from pg_util import PgCluster, start_pg
 from redis_util import RedisServer, start_redis
 
 
@@ -65,3 +66,13 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
         yield server
     finally:
         server.kill()
+
+
+@pytest.fixture(scope="module")
+def pg_cluster() -> Iterator[PgCluster]:
+    """A PostgreSQL primary of the module's own, on a free port (no standby)."""
+    cluster = start_pg()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -54,7 +54,9 @@ T = TypeVar("T")
 
 SECRET = "scale-out-tests-share-this-secret"
 #: Every process shares the secret, and the tests' fast profile (LiveServer's own).
-SCALE_ENV = {"LIVETABLE_SECRET": SECRET, **FAST_ENV}
+#: The engines' shoe key (every engine the same; gateways never need it).
+SHOE_KEY = "scale-out-test-shoe-key-0123456789abcdef"
+SCALE_ENV = {"LIVETABLE_SECRET": SECRET, "LIVETABLE_SHOE_KEY": SHOE_KEY, **FAST_ENV}
 #: What a guest starts with (POST /api/guest).
 GUEST_BALANCE = 10_000
 

@@ -255,12 +255,13 @@ class WireClient:
     async def take_until(self, kind: str, timeout: float = WAIT, **fields: Any
                          ) -> list[Frame]:
         """Every frame consumed up to and including the first ``kind`` with ``fields``,
-        heartbeats left out (they may come between any two frames, and say nothing)."""
+        heartbeats and presence counts left out (they may come between any two frames, and
+        say nothing of the table's rounds)."""
         taken: list[Frame] = []
         async with asyncio.timeout(timeout):
             while True:
                 frame = await self.next(timeout)
-                if frame.get("type") != "heartbeat":
+                if frame.get("type") not in ("heartbeat", "presence"):
                     taken.append(frame)
                 if frame.get("type") == kind and all(frame.get(k) == v
                                                      for k, v in fields.items()):

@@ -13,6 +13,7 @@ search itself is shown to work.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -33,6 +34,7 @@ from livetable.engine import TableEngine
 from livetable.rules.fairness import ShoeRecord, check_shoe
 from livetable.server.app import Services, create_app
 from livetable.server.runner import TableRunner
+from livetable.store.sealing import SealError, StateSeal
 
 WINDOW = 6
 
@@ -148,6 +150,30 @@ async def test_the_sqlite_files_never_hold_the_upcoming_cards(
     await published_and_verified(svc, settings)
 
 
+def assert_the_secret_cannot_open(stored: bytes, settings: Settings) -> None:
+    """Issue 25, attack 2: the data directory (database + ``secret``) or ``livetable token``
+    gave the sealing key. A fresh server seals with a shoe key of its own."""
+    assert settings.secret is not None
+    with pytest.raises(SealError, match="another key"):
+        StateSeal(settings.secret).open("t1", stored)
+    key = settings.shoe_key_path
+    assert not key.resolve().is_relative_to(settings.data_dir.resolve())
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert TableEngine.from_bytes(StateSeal(key.read_bytes()).open("t1", stored)).state.table \
+        == "t1"
+
+
+async def test_a_fresh_server_seals_with_a_key_the_token_secret_cannot_open(
+        embedded: tuple[Services, Settings]) -> None:
+    svc, settings = embedded
+    runner = await dealing(svc, rounds=1)
+    async with runner._lock:
+        db = sqlite3.connect(settings.db_path)
+        stored = bytes(db.execute("SELECT state FROM tables").fetchone()[0])
+        db.close()
+    assert_the_secret_cannot_open(stored, settings)
+
+
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     server = start_redis(tmp_path / "redis")
@@ -203,5 +229,8 @@ async def test_no_redis_value_holds_the_upcoming_cards(tmp_path: Path,
             await asyncio.sleep(0.3)
         await published_and_verified(svc, settings)
         assert b"lt:table:{t1}:shoe:t1.1:info" in await every_redis_value(redis_server.url)
+        assert svc.redis is not None
+        assert_the_secret_cannot_open(await svc.redis.hget("lt:table:{t1}:state", "state"),
+                                      settings)
     finally:
         await svc.stop()

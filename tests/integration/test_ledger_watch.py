@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 from liveserver import LiveServer, WireClient
@@ -95,6 +96,7 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
 async def test_a_redis_that_comes_back_empty_is_not_ready(
         tmp_path: Path, redis_server: RedisServer) -> None:
     server = LiveServer(tmp_path / "scaled", env={"LIVETABLE_SECRET": "s" * 32,
+                                                 "LIVETABLE_SHOE_KEY": "k" * 32,
                                                  "LIVETABLE_AUDIT_INTERVAL": "0.3"},
                         args=["--redis", redis_server.url])
     server.start()
@@ -113,5 +115,39 @@ async def test_a_redis_that_comes_back_empty_is_not_ready(
         # and it does not come back by itself: the store is not the one it started on
         await asyncio.sleep(1)
         assert server.get("/readyz").status_code == 503
+    finally:
+        server.stop()
+
+
+async def test_a_redis_restarted_empty_is_refused_before_anything_is_written(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """Issue 25, attack 6: after Redis restarted empty, the engine wrote new shoes, a round
+    and its events, and POST /api/guest created accounts, before the periodic audit (60 s)
+    held anything. Now every new connection checks the store's identity first: the first
+    write after the restart is refused (an outage, logged as an error) and Redis stays
+    empty."""
+    server = LiveServer(tmp_path / "scaled", env={"LIVETABLE_SECRET": "s" * 32,
+                                                 "LIVETABLE_SHOE_KEY": "k" * 32,
+                                                 "LIVETABLE_AUDIT_INTERVAL": "60"},
+                        args=["--redis", redis_server.url])
+    server.start()
+    try:
+        client = await WireClient.connect(server.ws, "viewer")
+        await client.hello()
+        await client.expect("round_opened", timeout=15)
+        await client.close()
+        server.guest()  # accounts can be made
+        redis_server.restart()  # no persistence: it comes back empty
+        empty = redis.Redis.from_url(redis_server.url)
+        assert empty.dbsize() == 0
+        refused = server.get("/readyz")
+        with httpx.Client(trust_env=False, timeout=10) as http:
+            guest = http.post(server.http + "/api/guest")
+        assert (guest.status_code, guest.json()["error"]["code"]) == (503, "unavailable")
+        await asyncio.sleep(3)  # a round's worth of the engine's ticks, lease renewals
+        assert empty.keys("*") == []  # nothing was written: no shoe, round, event, lease
+        assert refused.status_code == 503
+        assert "the store's identity changed" in server.log()
+        assert "ERROR livetable.store.redis" in server.log()
     finally:
         server.stop()

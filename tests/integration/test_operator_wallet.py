@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import random
+import socket
 import sqlite3
 import time
 import uuid
@@ -63,7 +64,8 @@ FAULTS = [
 def calm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OperatorServer,
                                                                       LiveServer]]:
     """A seamless server whose operator never misbehaves (for the launch tests)."""
-    with seamless_deployment(tmp_path_factory.mktemp("calm")) as deployment:
+    with seamless_deployment(tmp_path_factory.mktemp("calm"),
+                             env={"LIVETABLE_REQUEST_BODY_TIMEOUT": "2"}) as deployment:
         yield deployment
 
 
@@ -168,6 +170,44 @@ def test_a_replayed_launch_is_refused_and_each_launch_is_its_own_session(
     assert fresh["token"] != first.json()["token"]
 
 
+def test_a_signature_that_is_not_ascii_is_a_401_not_a_500(
+        calm: tuple[OperatorServer, LiveServer]) -> None:
+    """Issue 25, attack 7: ``X-Livetable-Signature: sha256=\\xe9\\xe9`` reached
+    ``hmac.compare_digest`` as non-ASCII text, which raises: HTTP 500."""
+    _, server = calm
+    with httpx.Client(trust_env=False) as http:
+        response = http.post(server.http + "/api/operator/sessions", content=b"{}",
+                             headers=[(signatures.TIMESTAMP_HEADER.encode(),
+                                       str(now_ms()).encode()),
+                                      (signatures.HEADER.encode(), b"sha256=\xe9\xe9")])
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "invalid_signature"
+
+
+def test_a_body_dribbled_a_byte_at_a_time_is_cut_off(
+        calm: tuple[OperatorServer, LiveServer]) -> None:
+    """Issue 25, attack 7: a body announced as 10,000 bytes and sent a byte every 2 s held
+    the request for ever (the head timeout covers heads only). The whole body now has
+    LIVETABLE_REQUEST_BODY_TIMEOUT (2 s here) once the head is in: 408, closed."""
+    _, server = calm
+    with socket.create_connection(("127.0.0.1", server.port), timeout=1) as sock:
+        sock.sendall(b"POST /api/operator/sessions HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 10000\r\n\r\n")
+        started = time.monotonic()
+        answer = b""
+        while time.monotonic() - started < 8 and not answer:
+            try:
+                sock.sendall(b"{")
+                answer = sock.recv(4096)
+            except TimeoutError:
+                continue  # 1 s without an answer: the next byte
+            except OSError:
+                break  # closed under us: what the answer was is below
+        took = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 408"), (answer, took)
+    assert 1.5 < took < 5, took
+
+
 def test_the_wallet_report_needs_the_operators_signature(
         calm: tuple[OperatorServer, LiveServer]) -> None:
     _, server = calm
@@ -182,6 +222,63 @@ def test_guests_are_off_with_a_seamless_wallet(calm: tuple[OperatorServer, LiveS
     _, server = calm
     with httpx.Client(trust_env=False) as http:
         assert http.post(server.http + "/api/guest").status_code == 403
+
+
+def test_an_accepted_slip_sent_again_after_betting_closed_is_answered_accepted(
+        calm: tuple[OperatorServer, LiveServer]) -> None:
+    """A client that lost the answer of an accepted slip sends it again, exactly, after
+    betting closed: it hears ``slip_accepted`` again (its bets stand), as with the internal
+    wallet — not ``betting_closed``, and no second debit."""
+    operator, server = calm
+    session = launch(server, "resend-after-close")
+
+    async def play() -> tuple[dict[str, Any], dict[str, Any]]:
+        client = await WireClient.connect(server.ws)
+        try:
+            await client.hello(session["token"])
+            opened = await client.expect("round_opened", timeout=30)
+            bets = [("rs-1", "P1", 100), ("rs-2", "P3", 50)]
+            first = await client.slip("rs-slip", opened["round_id"], bets)
+            await client.expect("betting_closed", timeout=30, round_id=opened["round_id"])
+            again = await client.slip("rs-slip", opened["round_id"], bets)
+            return first, again
+        finally:
+            await client.close()
+
+    first, again = asyncio.run(play())
+    assert first["type"] == "slip_accepted", first
+    assert again["type"] == "slip_accepted", again
+    assert again["bets"] == first["bets"]
+    debits = [c for c in operator.state()["applied"].values()
+              if c["method"] == "debit" and c["player_id"] == "resend-after-close"]
+    assert len(debits) == 1
+
+
+def test_a_wallet_outage_shows_in_readiness_as_degraded_not_down(tmp_path: Path) -> None:
+    """Every wallet call fails (HTTP 500): bets are refused, the table goes on, and
+    /readyz says so — ready (the table still deals), with the wallet degraded and why."""
+    with seamless_deployment(tmp_path, operator={"faults": ["*:error=1"]}) as (_, server):
+        assert server.get("/readyz").json()["checks"]["wallet"] is True  # not called yet
+        session = launch(server, "outage-1")
+
+        async def bets() -> list[dict[str, Any]]:
+            client = await WireClient.connect(server.ws)
+            try:
+                await client.hello(session["token"])
+                opened = await client.expect("round_opened", timeout=30)
+                return [await client.bet(f"o-{n}", opened["round_id"], "P1", 100)
+                        for n in range(3)]
+            finally:
+                await client.close()
+
+        answers = asyncio.run(bets())
+        assert {a.get("code") for a in answers} == {"wallet_unavailable"}, answers
+        ready = server.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        wallet = ready.json()["checks"]["wallet"]
+        assert isinstance(wallet, str) and wallet.startswith("degraded"), wallet
+        assert "http 500" in wallet
+        assert "livetable_wallet_ok 0.0" in server.get("/metrics").text
 
 
 # --- the long run -------------------------------------------------------------------------

@@ -49,7 +49,7 @@ from livetable.engine import (
 from livetable.engine.bets import BetRequest
 from livetable.rules import BET_SPOTS
 from livetable.store import SQLiteStore, Store
-from livetable.store.base import StepRefused
+from livetable.store.base import OutOfStep, StepRefused
 from livetable.store.redis import (  # type: ignore[attr-defined]  # AmountOverflow: store.base
     MAX_EXACT,
     AmountOverflow,
@@ -321,11 +321,14 @@ async def test_a_settlement_committed_twice_at_once_pays_once(
     try:
         results = await asyncio.gather(*(
             s.commit_step(TABLE, b"s2", [frame(2), frame(3)], [close(), settle()], T0 + 10)
-            for s in (store, other, store, other)))
+            for s in (store, other, store, other)), return_exceptions=True)
     finally:
         await other.close()
-    assert sorted(len(r) for r in results) == [0, 0, 0, 30]
-    settled = max(results, key=len)
+    # one is stored; the others no longer follow the head: refused, nothing written
+    stored = [r for r in results if isinstance(r, list)]
+    assert len(stored) == 1 and len(stored[0]) == 30
+    assert all(isinstance(r, OutOfStep) for r in results if not isinstance(r, list))
+    settled = stored[0]
     paid = sum(s.message.returned for s in settled)
     assert paid == 10 * 150 + 10 * 600 + 10 * 50  # P1 3×, P1_PAIR 12×, P2 the withholding
     report = await store.audit()
@@ -393,10 +396,32 @@ async def test_a_step_that_cannot_settle_writes_nothing(store: RedisStore) -> No
 
 async def test_a_retried_step_logs_its_events_once(store: RedisStore) -> None:
     await store.commit_step(TABLE, b"s1", [frame(1), frame(2)], [open_round()], T0)
-    await store.commit_step(TABLE, b"s1", [frame(1), frame(2)], [open_round()], T0)
-    await store.commit_step(TABLE, b"s2", [frame(2), frame(3)], [], T0)  # overlapping
+    with pytest.raises(OutOfStep):  # stored already: refused
+        await store.commit_step(TABLE, b"s1", [frame(1), frame(2)], [open_round()], T0)
+    with pytest.raises(OutOfStep):  # overlapping
+        await store.commit_step(TABLE, b"s2", [frame(2), frame(3)], [], T0)
+    await store.commit_step(TABLE, b"s2", [frame(3)], [], T0)
     assert await store.redis.xlen(store.keys.table_events(TABLE)) == 3
     assert await store.events_after(TABLE, 1, 0, 100) == [frame(n)[2] for n in (1, 2, 3)]
+
+
+async def test_audit_detects_a_hold_that_is_not_its_open_bets(store: RedisStore) -> None:
+    """Issue 27: a round in play holds exactly what its open bets took (the audit checked
+    the holds of ended rounds only)."""
+    await store.ensure_player("alice", "Alice", 1_000, T0)
+    await store.commit_step(TABLE, b"s1", [frame(1)], [open_round()], T0)
+    for bet_id in ("a1", "a2"):
+        assert isinstance(await store.place_bet(bet("alice", bet_id), T0 + 1), p.BetAccepted)
+    assert (await store.audit()).ok
+    seqs = await store.redis.lrange(store.keys.round_bets(TABLE, R1), 0, -1)
+    raw = await store.redis.hget(store.keys.bets, seqs[1])
+    assert isinstance(raw, bytes)
+    record = msgspec.msgpack.decode(raw)
+    record[9] = "refunded"  # its state, without the refund: the money still in the hold
+    await store.redis.hset(store.keys.bets, seqs[1], msgspec.msgpack.encode(record))
+    report = await store.audit()
+    assert not report.ok and report.total == 0
+    assert report.problems == [f"hold:{R1} holds 400 but the round's open bets took 200"]
 
 
 # --- Redis itself -------------------------------------------------------------------------------

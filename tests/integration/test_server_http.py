@@ -12,6 +12,8 @@ import httpx
 from dealing import Dealer
 from liveserver import HANDS, LiveServer, WireClient, close_all, hands_from
 
+from livetable.rules import hand_of, parse_cards
+
 SNAPSHOT_KEYS = {"id", "phase", "round_id", "closes_at", "limits", "hands", "roadmap"}
 
 
@@ -57,8 +59,11 @@ async def test_tables_rounds_and_roadmap(manual_server: LiveServer, dealer: Deal
         roadmap = server.get("/api/tables/t1/roadmap").json()
         assert roadmap["table"] == "t1" and roadmap["shoe_id"] == opened["shoe_id"]
         entry = [e for e in roadmap["roadmap"] if e["round_id"] == round_id]
+        banker = hand_of(parse_cards(" ".join(view["cards"]["BANKER"])))
         assert entry == [{"round_id": round_id, "round_no": opened["round_no"],
-                          "results": settled["results"]}]
+                          "results": settled["results"],
+                          "banker": {"value": banker.value, "points": banker.points,
+                                     "pair": banker.pair, "flush": banker.flush}}]
         snap = server.get("/api/tables/t1").json()
         assert round_id in [e["round_id"] for e in snap["roadmap"]]
     finally:

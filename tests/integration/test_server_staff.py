@@ -110,11 +110,13 @@ async def test_card_correction_needs_a_supervisor(studio: LiveServer) -> None:
         for card in ("2C", "9H", "KS", "KS"):  # the scanner read K♠ twice: the 2nd was 4H
             assert (await dealer.command("card", card=card))["type"] == "ack"
 
+        # Issue 25, attack 4: a supervisor's token is a login, never an approval.
         refusals = [
             ({}, "approval_required"),
             ({"approval": "not.a-token"}, "bad_approval"),
-            ({"approval": studio.dealer_token("t1", name="Other dealer")}, "not_a_supervisor"),
-            ({"approval": studio.supervisor_token("t2")}, "not_your_table"),
+            ({"approval": studio.dealer_token("t1", name="Other dealer")}, "bad_approval"),
+            ({"approval": studio.supervisor_token("t1")}, "bad_approval"),
+            ({"approval": studio.supervisor_token("t2")}, "bad_approval"),
         ]
         for extra, code in refusals:
             error = await dealer.command("correct_cards", count=1, **extra)
@@ -127,8 +129,17 @@ async def test_card_correction_needs_a_supervisor(studio: LiveServer) -> None:
         await player.send({"type": "correct_cards", "count": 1})
         assert (await player.expect("error"))["code"] == "not_a_dealer"
 
-        # With the supervisor's badge scanned at the console: the last card is voided.
-        approval = studio.supervisor_token("t1", name="Sue")
+        # The supervisor's console issues a one-time approval for this round and count.
+        supervisor = await WireClient.connect(studio.ws_dealer, "supervisor")
+        clients.append(supervisor)
+        await supervisor.hello(supervisor_token)
+        assert (await dealer.command("approve_correction", count=1))["code"] == \
+            "not_a_supervisor"  # a dealer cannot approve
+        issued = (await supervisor.command("approve_correction", count=1))["detail"]
+        assert issued["round_id"] == round_id and issued["count"] == 1
+        approval = issued["approval"]
+        error = await dealer.command("correct_cards", count=2, approval=approval)
+        assert (error["code"], "not 2" in error["message"]) == ("bad_approval", True)
         ack = await dealer.command("correct_cards", count=1, approval=approval)
         assert ack == {"type": "ack", "cmd": "correct_cards",
                        "detail": {"voided": [{"slot": "P3", "n": 1, "card": "KS"}]}}
@@ -141,18 +152,58 @@ async def test_card_correction_needs_a_supervisor(studio: LiveServer) -> None:
         assert "approved by supervisor Sue (sup-1)" in studio.log()
         ack = await dealer.command("card", card="4H")
         assert ack["detail"] == {"slot": "P3", "n": 1}
+        # Replayed, the approval is refused: it was used once (by the table's engine).
+        error = await dealer.command("correct_cards", count=1, approval=approval)
+        assert (error["code"], error["message"]) == ("bad_approval",
+                                                     "this approval was already used")
+        assert len((await dealer.command("round_cards"))["detail"]["cards"]) == 4
 
         # A supervisor at their own console needs no second approval.
-        supervisor = await WireClient.connect(studio.ws_dealer, "supervisor")
-        clients.append(supervisor)
-        await supervisor.hello(supervisor_token)
         ack = await supervisor.command("correct_cards", count=2)
         assert [v["card"] for v in ack["detail"]["voided"]] == ["KS", "4H"]
         voided = await viewer.expect("cards_voided")
         assert (voided["dealer"], voided["supervisor"], voided["count"]) == ("Sue", "Sue", 2)
+        unused = (await supervisor.command("approve_correction", count=1))["detail"]["approval"]
         assert (await dealer.command("cancel_round", reason="end of test"))["type"] == "ack"
         # after the round, nothing is left to correct
+        error = await dealer.command("correct_cards", count=1, approval=unused)
+        assert error["code"] in ("illegal_command", "bad_approval")
+        # next round: an approval issued for the last one is refused
+        next_round = await open_round(dealer, studio, "t1")
+        assert next_round != round_id
+        assert (await dealer.command("card", card="3C"))["type"] == "ack"
+        error = await dealer.command("correct_cards", count=1, approval=unused)
+        assert (error["code"], f"for round {round_id}," in error["message"]) == (
+            "bad_approval", True)
+        assert (await dealer.command("cancel_round", reason="end of test"))["type"] == "ack"
+    finally:
+        await close_all(clients)
+
+
+async def test_an_approval_is_bound_to_its_table_and_opens_no_console(
+        studio: LiveServer) -> None:
+    """Issue 25, attack 4: the supervisor token sent as ``approval`` worked again the next
+    round and opened /ws/dealer for 30 days. An approval now is a code for one table, one
+    round and one count, and it is no token."""
+    dealer_token = studio.dealer_token("t1", name="Dee")
+    supervisor_t2 = studio.supervisor_token("t2", name="Sam")
+    dealer = await WireClient.connect(studio.ws_dealer, "dealer")
+    supervisor = await WireClient.connect(studio.ws_dealer, "supervisor t2")
+    clients = [dealer, supervisor]
+    try:
+        await dealer.hello(dealer_token)
+        await supervisor.hello(supervisor_t2, table="t2")
+        await open_round(dealer, studio, "t1")
+        await open_round(supervisor, studio, "t2")
+        assert (await dealer.command("card", card="2C"))["type"] == "ack"
+        approval = (await supervisor.command("approve_correction", count=1))["detail"]["approval"]
         error = await dealer.command("correct_cards", count=1, approval=approval)
-        assert error["code"] == "illegal_command"
+        assert (error["code"], error["message"]) == ("bad_approval",
+                                                     "the approval is for table 't2'")
+        for table in ("t1", "t2"):
+            error, code = await refused_hello(studio, approval, table)
+            assert (error["code"], code) == ("bad_token", 4001)
+        for console, table in ((dealer, "t1"), (supervisor, "t2")):
+            assert (await console.command("cancel_round", reason="end"))["type"] == "ack", table
     finally:
         await close_all(clients)

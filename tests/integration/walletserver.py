@@ -81,7 +81,8 @@ def seamless_deployment(base: Path, operator: dict[str, Any] | None = None,
     """A reference operator (``operator``: its options) and a livetable server in
     seamless mode against it (``server``: LiveServer's options), stopped afterwards."""
     wallet = OperatorServer(base / "operator", **(operator or {})).start()
-    live = LiveServer(base / "livetable", env=seamless_env(wallet), **server)
+    live = LiveServer(base / "livetable", env={**seamless_env(wallet), **server.pop("env", {})},
+                      **server)
     live.start()
     try:
         yield wallet, live

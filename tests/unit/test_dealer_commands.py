@@ -28,8 +28,8 @@ BY_THE_CONNECTION = {"ping"}
 def test_the_protocol_lists_every_dealer_command() -> None:
     assert p.DEALER_COMMANDS == ("start_shoe", "open_betting", "close_betting", "card",
                                  "reveal", "pause", "resume", "cancel_round", "set_mode",
-                                 "correct_cards", "round_cards", "ping", "chat_send",
-                                 "chat_mute", "chat_delete", "dealer_sign_in")
+                                 "correct_cards", "approve_correction", "round_cards", "ping",
+                                 "chat_send", "chat_mute", "chat_delete", "dealer_sign_in")
     assert set(p.CHAT_COMMANDS) <= DEALER
 
 
@@ -40,10 +40,12 @@ def test_the_chat_commands_are_the_gateways_own() -> None:
 
 
 def test_the_engine_takes_every_table_command_but_the_read() -> None:
-    # correct_cards reaches the table as void_cards (with the names of both tokens), and
+    # correct_cards reaches the table as void_cards (with the names of both tokens),
+    # approve_correction is answered by the gateway (it signs the approval), and
     # round_cards is a read the runner answers without a step.
     table = set(p.type_names(p.TableCommand))
-    assert table == (DEALER - {"correct_cards", "ping"} - set(p.CHAT_COMMANDS)) | {"void_cards"}
+    assert table == (DEALER - {"correct_cards", "approve_correction", "ping"}
+                     - set(p.CHAT_COMMANDS)) | {"void_cards"}
     assert set(get_args(Command)) == table - {"round_cards"}
 
 
@@ -54,7 +56,7 @@ def test_every_engine_command_has_a_row_in_the_transition_table() -> None:
 
 def test_the_terminal_console_has_a_word_for_every_command() -> None:
     lines = ["shoe", "open", "close", "KH", "reveal", "pause", "resume", "cancel", "auto",
-             "void 1", "cards", "ping", "say hello", "mute p1 5", "delete 1-1",
+             "void 1", "approve 1", "cards", "ping", "say hello", "mute p1 5", "delete 1-1",
              "dealer Anna"]
     names = set()
     for line in lines:

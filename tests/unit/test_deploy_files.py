@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -164,3 +165,106 @@ def test_nginx_forwards_the_address_it_saw_and_limits_per_client() -> None:
     assert "limit_req zone=livetable_guest" in blocks["/api/guest"]
     for websocket in ("/ws", "/ws/dealer"):
         assert "limit_req" not in blocks[websocket], websocket  # the connection cap only
+
+
+# --- PostgreSQL as the system of record (issue 26) --------------------------------------------
+
+
+def test_compose_postgres_gives_every_process_both_hosts_and_a_synchronous_standby() -> None:
+    base = livetable_services(compose())
+    overlay = yaml.safe_load((DEPLOY / "docker-compose.postgres.yml").read_text())
+    services = overlay["services"]
+    assert set(base) <= set(services)  # every engine and gateway, none left on Redis alone
+    for name in base:
+        url = services[name]["environment"]["LIVETABLE_POSTGRES_URL"]
+        assert "${LIVETABLE_POSTGRES_PASSWORD:?" in url  # required, never a default
+        assert "@postgres-primary:5432,postgres-standby:5432/" in url
+        assert url.endswith("?target_session_attrs=read-write")  # follows a promotion
+    init = (DEPLOY / "postgres" / "primary-init.sh").read_text()
+    assert "synchronous_standby_names = 'ANY 1 (*)'" in init
+    assert "synchronous_commit = 'on'" in init
+    standby = services["postgres-standby"]
+    assert standby["depends_on"]["postgres-primary"]["condition"] == "service_healthy"
+    assert re.search(r"pg_basebackup .*\n?.*-R -X stream",
+                     (DEPLOY / "postgres" / "standby.sh").read_text())
+    for name in ("postgres-primary", "postgres-standby"):
+        assert "ports" not in services[name]  # reached by livetable only
+
+
+def test_kubernetes_postgres_is_a_cloudnativepg_cluster_with_sync_replicas_and_backups() -> None:
+    folder = K8S / "postgres"
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    assert kustomization["resources"] == ["..", "cluster.yaml", "networkpolicy.yaml"]
+    (patch,) = kustomization["patches"]
+    assert re.fullmatch(patch["target"]["name"], "livetable-engine")
+    assert re.fullmatch(patch["target"]["name"], "livetable-gateway")
+    (op,) = yaml.safe_load(patch["patch"])
+    (env,) = op["value"]
+    assert env["name"] == "LIVETABLE_POSTGRES_URL"
+    assert env["valueFrom"]["secretKeyRef"] == {"name": "livetable-pg-app", "key": "uri"}
+    docs = {d["kind"]: d for d in yaml.safe_load_all((folder / "cluster.yaml").read_text())}
+    cluster = docs["Cluster"]
+    assert cluster["apiVersion"].startswith("postgresql.cnpg.io/")
+    spec = cluster["spec"]
+    assert spec["instances"] >= 2
+    assert spec["postgresql"]["synchronous"]["number"] >= 1
+    assert spec["postgresql"]["synchronous"]["dataDurability"] == "required"
+    assert spec["backup"]["barmanObjectStore"]["wal"]  # WAL archived: point-in-time recovery
+    assert docs["ScheduledBackup"]["spec"]["cluster"]["name"] == cluster["metadata"]["name"]
+    (policy,) = yaml.safe_load_all((folder / "networkpolicy.yaml").read_text())
+    assert policy["spec"]["podSelector"]["matchLabels"] == {
+        "cnpg.io/cluster": cluster["metadata"]["name"]}
+    livetable = policy["spec"]["ingress"][0]
+    assert livetable["ports"] == [{"protocol": "TCP", "port": 5432}]
+    assert livetable["from"][0]["podSelector"]["matchExpressions"][0]["values"] == [
+        "livetable-engine", "livetable-gateway"]
+
+
+def _ingress_match(path: str, kind: str, url: str) -> int:
+    """How long a match Kubernetes' Ingress path ``path`` (``kind``) is for ``url``
+    (-1: none). Prefix matches element by element of the "/"-split path."""
+    if kind == "Exact":
+        return len(path) if url == path else -1
+    want = [e for e in path.split("/") if e]
+    have = [e for e in url.split("/") if e]
+    return len(path) if have[:len(want)] == want else -1
+
+
+@pytest.mark.parametrize("url", ["/metrics", "/metrics/", "/metrics/x"])
+def test_the_kubernetes_ingress_does_not_expose_metrics(url: str) -> None:
+    """Issue 25, attack 7: the Ingress routed /metrics to the gateways like any path (the
+    nginx of deploy/ answers it 404). The longest path that matches it must be an Ingress
+    that refuses every address."""
+    best: tuple[int, dict[str, Any]] | None = None
+    for ingress in k8s("ingress.yaml"):
+        for rule in ingress["spec"]["rules"]:
+            for route in rule["http"]["paths"]:
+                n = _ingress_match(route["path"], route["pathType"], url)
+                if n >= 0 and (best is None or n > best[0]):
+                    best = (n, ingress)
+    assert best is not None
+    annotations = best[1]["metadata"].get("annotations", {})
+    denied = annotations.get("nginx.ingress.kubernetes.io/denylist-source-range", "")
+    assert {r.strip() for r in denied.split(",")} >= {"0.0.0.0/0", "::/0"}, best[1]["metadata"]
+
+
+def test_only_engines_get_the_shoe_key() -> None:
+    """Issue 25, attack 2: the shoe key is the engines' alone (a gateway never opens a
+    sealed state), and required for them."""
+    services = livetable_services(compose())
+    for name, svc in services.items():
+        has = "LIVETABLE_SHOE_KEY" in svc["environment"]
+        assert has == (svc["command"][1] == "engine"), name
+        if has:
+            assert ":?" in svc["environment"]["LIVETABLE_SHOE_KEY"], name  # required
+    refs = {}
+    for name in ("engine.yaml", "gateway.yaml"):
+        for doc in k8s(name):
+            if doc["kind"] == "Deployment":
+                container = doc["spec"]["template"]["spec"]["containers"][0]
+                refs[name] = {e.get("secretRef", {}).get("name") for e in container["envFrom"]}
+    assert "livetable-shoe" in refs["engine.yaml"]
+    assert "livetable-shoe" not in refs["gateway.yaml"]
+    secrets = {d["metadata"]["name"]: d["stringData"] for d in k8s("secret.example.yaml")}
+    assert "LIVETABLE_SHOE_KEY" in secrets["livetable-shoe"]
+    assert "LIVETABLE_SHOE_KEY" not in secrets["livetable"]

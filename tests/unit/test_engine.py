@@ -344,8 +344,11 @@ def test_auto_round_step_by_step() -> None:
             due += REVEAL_MS
             continue
         seq += 1
+        banker = hand_of(parse_cards(" ".join(hands[Position.BANKER])))
         assert diff == {"seq": seq, "revealed": 6, "phase": "settled", "results": results,
-                        "roadmap": [{"round_id": "t1.1.1", "round_no": 1, "results": results}],
+                        "roadmap": [{"round_id": "t1.1.1", "round_no": 1, "results": results,
+                                     "banker": {"value": banker.value, "points": banker.points,
+                                                "pair": banker.pair, "flush": banker.flush}}],
                         "next_at": due + BETWEEN_MS}
         assert got[1:] == [{"type": "round_settled", "round_id": "t1.1.1", "results": results,
                             "last_round": False, "opens_at": due + BETWEEN_MS}]
@@ -472,8 +475,11 @@ def test_manual_round_step_by_step() -> None:
             assert diff == {"seq": seq, "revealed": i + 1}
             continue
         seq += 1
+        banker = hand_of(parse_cards(" ".join(hands[Position.BANKER])))
         assert diff == {"seq": seq, "revealed": 6, "phase": "settled", "results": results,
-                        "roadmap": [{"round_id": "t1.1.1", "round_no": 1, "results": results}]}
+                        "roadmap": [{"round_id": "t1.1.1", "round_no": 1, "results": results,
+                                     "banker": {"value": banker.value, "points": banker.points,
+                                                "pair": banker.pair, "flush": banker.flush}}]}
         assert got[1]["type"] == "round_settled" and got[1]["last_round"] is False
         assert effects(step)[0]["spots"] == spots
     assert e.next_deadline() is None
@@ -1334,3 +1340,23 @@ def test_entered_cards_for_the_dealer_console() -> None:
     with pytest.raises(EngineError) as info:
         engine_in("betting", "auto").entered_cards()
     assert info.value.code == "wrong_mode"  # the server's shoe stays secret
+
+
+def test_the_snapshot_carries_the_rules_multiples_and_odds() -> None:
+    """The page takes what a bet deducts and the odds it is paid at from the snapshot: they
+    are what the one settlement function pays, for a winning Pair bet and each Player odds."""
+    from livetable.rules import settle_bet
+
+    payouts = TableEngine.new("t1").snapshot().payouts
+    assert payouts is not None
+    pair, player = BetSpot.P1_PAIR, BetSpot.P1
+    assert payouts.pair_deducted == pair.deducted_multiple == 1
+    assert payouts.player_deducted == player.deducted_multiple == 2
+    won_pair = settle_bet(pair, 10, hand_of(parse_cards("7S 7H")), hand_of(parse_cards("9S KH")))
+    assert won_pair.odds == payouts.pair_odds and won_pair.returned == 10 * (1 + payouts.pair_odds)
+    strong = settle_bet(player, 10, hand_of(parse_cards("4S 5S")), hand_of(parse_cards("2H 5C")))
+    plain = settle_bet(player, 10, hand_of(parse_cards("4S 5H")), hand_of(parse_cards("2H 5C")))
+    assert sorted({strong.odds, plain.odds}) == payouts.player_odds
+    wire = json.loads(p.encode(TableEngine.new("t1").snapshot()))
+    assert wire["payouts"] == {"player_deducted": 2, "pair_deducted": 1,
+                               "player_odds": [1, 2], "pair_odds": 11}

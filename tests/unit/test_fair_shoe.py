@@ -24,9 +24,9 @@ import pytest
 from livetable import protocol as p
 from livetable.bus import MemoryBus
 from livetable.cli import main
-from livetable.config import Settings
+from livetable.config import Settings, SettingsError
 from livetable.engine import Step, TableEngine, Timing
-from livetable.rules.fairness import ShoeRecord, check_shoe, commitment
+from livetable.rules.fairness import ShoeRecord, check_shoe, commitment, publish_rounds
 from livetable.server.runner import TableRunner
 from livetable.store.sealing import MAGIC, SealError, StateSeal, open_state, seal_state
 from livetable.store.sqlite import SQLiteStore
@@ -103,7 +103,12 @@ async def test_a_dealt_shoe_verifies(fair: tuple[ShoeRecord, str]) -> None:
     assert record.commitment == expected
     states = [r.state for r in record.rounds]
     assert "settled" in states and states[1] == "cancelled"
-    assert record.rounds[1].dealt == 5 and record.rounds[1].cards is None
+    # the cancelled round's dealt cards are published: burn, then P1 … P4
+    assert record.rounds[1].dealt == 5
+    at = 1 + (record.burned or 0) + record.rounds[0].dealt
+    assert record.rounds[1].cards == {
+        "P1": [record.order[at + 1]], "P2": [record.order[at + 2]],
+        "P3": [record.order[at + 3]], "P4": [record.order[at + 4]], "P5": [], "BANKER": []}
     # The cut card came out in the last round, and the record says which slots it took.
     first = 1 + record.burned if record.burned is not None else 0
     assert first + sum(r.dealt for r in record.rounds[:-1]) <= record.cut_at
@@ -153,6 +158,22 @@ TAMPERED: dict[str, Any] = {
             s.rounds[0], round_id=f"{s.shoe_id}.{len(s.rounds) + 1}",
             round_no=len(s.rounds) + 1, cards=None, state="cancelled", dealt=0)]), s)[1],
         "after the shoe's last round"),
+    # issue 25, attack 3: a record that leaves slots of the order unaccounted for
+    "a settled round's cards set to null": (
+        lambda s: (setattr(s.rounds[0], "cards", None), s)[1], "no cards published"),  # type: ignore[func-returns-value]  # setattr's None, then the record
+    "a settled round called cancelled, its cards null": (
+        lambda s: (setattr(s.rounds[0], "state", "cancelled"),  # type: ignore[func-returns-value]  # setattr's None, then the record
+                   setattr(s.rounds[0], "cards", None), s)[2], "no cards published"),  # type: ignore[func-returns-value]  # setattr's None, then the record
+    "a cancelled round's cards withheld": (
+        lambda s: (setattr(s.rounds[1], "cards", None), s)[1], "no cards published"),  # type: ignore[func-returns-value]  # setattr's None, then the record
+    "a cancelled round's published cards changed": (
+        lambda s: (s.rounds[1].cards.__setitem__("P1", ["AS"] if s.rounds[1].cards["P1"]
+                                                  != ["AS"] else ["AH"]), s)[1],
+        "was revealed as"),
+    "a round in no ended state": (
+        lambda s: (setattr(s.rounds[0], "state", "betting"), s)[1], "settled or cancelled"),  # type: ignore[func-returns-value]  # setattr's None, then the record
+    "a hand that does not exist": (
+        lambda s: (s.rounds[0].cards.__setitem__("P6", ["AS", "AH"]), s)[1], "no hand"),
     "a salt that is not 32 bytes (hash recomputed)": (
         lambda s: _rehash((setattr(s, "salt", "xyz"), s)[1]), "salt is not 64"),  # type: ignore[func-returns-value]
 }
@@ -172,8 +193,9 @@ async def test_a_recomputed_commitment_is_caught_by_the_one_seen_before_the_bets
         fair: tuple[ShoeRecord, str]) -> None:
     record, seen = fair
     forged = _rehash(_swap_in_first_round(_copy(record)))
-    forged.rounds[0].cards = None  # pretend the round was cancelled: consistent again
-    forged.rounds[0].state = "cancelled"
+    forged.rounds[0].state = "cancelled"  # pretend the round was cancelled, publish what
+    forged.rounds[0].cards = None  # the forged order deals: consistent again
+    publish_rounds(forged.order, forged.rounds)
     assert check_shoe(forged) == []  # consistent in itself…
     problems = check_shoe(forged, seen_commitment=seen)  # …but not the shoe announced
     assert len(problems) == 1 and "not the one published" in problems[0]
@@ -225,6 +247,18 @@ async def test_verify_shoe_from_a_file(fair: tuple[ShoeRecord, str], tmp_path: P
     assert err.startswith("shoe t1.1: NOT VERIFIED\n  - round t1.1.1: P1 was revealed as")
     code, out, _ = run(capsys, "verify-shoe", "t1.1", "--file", str(bad), "--json")
     assert code == 1 and json.loads(out)["ok"] is False
+    # issue 25, attack 3: one round's cards set to null, or the round called cancelled,
+    # exited 0 ("verified")
+    for how in ("null", "cancelled"):
+        forged = _copy(record)
+        forged.rounds[0].cards = None
+        if how == "cancelled":
+            forged.rounds[0].state = "cancelled"
+        bad.write_bytes(msgspec.json.encode(forged))
+        code, out, err = run(capsys, "verify-shoe", "t1.1", "--file", str(bad),
+                             "--commitment", seen)
+        assert (code, out) == (1, ""), how
+        assert "round t1.1.1: no cards published for the 13 slots" in err, how
     broken = tmp_path / "broken.json"
     broken.write_text('{"shoe_id": "t1.1", "commitment": 5}')
     code, _, err = run(capsys, "verify-shoe", "t1.1", "--file", str(broken))
@@ -305,26 +339,88 @@ def test_a_sealed_state_opens_only_with_its_key_and_table() -> None:
 
 def test_the_state_key_comes_from_outside_the_data_directory(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    s = Settings(data_dir=data, secret=None)
-    key, _, warnings = s.state_key()  # the default: the secret made in the data dir
-    assert key == (data / "secret").read_bytes().strip()
-    assert len(warnings) == 1 and "beside the database" in warnings[0]
-    s = Settings(data_dir=data, secret=b"from-the-environment")
-    assert s.state_key() == (b"from-the-environment", "the signing secret", [])
+    data.mkdir()
     s = Settings(data_dir=data, secret=b"x", shoe_key=b"k" * 32)
-    assert s.state_key() == (b"k" * 32, "LIVETABLE_SHOE_KEY", [])
+    assert s.state_key() == (b"k" * 32 + b"\nx", "LIVETABLE_SHOE_KEY", [])
     key_file = tmp_path / "shoe.key"
     key_file.write_text("f" * 64 + "\n")
+    key_file.chmod(0o600)
     s = Settings(data_dir=data, secret=b"x", shoe_key_file=key_file)
-    assert s.state_key()[0] == b"f" * 64 and s.state_key()[2] == []
+    assert s.state_key()[0] == b"f" * 64 + b"\nx" and s.state_key()[2] == []
     inside = data / "shoe.key"
     inside.write_text("f" * 64)
+    inside.chmod(0o600)
     assert "inside the data directory" in Settings(
         data_dir=data, secret=b"x", shoe_key_file=inside).state_key()[2][0]
+    key_file.chmod(0o644)
+    assert "readable by others" in Settings(
+        data_dir=data, secret=b"x", shoe_key_file=key_file).state_key()[2][0]
     with pytest.raises(ValueError, match="at least 32"):
         Settings(data_dir=data, secret=b"x", shoe_key=b"short").state_key()
     with pytest.raises(ValueError, match="LIVETABLE_SHOE_KEY_FILE"):
         Settings(data_dir=data, secret=b"x", shoe_key_file=tmp_path / "none").state_key()
+    with pytest.raises(ValueError, match="signing secret"):
+        Settings(data_dir=data, secret=b"s" * 32, shoe_key=b"s" * 32).state_key()
+
+
+def test_the_shoe_key_is_its_own_generated_apart_from_the_secret_and_the_data(
+        tmp_path: Path) -> None:
+    """Issue 25, attack 2: the default sealing key was the token secret, kept beside the
+    database. Now a key of its own is generated on the first start, in a 0700 directory
+    beside the data directory, 0600, and the secret cannot open what it seals."""
+    data = tmp_path / "data"
+    s = Settings(data_dir=data)
+    secret = s.load_secret()
+    ring, source, warnings = s.state_key()
+    path = tmp_path / "data-keys" / "shoe.key"
+    assert source == f"the key file {path}" and "generated the shoe key" in warnings[0]
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    shoe_key = path.read_bytes().strip()
+    assert len(shoe_key) >= 32 and shoe_key != secret
+    assert ring == shoe_key + b"\n" + secret  # the secret only opens (the migration)
+    assert s.state_key() == (ring, source, [])  # the second start reads the same key
+    sealed = StateSeal(ring).seal("t1", b'{"shoe": "next cards"}')
+    with pytest.raises(SealError, match="another key"):
+        StateSeal(secret).open("t1", sealed)  # what the attacker held: not enough now
+
+
+def test_a_rotated_ring_seals_with_the_new_key_and_opens_with_the_old() -> None:
+    old, new = b"o" * 32, b"n" * 32
+    before = StateSeal(old).seal("t1", b"{}")
+    ring = StateSeal(new + b"\n" + old)
+    assert ring.open("t1", before) == b"{}"
+    after = ring.seal("t1", b"{}")
+    assert ring.sealed_with(after) == StateSeal(new).key_id
+    assert StateSeal(new).open("t1", after) == b"{}"
+    with pytest.raises(SealError, match="another key"):
+        StateSeal(old).open("t1", after)
+
+
+async def test_a_state_sealed_with_the_secret_is_resealed_with_the_shoe_key(
+        tmp_path: Path) -> None:
+    """A deployment from before the shoe key: its state sealed with the signing secret
+    opens on the first start and the runner's first commit reseals it with the shoe key."""
+    data = tmp_path / "data"
+    settings = Settings(data_dir=data)
+    secret = settings.load_secret()
+    path = data / "livetable.sqlite3"
+    old = SQLiteStore(path, seal=StateSeal(secret))
+    e = TableEngine.new("t1", rng=random.Random(5))
+    step = e.open_betting(T0)
+    await commit(old, e, step, T0)
+    await old.close()
+
+    store = SQLiteStore(path, seal=StateSeal(settings.state_key()[0]))
+    runner = TableRunner("t1", store, MemoryBus(), clock=lambda: T0 + 10)
+    await runner.start()
+    await runner.stop()
+    stored = bytes(store.db.execute("SELECT state FROM tables").fetchone()[0])
+    with pytest.raises(SealError, match="another key"):
+        StateSeal(secret).open("t1", stored)
+    shoe_key = settings.shoe_key_path.read_bytes().strip()
+    assert TableEngine.from_bytes(StateSeal(shoe_key).open("t1", stored)).state.round_no == 1
+    await store.close()
 
 
 async def test_a_plain_state_from_before_sealing_loads_is_sealed_and_its_shoe_retired(
@@ -357,3 +453,31 @@ async def test_a_plain_state_from_before_sealing_loads_is_sealed_and_its_shoe_re
     started = [ev for ev in step.events if isinstance(ev, p.ShoeStarted)]
     assert [(ev.shoe_id, ev.commitment is not None) for ev in started] == [("t1.2", True)]
     await store.close()
+
+
+async def test_a_configured_mode_that_a_stored_table_does_not_have_is_said_at_start(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--mode manual`` for a table already stored in auto mode: the table keeps its mode
+    (its shoe went with it), and the start says so instead of ignoring the flag silently;
+    ``--help`` says it too."""
+    store = SQLiteStore(tmp_path / "db.sqlite3", seal=StateSeal(KEY))
+    first = TableRunner("t1", store, MemoryBus(), clock=lambda: T0)
+    await first.start()
+    await first.stop()
+    caplog.set_level("WARNING", logger="livetable.runner")
+    again = TableRunner("t1", store, MemoryBus(), mode="manual", clock=lambda: T0 + 1)
+    await again.start()
+    await again.stop()
+    assert again.engine is not None and again.engine.state.mode == "auto"
+    said = [r.getMessage() for r in caplog.records if "mode" in r.getMessage()]
+    assert said and "kept in auto mode" in said[0] and "new tables only" in said[0], said
+    await store.close()
+    assert main(["serve", "--help"]) == 0
+    assert "a table already in the store keeps its own" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_shoe_key_that_cannot_be_created_is_a_clear_settings_error(tmp_path: Path) -> None:
+    (tmp_path / "data-keys").write_text("a file where the key's directory would go")
+    with pytest.raises(SettingsError, match=r"cannot create the shoe key .*LIVETABLE_SHOE_KEY"):
+        Settings(data_dir=tmp_path / "data", secret=b"x" * 32).state_key()

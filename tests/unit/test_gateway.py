@@ -20,7 +20,7 @@ from livetable.auth import mint
 from livetable.bus import TableBatch
 from livetable.config import Settings
 from livetable.server.framed_ws import EXTENSION
-from livetable.server.gateway import CLOSE_INTERNAL_ERROR, CLOSE_TOO_SLOW, Gateway
+from livetable.server.gateway import CLOSE_INTERNAL_ERROR, CLOSE_RESYNC, CLOSE_TOO_SLOW, Gateway
 from livetable.server.metrics import Metrics
 from livetable.store.base import StoreUnavailable
 from livetable.store.sqlite import SQLiteStore
@@ -355,9 +355,11 @@ async def test_a_client_answered_lately_gets_no_heartbeat(tmp_path: Path) -> Non
             while len(idle_ws.wire) < 4:  # four beats for the idle client...
                 busy.send_message(p.Pong(t=1, server_time=2))  # ...while busy is answered
                 await asyncio.sleep(0.02)
+        # (both also hear the table's players online once: a count, not a beat)
         beats = [json.loads(_payload(f)) for f in busy_ws.wire]
-        assert {m["type"] for m in beats} == {"pong"}  # no heartbeat among them
-        assert {json.loads(_payload(f))["type"] for f in idle_ws.wire} == {"heartbeat"}
+        assert {m["type"] for m in beats} == {"pong", "presence"}  # no heartbeat among them
+        assert {json.loads(_payload(f))["type"] for f in idle_ws.wire} == {"heartbeat",
+                                                                            "presence"}
     finally:
         await gw.shutdown()
         await gw.store.close()
@@ -407,3 +409,89 @@ async def test_a_repaired_rounds_results_reach_a_player_once(
     got = [json.loads(f)["bet_id"] for w in ws.wire for f in _split_frames(w)
            if json.loads(f)["type"] == "bet_settled"]
     assert sorted(got) == ["chunk1", "chunk2"]
+
+
+async def test_a_head_gone_backwards_resyncs_the_clients_with_a_fresh_snapshot(
+        gateway: Gateway) -> None:
+    """Issue 27: an engine reloaded from a store that had lost its last steps numbers its
+    events again from the store's head. The gateway, ahead, dropped them as seen — a
+    cancellation and the next round_opened among them. Now the clients resync: closed
+    4011, and their resume gets a fresh snapshot, not a replay of the other history."""
+    for seq in range(1, 6):
+        gateway.deliver(TableBatch(table="t1", epoch=1, seq=seq, frames=[(seq, event(seq))],
+                                   snapshot=snapshot(seq)))
+    hello = {"type": "hello", "v": 1, "table": "t1"}
+    ws = FakeWebSocket({**hello, "resume": {"epoch": 1, "seq": 5}})
+    session = asyncio.create_task(gateway.serve(ws, "player"))  # type: ignore[arg-type]
+    feed = gateway.feeds["t1"]
+    await settle(lambda: len(feed.clients) == 1)
+
+    # the same step again (a bus that brings it twice) is no step back
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=5, frames=[(5, event(5))],
+                               snapshot=snapshot(5)))
+    assert ws.close_codes == [] and feed.seq == 5
+
+    # the store kept up to seq 3: the reloaded engine's next step is 4, another event
+    other = p.encode(p.RoundCancelled(round_id="r", reason="restarted", table="t1",
+                                      epoch=1, seq=4))
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=4, frames=[(4, other)],
+                               snapshot=snapshot(4)))
+    await settle(lambda: ws.close_codes != [])
+    assert ws.close_codes == [CLOSE_RESYNC]
+    assert gateway.metrics.counters["livetable_feed_rewinds_total"] == 1
+    async with asyncio.timeout(2):
+        await session
+    assert (feed.seq, feed.frames_after(3)) == (4, [(4, other.decode())])
+
+    # the client resumes from what it saw (seq 5): a fresh snapshot at the table's head
+    back = FakeWebSocket({**hello, "resume": {"epoch": 1, "seq": 5}})
+    session = asyncio.create_task(gateway.serve(back, "player"))  # type: ignore[arg-type]
+    await settle(lambda: len(back.sent) >= 1)
+    assert (back.sent[0]["resumed"], back.sent[0]["seq"]) == (False, 4)
+    # one that saw only events both histories share is replayed the new one
+    early = FakeWebSocket({**hello, "resume": {"epoch": 1, "seq": 3}})
+    sessions = [session, asyncio.create_task(gateway.serve(early, "player"))]  # type: ignore[arg-type]
+    await settle(lambda: len(early.sent) >= 2)
+    assert early.sent[0]["resumed"] is True and early.sent[1]["type"] == "round_cancelled"
+
+    # a snapshot behind the head, without events (the reloaded engine's first step): too
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=2, frames=[], snapshot=snapshot(2)))
+    await settle(lambda: back.close_codes == [CLOSE_RESYNC] == early.close_codes)
+    assert feed.seq == 2
+    async with asyncio.timeout(2):
+        await asyncio.gather(*sessions)
+
+
+async def test_players_online_go_out_when_the_count_changes_at_most_every_interval(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table's connections hear how many watch it (a presence frame): once when they
+    join, again when the number changed, never more often than ``PRESENCE_EVERY``."""
+    from livetable.server.gateway import Client
+
+    monkeypatch.setattr(p, "PRESENCE_EVERY", 0.3)
+    gw = _gateway(tmp_path, heartbeat=5)  # the presence check runs on the heartbeat tick
+    first_ws, second_ws = FakeWebSocket(direct=True), FakeWebSocket(direct=True)
+    first, second = (Client(ws, gw, "player") for ws in (first_ws, second_ws))  # type: ignore[arg-type]
+
+    def counts(ws: FakeWebSocket) -> list[int]:
+        frames = [json.loads(_payload(f)) for f in ws.wire]
+        return [m["online"] for m in frames if m["type"] == "presence"]
+
+    first.table = "t1"
+    gw.feeds["t1"].clients.add(first)
+    gw.feeds["t1"].online_told = -1
+    gw.start()
+    try:
+        await settle(lambda: counts(first_ws) == [1])
+        second.table = "t1"
+        gw.feeds["t1"].clients.add(second)
+        await asyncio.sleep(0.1)
+        assert counts(first_ws) == [1]  # not yet: at most one frame per interval
+        await settle(lambda: counts(first_ws) == [1, 2] and counts(second_ws) == [2])
+        gw.feeds["t1"].clients.discard(second)
+        await settle(lambda: counts(first_ws) == [1, 2, 1])
+        await asyncio.sleep(0.5)
+        assert counts(first_ws) == [1, 2, 1]  # nothing changed: nothing sent
+    finally:
+        await gw.shutdown()
+        await gw.store.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from livetable.bus import TableBatch
 from livetable.bus.redis import RedisBus
 from livetable.engine import TableEngine
+from livetable.protocol import encode
 
 
 def frame(seq: int) -> bytes:
@@ -19,20 +20,19 @@ def frame(seq: int) -> bytes:
 
 
 class LogOnly:
-    """The two reads of a catch-up: the table's stored state and its event log."""
+    """The two reads of a catch-up: the table's public snapshot and its event log."""
 
     def __init__(self, seq: int) -> None:
-        engine = TableEngine.new("t1")
-        engine.state.seq = seq
-        self.state = engine.to_bytes()
+        self.engine = TableEngine.new("t1")
+        self.engine.state.seq = seq
 
-    async def load_table(self, table: str) -> bytes:
-        return self.state
+    async def load_snapshot(self, table: str) -> tuple[int, int, bytes]:
+        state = self.engine.state
+        return state.epoch, state.seq, encode(self.engine.snapshot())
 
     async def events_after(self, table: str, epoch: int, seq: int, limit: int
                            ) -> list[bytes]:
-        return [frame(s) for s in range(seq + 1, TableEngine.from_bytes(self.state).state.seq
-                                        + 1)][:limit]
+        return [frame(s) for s in range(seq + 1, self.engine.state.seq + 1)][:limit]
 
 
 def batch(*seqs: int, private: list[tuple[str, bytes]] | None = None) -> TableBatch:
@@ -55,3 +55,41 @@ async def test_a_batch_the_repair_covered_is_not_delivered_again() -> None:
     assert len(delivered) == 2
     await bus._receive(batch(6))  # the next step goes on as usual
     assert [s for s, _ in delivered[-1].frames] == [6] and not delivered[-1].repair
+
+
+async def test_results_ahead_of_their_step_are_caught_up_first() -> None:
+    """Issue 27: at an engine takeover mid-settlement the new engine's first batches — its
+    recovery step and its settlement results, without events, at the store's head — can
+    reach a gateway before the old engine's last step (published late, or never: killed
+    between storing and publishing it). Delivered as they were, ahead of the gateway's
+    head with nothing between, every client was closed 4011. The log has the step."""
+    store = LogOnly(seq=4)  # the old engine stored step 3-4 and published only up to 2
+    bus = RedisBus(None, ["t1"], store)  # type: ignore[arg-type]  # _receive needs no Redis
+    delivered: list[TableBatch] = []
+    bus.subscribe(delivered.append)
+    await bus._receive(batch(1, 2))
+    results = TableBatch(table="t1", epoch=1, seq=4, frames=[], snapshot=b"{}",
+                         private=[("pA", b'{"type":"bet_settled","bet_id":"a1"}')])
+    await bus._receive(results)
+    assert [[s for s, _ in b.frames] for b in delivered] == [[1, 2], [3, 4], []]
+    assert delivered[1].repair and delivered[2].private == results.private
+    # the old engine's step arrives at last: delivered already
+    await bus._receive(batch(3, 4))
+    assert len(delivered) == 3
+
+
+async def test_other_events_under_numbers_delivered_go_through() -> None:
+    """A reloaded engine numbers its events again from the store's head: the bus passes
+    them on (the gateways resync their clients), where it drops a step that comes again."""
+    bus = RedisBus(None, ["t1"], LogOnly(seq=3))  # type: ignore[arg-type]
+    delivered: list[TableBatch] = []
+    bus.subscribe(delivered.append)
+    await bus._receive(batch(1, 2, 3))
+    await bus._receive(batch(3))  # the same step again
+    assert len(delivered) == 1
+    other = TableBatch(table="t1", epoch=1, seq=2, frames=[(2, b'{"type":"other"}')],
+                       snapshot=b"{}")
+    await bus._receive(other)
+    assert delivered[-1] is other
+    await bus._receive(batch(3))  # the new history's next step goes on as usual
+    assert delivered[-1].frames == [(3, frame(3))]

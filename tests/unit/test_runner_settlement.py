@@ -162,16 +162,16 @@ async def test_the_chunks_after_the_first_are_asked_for_before_the_step_is_publi
     order: list[str] = []
     commit_step, settle_pending = store.commit_step, store.settle_pending
 
-    async def recording_commit_step(*args: Any) -> Any:
+    async def recording_commit_step(*args: Any, **kwargs: Any) -> Any:
         if any(isinstance(e, SettleRound) for e in args[3]):
             order.append("settling step stored")
-        return await commit_step(*args)
+        return await commit_step(*args, **kwargs)
 
     async def recording_settle_pending(table: str, now: int) -> Any:
         order.append("chunk asked for")
         return await settle_pending(table, now)
 
-    store.commit_step = recording_commit_step  # type: ignore[assignment,method-assign]
+    store.commit_step = recording_commit_step  # type: ignore[method-assign]
     store.settle_pending = recording_settle_pending  # type: ignore[method-assign]
     bus = MemoryBus()
     batches: list[TableBatch] = []

@@ -15,6 +15,7 @@ same way for ever. The runner logs it and holds the table still (issue 16).
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,11 +24,14 @@ import pytest
 
 from livetable import protocol as p
 from livetable.bus import MemoryBus, TableBatch
-from livetable.engine import SetBetting, SettleRound, Timing
+from livetable.clock import now_ms
+from livetable.config import Settings
+from livetable.engine import OpenRound, SetBetting, SettleRound, TableEngine, Timing
 from livetable.engine.bets import BetRequest
+from livetable.server.app import Services
 from livetable.server.runner import SETTLE_AHEAD, TableRunner
 from livetable.store import SQLiteStore
-from livetable.store.base import Settled, StoreUnavailable
+from livetable.store.base import OutOfStep, Settled, StoreUnavailable
 
 TABLE = "t1"
 T = TypeVar("T")
@@ -46,7 +50,8 @@ class FlakyStore:
         return getattr(self.inner, name)
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Any], now: int) -> list[Settled]:
+                          effects: list[Any], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
         closes = any(isinstance(e, SetBetting) and e.status == "closed" for e in effects)
         settles = any(isinstance(e, SettleRound) for e in effects)
         if settles and "settle" not in self.failed:
@@ -117,11 +122,13 @@ class BuggyStore:
         return getattr(self.inner, name)
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Any], now: int) -> list[Settled]:
+                          effects: list[Any], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
         if self.where == "commit" and any(isinstance(e, SettleRound) for e in effects):
             self.calls += 1
             raise KeyError("a bug in settling")
-        return await self.inner.commit_step(table, state, events, effects, now)
+        return await self.inner.commit_step(table, state, events, effects, now,
+                                            snapshot=snapshot)
 
     async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
         if self.where == "settle":
@@ -154,3 +161,191 @@ async def test_a_bug_holds_the_table_instead_of_retrying_forever(
     finally:
         await runner.stop()
         await store.close()
+
+
+class LosingStore:
+    """A store that loses its last write: the first step that opens a round is stored and
+    answered, then the database goes back to what it held before it (as after a failover
+    to a replica that had not got the step yet)."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self.inner = inner
+        self.lost: list[OpenRound] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
+                          effects: list[Any], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
+        opens = [e for e in effects if isinstance(e, OpenRound)]
+        if not opens or self.lost:
+            return await self.inner.commit_step(table, state, events, effects, now,
+                                             snapshot=snapshot)
+        self.lost += opens
+        before = sqlite3.connect(":memory:", check_same_thread=False)
+        loop = asyncio.get_running_loop()  # on the store's writer thread, between its calls
+        await loop.run_in_executor(self.inner.writer, self.inner.db.backup, before)
+        settled = await self.inner.commit_step(table, state, events, effects, now)
+        await loop.run_in_executor(self.inner.writer, before.backup, self.inner.db)  # lost
+        before.close()
+        return settled
+
+
+async def test_an_engine_ahead_of_its_store_reloads_and_the_table_says_so(
+        tmp_path: Path) -> None:
+    """Issue 27: after a store lost its last writes the engine kept its round in memory
+    and went on publishing steps the store did not have, for good. Now the store refuses
+    the engine's next step (it does not follow on), the engine reloads from the store,
+    /readyz names the table and why, the metric counts it, and the table goes on: the
+    round opens again, in the store this time, and takes bets."""
+    store = LosingStore(SQLiteStore(tmp_path / "db.sqlite3"))
+    bus = MemoryBus()
+    batches: list[TableBatch] = []
+    bus.subscribe(batches.append)
+    settings = Settings(data_dir=tmp_path, secret=b"losing-store-secret-0123456789abcdef",
+                        betting_seconds=2, deal_interval=0.05, reveal_interval=0.01,
+                        between_rounds=0.05, close_grace=0, audit_interval=0)
+    services = Services(settings, store=store, bus=bus)  # a Store by delegation
+    await services.start()
+    runner = services.runners[TABLE]
+    try:
+        await store.ensure_player("p1", "P1", 1_000, 0)
+        async with asyncio.timeout(10):
+            while not runner.refusals:
+                await asyncio.sleep(0.01)
+        (lost,) = store.lost
+        ready, checks = await services.ready()
+        assert ready, checks  # the table goes on: informative, not a verdict
+        why = checks["steps_refused"][TABLE]
+        assert "refused by the store" in why and ("does not follow" in why
+                                                  or "where this engine left it" in why)
+        assert services.metrics.steps_refused[TABLE] == 1
+        assert 'livetable_steps_refused_total{table="t1"} 1.0' in \
+            services.metrics.render().decode()
+
+        # the round opens again, in the store this time, and takes bets
+        async with asyncio.timeout(10):
+            while True:
+                view = await store.round_view(lost.round_id)
+                if view is not None:
+                    break
+                await asyncio.sleep(0.01)
+        assert view.state == "betting"
+        answer = await store.place_bet(BetRequest(player_id="p1", table=TABLE, bet_id="b1",
+                                                  round_id=lost.round_id, spot="P1",
+                                                  amount=100), now_ms())
+        assert isinstance(answer, p.BetAccepted), answer
+        # the gateway went back with the table (its clients resynced)
+        assert services.metrics.counters["livetable_feed_rewinds_total"] == 1
+        assert services.gateway.feeds[TABLE].view().round_id == lost.round_id
+        assert runner.halted is None and runner.refusals == 1
+    finally:
+        await services.stop()
+    # every event in the store once, numbered without a hole, and the ledger is right
+    stored = SQLiteStore(tmp_path / "db.sqlite3")
+    state = await stored.load_table(TABLE)
+    assert state is not None
+    head = TableEngine.from_bytes(state).state
+    logged = await stored.events_after(TABLE, head.epoch, 0, 10_000)
+    assert logged is not None and len(logged) == head.seq
+    report = await stored.audit()
+    assert report.ok, report.problems
+    await stored.close()
+
+
+class RefusingStore:
+    """A store that refuses every step after the first as out of step: its rounds and the
+    engine state it holds disagree, so a reload does not help."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self.inner = inner
+        self.steps = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
+                          effects: list[Any], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
+        self.steps += 1
+        if self.steps > 1:
+            raise OutOfStep(f"table {table}: round r1 is settled: it cannot go settling")
+        return await self.inner.commit_step(table, state, events, effects, now,
+                                             snapshot=snapshot)
+
+
+async def test_a_step_refused_again_after_the_reload_holds_the_table(tmp_path: Path) -> None:
+    """The engine reloads once for a refused step; if the store refuses the step the
+    reloaded engine takes too, reloading again would go round for ever: the table is held,
+    as for a bug, and says why."""
+    store = RefusingStore(SQLiteStore(tmp_path / "db.sqlite3"))
+    refused: list[str] = []
+    runner = TableRunner(TABLE, store, MemoryBus(),  # a Store by delegation
+                         timing=Timing(betting_ms=50, deal_interval_ms=1,
+                                       reveal_interval_ms=1, between_rounds_ms=10),
+                         on_refused=refused.append)
+    await runner.start()
+    try:
+        async with asyncio.timeout(10):
+            while runner.halted is None:
+                await asyncio.sleep(0.01)
+        assert refused == [TABLE, TABLE] and runner.refusals == 2
+        assert "refused the step again" in runner.halted
+        steps = store.steps
+        await asyncio.sleep(0.3)
+        assert store.steps == steps  # held: no step tried since
+    finally:
+        await runner.stop()
+        await store.close()
+
+
+class ClosingRefusedOnceStore:
+    """A store that refuses the close of betting once as out of step (issue 26: the store
+    is not where the engine left it — a failover lost what it wrote), writing nothing."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self.inner = inner
+        self.refused = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
+                          effects: list[Any], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
+        closes = any(isinstance(e, SetBetting) and e.status == "closed" for e in effects)
+        if closes and not self.refused:
+            self.refused += 1
+            raise OutOfStep("the store's head is not where this engine left it")
+        return await self.inner.commit_step(table, state, events, effects, now,
+                                             snapshot=snapshot)
+
+
+async def test_a_step_refused_as_out_of_step_reloads_the_engine(tmp_path: Path) -> None:
+    """The runner drops its engine and steps on from the store's state: the close is taken
+    again, the round settles, the event log has no hole, and the table is not held."""
+    store = ClosingRefusedOnceStore(SQLiteStore(tmp_path / "db.sqlite3"))
+    bus = MemoryBus()
+    batches: list[TableBatch] = []
+    bus.subscribe(batches.append)
+    runner = TableRunner(TABLE, store, bus,  # a Store by delegation
+                         timing=Timing(betting_ms=300, deal_interval_ms=5,
+                                       reveal_interval_ms=5, between_rounds_ms=50))
+    await runner.start()
+    try:
+        async with asyncio.timeout(10):
+            while not [b for b in batches for _, f in b.frames
+                       if isinstance(EVENTS.decode(f), p.RoundSettled)]:
+                await asyncio.sleep(0.01)
+        assert runner.halted is None and runner.alive
+    finally:
+        await runner.stop()
+    assert store.refused == 1
+    head = max(seq for b in batches for seq, _ in b.frames)
+    logged = await store.events_after(TABLE, batches[0].epoch, 0, 10_000)
+    assert logged is not None and len(logged) == head  # every event once, no hole
+    assert [EVENTS.decode(f).seq for f in logged] == list(range(1, head + 1))
+    report = await store.audit()
+    assert report.ok, report.problems
+    await store.close()

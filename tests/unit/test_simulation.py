@@ -118,8 +118,10 @@ class SkimmingStore(SQLiteStore):
     payouts = 0
 
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
-                          effects: list[Effect], now: int) -> list[Settled]:
-        settled = await super().commit_step(table, state, events, effects, now)
+                          effects: list[Effect], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
+        settled = await super().commit_step(table, state, events, effects, now,
+                                            snapshot=snapshot)
         paid = [s for s in settled if s.message.returned > 0 and s.message.outcome != "refund"]
         if paid:
             self.payouts += 1

@@ -38,7 +38,7 @@ from livetable.rules import (
 )
 from livetable.rules.fairness import ShoeRecord, ShoeRound
 from livetable.store import SQLiteStore, Store
-from livetable.store.base import UnknownPlayer
+from livetable.store.base import OutOfStep, UnknownPlayer
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import DEFAULT_EVENT_RETENTION
 
@@ -113,6 +113,18 @@ async def store(make_store: Callable[..., Awaitable[Store]]) -> Store:
 async def commit(store: Store, *effects: Any, now: int = T0,
                  events: list[tuple[int, int, bytes]] | None = None) -> list[Any]:
     return await store.commit_step(TABLE, b'{"state": 1}', events or [], list(effects), now)
+
+
+async def refused(store: Store, *effects: Any, now: int = T0) -> None:
+    """A step of ``effects`` is refused as out of step, and nothing of it is written: the
+    ledger, the rounds and the table's state are as they were."""
+    rounds = [getattr(e, "round_id", R1) for e in effects]
+    before = ([await store.round_view(r) for r in rounds], await store.audit(),
+              await store.load_table(TABLE))
+    with pytest.raises(OutOfStep):
+        await commit(store, *effects, now=now)
+    assert ([await store.round_view(r) for r in rounds], await store.audit(),
+            await store.load_table(TABLE)) == before
 
 
 async def open_round(store: Store, round_id: str = R1, closes_at: int = CLOSES,
@@ -430,9 +442,9 @@ async def test_settlement_is_exact_and_paid_once(table: Store) -> None:
         for pid in ("alice", "bob"):
             mine = [s for s in settled if s.player_id == pid]
             assert mine[-1].message.balance == before[pid] + paid[pid]
-        # Committed again (a runner retrying after a crash): paid once, answered with nothing.
-        assert await commit(table, settle_effect(round_id, cards), now=T0 + 40_000) == []
-        assert await commit(table, cancel(round_id), now=T0 + 40_000) == []
+        # Committed again (a runner retrying after a crash): refused, paid once.
+        await refused(table, settle_effect(round_id, cards), now=T0 + 40_000)
+        await refused(table, cancel(round_id), now=T0 + 40_000)
     for pid in ("alice", "bob"):
         assert await balance(table, pid) == before[pid] + paid[pid]
 
@@ -495,9 +507,9 @@ async def test_cancel_refunds_stake_and_withholding(
     assert last == {"alice": 10_000, "bob": 999}
     assert await balance(table, "alice") == 10_000
     assert await balance(table, "bob") == 999
-    # Idempotent by round id: neither a second cancel nor a late settle moves money.
-    assert await commit(table, cancel()) == []
-    assert await commit(table, settle_effect(R1, ROUND_A)) == []
+    # Neither a second cancel nor a late settle is taken: the round is not open any more.
+    await refused(table, cancel())
+    await refused(table, settle_effect(R1, ROUND_A))
     assert await balance(table, "alice") == 10_000
     view = await table.round_view(R1)
     assert view is not None and (view.state, view.reason) == ("cancelled", "camera down")
@@ -613,6 +625,45 @@ async def test_events_after(store: Store) -> None:
     assert await store.events_after(TABLE, 2, 0, 100) == [frame(2, 1)[2]]
 
 
+async def test_a_step_is_written_only_if_it_follows_the_stored_head(table: Store) -> None:
+    """Issue 27: an engine ahead of its store (a failover lost the store's last writes)
+    went on publishing steps the store did not have. Every store writes a step only if its
+    first event is the stored head + 1; any other is refused, and nothing of it is
+    written — its events, its effects, the engine's state."""
+    await commit(table, events=[frame(1, 1), frame(1, 2)])
+    for wrong in ([frame(1, 4)],                 # ahead: the store lost seq 3
+                  [frame(1, 2), frame(1, 3)],    # overlapping what is stored
+                  [frame(1, 1)]):                # behind
+        with pytest.raises(OutOfStep, match="does not follow"):
+            await table.commit_step(TABLE, b'{"ahead": 1}', wrong, [betting("closed")],
+                                    T0 + 1)
+        assert await table.events_after(TABLE, 1, 0, 100) == [frame(1, s)[2] for s in (1, 2)]
+        assert await table.load_table(TABLE) == b'{"state": 1}'
+        view = await table.round_view(R1)
+        assert view is not None and view.state == "betting"
+    await table.commit_step(TABLE, b'{"next": 1}', [frame(1, 3)], [betting("closed")], T0 + 1)
+    assert await table.events_after(TABLE, 1, 2, 100) == [frame(1, 3)[2]]
+    view = await table.round_view(R1)
+    assert view is not None and view.state == "closed"
+
+
+async def test_a_step_is_written_only_if_its_round_is_where_it_expects(table: Store) -> None:
+    """A round opens once, and betting is set, a round settled or cancelled, only while it
+    is open (step.lua used to skip such effects quietly)."""
+    await refused(table, betting("closed", round_id=R2))  # a round the store never opened
+    await refused(table, settle_effect(R2, ROUND_A))
+    await refused(table, cancel(R2))
+    await refused(table, OpenRound(table=TABLE, round_id=R1, shoe_id="t1.1", round_no=1,
+                                   closes_at=CLOSES, limits=LIMITS))  # opened already
+    await commit(table, betting("closed"), cancel())
+    await refused(table, betting("betting", closes_at=CLOSES))  # ended
+    # effects of one step follow each other: a round opened and closed in the same step
+    await commit(table, OpenRound(table=TABLE, round_id=R2, shoe_id="t1.1", round_no=2,
+                                  closes_at=CLOSES, limits=LIMITS), betting("closed", R2))
+    view = await table.round_view(R2)
+    assert view is not None and view.state == "closed"
+
+
 async def test_events_after_a_trimmed_log(make_store: Callable[..., Awaitable[Store]]) -> None:
     store = await make_store(event_retention=10)
     for start in range(1, 1001, 100):
@@ -669,6 +720,23 @@ async def test_audit_detects_a_bet_left_open_in_an_ended_round_sqlite() -> None:
     report = await store.audit()
     assert not report.ok
     assert any("neither settled nor refunded" in problem for problem in report.problems)
+    await store.close()
+
+
+async def test_audit_detects_a_hold_that_is_not_its_open_bets_sqlite() -> None:
+    """Issue 27: the audit checked holds of ended rounds only. A round in play holds
+    exactly what its open bets took: a bet marked refunded without its refund (the money
+    still in the hold, every account still matching its transfers) is found."""
+    store = SQLiteStore(":memory:")
+    await store.ensure_player("alice", "Alice", 1_000, T0)
+    await open_round(store)
+    await accepted(store, bet("alice", "a1", "P1", 100))
+    await accepted(store, bet("alice", "a2", "P2", 50))
+    assert (await store.audit()).ok
+    store.db.execute("UPDATE bets SET state = 'refunded' WHERE bet_id = 'a2'")
+    report = await store.audit()
+    assert not report.ok and report.total == 0
+    assert report.problems == ["hold:t1.1.1 holds 300 but the round's open bets took 200"]
     await store.close()
 
 
@@ -759,7 +827,11 @@ async def test_a_shoe_is_kept_once_revealed_with_its_rounds(store: Store) -> Non
         order=ORDER, burn_card=ORDER[0], burned=1, ended_at=T0 + 9,
         rounds=[ShoeRound(round_id=R1, round_no=1, state="settled", dealt=13,
                           cards={pos: text.split() for pos, text in ROUND_HANDS.items()}),
-                ShoeRound(round_id=R2, round_no=2, state="cancelled", dealt=4, cards=None)])
+                # a cancelled round publishes what it had dealt: its burn is slot 15
+                # (the opening AS, its one burn, round 1's 13), then P1, P2, P3
+                ShoeRound(round_id=R2, round_no=2, state="cancelled", dealt=4, cards={
+                    "P1": [ORDER[16]], "P2": [ORDER[17]], "P3": [ORDER[18]], "P4": [],
+                    "P5": [], "BANKER": []})])
     assert await store.shoe_view("t1.1") == expected
     # Revealed once: a repeated step (a runner's retry) does not rewrite the record.
     await commit(store, reveal(salt="ee" * 32), now=T0 + 10)
@@ -913,8 +985,8 @@ async def test_a_round_settles_in_chunks_each_bet_once(table: Store, end: str) -
     view = await table.round_view(R1)
     assert view is not None and view.state == ("settling" if end == "settle" else "refunding")
     assert (await table.audit()).ok  # mid-way: the hold still holds the rest
-    # the round's second step (a retry) settles nothing more
-    assert await commit(table, effect, now=T0 + 20_000) == []
+    # the round's second step (a retry) is refused: it settles nothing more
+    await refused(table, effect, now=T0 + 20_000)
     chunks = [len(messages)]
     while True:
         chunk, more = await table.settle_pending(TABLE, T0 + 21_000)
@@ -996,8 +1068,8 @@ async def crash_in_the_middle_of_a_settlement(
     assert more and (await store.audit()).ok
     store = await reopen(store)
     store.settle_chunk = 4  # type: ignore[attr-defined]
-    # the new process retries the settling step it cannot know was stored: nothing more
-    assert await commit(store, settle_effect(R1, ROUND_A), now=T0 + 22_000) == []
+    # the new process retries the settling step it cannot know was stored: refused
+    await refused(store, settle_effect(R1, ROUND_A), now=T0 + 22_000)
     while more:
         chunk, more = await store.settle_pending(TABLE, T0 + 22_000)
         messages += chunk
@@ -1047,7 +1119,7 @@ async def test_a_round_settling_across_the_open_bets_index_migration_sqlite(
     store = SQLiteStore(path, settle_chunk=4)
     try:
         assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(
-            sqlite_store.MIGRATIONS) == 6  # 6: the wallet log's tables
+            sqlite_store.MIGRATIONS) == 5
         index = store.db.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'bets_open'").fetchone()[0]
         assert index.endswith("WHERE state = 'accepted'"), index

@@ -1,6 +1,7 @@
 """The seamless wallet, unit by unit: signatures, the reference operator's books, and
 livetable's wallet (debit, credit, rollback, the outbox, the sweeper) against the reference
-operator in the same process (httpx's ASGI transport: real requests, no sockets).
+operator served in the test's own event loop (tests/asgi_server.py: real requests over
+loopback).
 
 The over-the-wire runs with faults and kill -9 are tests/integration/test_operator_wallet.py.
 """
@@ -8,6 +9,7 @@ The over-the-wire runs with faults and kill -9 are tests/integration/test_operat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 from collections.abc import AsyncIterator
@@ -17,6 +19,8 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+from asgi_server import served
+from starlette.types import ASGIApp
 
 from livetable import protocol as p
 from livetable.auth import Identity
@@ -26,7 +30,7 @@ from livetable.engine import CancelRound, OpenRound, SettleRound
 from livetable.engine.bets import BetRequest, Rejection, SlipRequest, bet_answer
 from livetable.operator import signatures
 from livetable.operator.client import WalletClient
-from livetable.operator.log import credit_tx_id, rollback_tx_id
+from livetable.operator.log import rollback_tx_id
 from livetable.operator.log_sqlite import SQLiteWalletLog
 from livetable.operator.reference import Books, Call, Faults, create_operator_app
 from livetable.operator.report import report
@@ -58,20 +62,32 @@ class Rig:
     """A SQLite ledger with a round open, the reference operator, and livetable's wallet."""
 
     def __init__(self, tmp: Path, faults: Faults | None = None,
-                 secret: bytes = SECRET) -> None:
+                 secret: bytes = SECRET, timeout: float = 2.0, connections: int = 4) -> None:
         self.clock = Clock()
+        tmp.mkdir(parents=True, exist_ok=True)
         self.store = SQLiteStore(tmp / "lt.db")
-        self.log = SQLiteWalletLog(tmp / "lt.db")
-        self.operator = create_operator_app(SECRET, initial_balance=INITIAL, faults=faults)
+        self.log = SQLiteWalletLog(tmp / "lt-wallet.db")  # beside the ledger, as served
+        self.operator: ASGIApp = create_operator_app(SECRET, initial_balance=INITIAL, faults=faults)
         self.books: Books = self.operator.state.books
-        self.settings = Settings(wallet="seamless", wallet_url="http://operator/wallet",
-                                 wallet_secret=secret, wallet_timeout=2.0)
-        client = WalletClient("http://operator/wallet", secret, timeout=2.0, connections=4,
-                              transport=httpx.ASGITransport(app=self.operator))
+        self.secret = secret
+        self.timeout = timeout
+        self.connections = connections
+        self._serving: contextlib.AbstractAsyncContextManager[str] | None = None
+
+    async def start(self) -> None:
+        """Serve the reference operator and make livetable's wallet, calling it."""
+        self._serving = served(self.operator)
+        url = await self._serving.__aenter__() + "/wallet"
+        self.settings = Settings(wallet="seamless", wallet_url=url,
+                                 wallet_secret=self.secret, wallet_timeout=self.timeout)
+        client = WalletClient(url, self.secret, timeout=self.timeout,
+                              connections=self.connections)
         self.wallet = SeamlessWallet(self.settings, self.store, self.log, client, Metrics(),
                                      clock=self.clock)
 
     async def open_round(self, round_id: str = R1) -> None:
+        if self._serving is None:
+            await self.start()
         await self.store.ensure_player("alice", "Alice", 0, T0)
         await self.store.commit_step(TABLE, b"{}", [], [OpenRound(
             table=TABLE, round_id=round_id, shoe_id="t1.1", round_no=1,
@@ -113,6 +129,8 @@ class Rig:
 
     async def close(self) -> None:
         await self.wallet.stop()
+        if self._serving is not None:
+            await self._serving.__aexit__(None, None, None)
         await self.log.close()
         await self.store.close()
 
@@ -123,6 +141,12 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     await made.open_round()
     yield made
     await made.close()
+
+
+def credits_of(books: Books, player: str, round_id: str) -> list[dict[str, Any]]:
+    """The credits the operator applied for ``player`` in ``round_id``."""
+    return [c for c in books.applied.values() if c["method"] == "credit"
+            and c["player_id"] == player and c["round_id"] == round_id]
 
 
 def applied_once(books: Books) -> None:
@@ -249,7 +273,7 @@ async def test_a_bet_paid_by_the_operator_then_one_credit_for_the_round(rig: Rig
     await rig.settle()
     await rig.drain()
     assert rig.books.balances["alice"] == INITIAL - 200 + 300
-    credit = rig.books.applied[credit_tx_id(R1, "alice")]
+    [credit] = credits_of(rig.books, "alice", R1)
     assert credit["amount"] == 300 and len(credit["debit_tx_ids"]) == 1
     assert credit["bets"] == [{"bet_id": "b1", "outcome": "win", "returned": 300}]
     assert await rig.ledger_balance() == 0  # livetable holds nothing of the player's
@@ -263,7 +287,7 @@ async def test_a_round_whose_bets_all_lose_still_gets_a_credit_of_0(rig: Rig) ->
     await rig.bet("b1", spot="P2_PAIR", amount=50)  # 2S 3H: no pair, returns 0
     await rig.settle()
     await rig.drain()
-    credit = rig.books.applied[credit_tx_id(R1, "alice")]
+    [credit] = credits_of(rig.books, "alice", R1)
     assert credit["amount"] == 0 and credit["bets"][0]["returned"] == 0
     assert rig.books.balances["alice"] == INITIAL - 50
 
@@ -354,9 +378,10 @@ async def test_a_debit_answered_after_the_window_is_rolled_back(tmp_path: Path) 
 
 async def test_a_crash_between_the_debit_and_the_bet_is_rolled_back_after_the_round(
         rig: Rig) -> None:
-    """The gateway died after the operator's ok and the mirror deposit, before the bet: the
+    """The gateway died after the operator's ok, before the slip reached the ledger: the
     sweeper finds the debit open when the round has ended, waits out the gateway's time,
-    then rolls the debit back and takes the deposit out of the ledger."""
+    then rolls the debit back (its mirror deposit goes with the slip, so there is none to
+    take out of the ledger)."""
     real_place = rig.store.place_slip
 
     async def crash(*args: Any) -> Any:
@@ -366,7 +391,7 @@ async def test_a_crash_between_the_debit_and_the_bet_is_rolled_back_after_the_ro
     with pytest.raises(ConnectionError):
         await rig.bet("b1")
     rig.store.place_slip = real_place  # type: ignore[method-assign]
-    assert await rig.ledger_balance() == 200  # the deposit, stranded for now
+    assert await rig.ledger_balance() == 0  # no deposit without its slip
     await rig.settle()
     await rig.wallet.sweep()
     assert await rig.log.backlog() == 0  # too early: its gateway might still be at it
@@ -450,7 +475,7 @@ async def test_a_slip_of_several_bets_is_one_debit_and_one_credit(rig: Rig) -> N
     assert isinstance(again, p.SlipAccepted) and len(rig.books.applied) == 1
     await rig.settle()
     await rig.drain()
-    credit = rig.books.applied[credit_tx_id(R1, "alice")]
+    [credit] = credits_of(rig.books, "alice", R1)
     assert credit["amount"] == 300  # P1 wins 1:1 (300), the pair loses (0)
     assert [b["bet_id"] for b in credit["bets"]] == ["s1-a", "s1-b"]
 
@@ -480,10 +505,80 @@ async def test_a_bet_id_whose_debit_was_rolled_back_is_never_placed_later(rig: R
     assert rig.books.balances["alice"] == INITIAL
 
 
-async def test_one_players_slips_sent_at_once_take_turns_and_all_land(rig: Rig) -> None:
-    """Four slips of one player at once wait for one another (each debit's deposit is
-    taken by its own bets) and are all taken; no turn is kept once they are done."""
-    answers = await asyncio.gather(*(rig.bet(f"b{n}", amount=100 + n) for n in range(4)))
+async def test_one_players_slips_sent_at_once_all_land(rig: Rig) -> None:
+    """Four slips of one player at once are debited together (each debit's deposit is
+    taken by its own bets only) and are all taken; a re-send of one sent meanwhile waits
+    for the first and hears its answer; no turn is kept once they are done."""
+    answers = await asyncio.gather(*(rig.bet(f"b{n}", amount=100 + n) for n in range(4)),
+                                   rig.bet("b0", amount=100))
     assert all(isinstance(a, p.BetAccepted) for a in answers), answers
+    assert answers[4] == answers[0]
+    assert len([c for c in await rig.log.calls() if c.method == "debit"]) == 4
     assert await rig.ledger_balance() == 0
-    assert not rig.wallet._players  # no turn kept once nobody waits
+    assert (await rig.store.audit()).ok
+    assert not rig.wallet._turns  # no turn kept once nobody waits
+
+
+# --- money defects: currencies and installations ---------------------------------------------
+
+
+async def test_a_credit_carries_its_debits_currency(rig: Rig) -> None:
+    """Alice launched in USD and in THB bets from both sessions in one round: the operator
+    gets one credit per currency, each with its own debits and bets — never one USD credit
+    that includes the THB bet's return."""
+    in_usd = Identity(kind="player", id="alice", name="Alice", expires=2**40, currency="USD")
+    for identity, bet_id, spot in ((in_usd, "b-usd", "P1"), (ALICE, "b-thb", "P4")):
+        request = BetRequest(player_id="alice", table=TABLE, bet_id=bet_id, round_id=R1,
+                             spot=spot, amount=100)
+        answer = bet_answer(request, await rig.wallet.place_slip(
+            identity, request.as_slip(), rig.clock.now, T0 + 16_000))
+        assert isinstance(answer, p.BetAccepted), answer
+    # P1 (9) beats the Banker's 7: 300 of its 200 deducted back; P4 (4) loses 1:1: 100 back
+    await rig.settle()
+    await rig.drain()
+    credits = {c["currency"]: c for c in credits_of(rig.books, "alice", R1)}
+    assert set(credits) == {"USD", "THB"}
+    debits = {c["currency"]: tx for tx, c in rig.books.applied.items()
+              if c["method"] == "debit"}
+    assert credits["USD"]["amount"] == 300
+    assert [b["bet_id"] for b in credits["USD"]["bets"]] == ["b-usd"]
+    assert credits["USD"]["debit_tx_ids"] == [debits["USD"]]
+    assert credits["THB"]["amount"] == 100
+    assert [b["bet_id"] for b in credits["THB"]["bets"]] == ["b-thb"]
+    assert credits["THB"]["debit_tx_ids"] == [debits["THB"]]
+    assert await rig.ledger_balance() == 0
+    assert (await rig.store.audit()).ok
+    assert set(closes(rig.books).values()) == {1}
+
+
+async def test_credit_ids_of_two_fresh_installations_never_collide(tmp_path: Path) -> None:
+    """Two installations (or one whose store was wiped) both start at round ``t1.1.1``;
+    against one operator, each one's credit is its own call, and both wins are paid."""
+    first = Rig(tmp_path / "one")
+    second = Rig(tmp_path / "two")
+    second.operator, second.books = first.operator, first.books  # the same operator
+    for rig in (first, second):
+        await rig.open_round()
+        assert isinstance(await rig.bet("b1"), p.BetAccepted)
+        await rig.settle()
+        await rig.drain()
+    credits = credits_of(first.books, "alice", R1)
+    assert len(credits) == 2 and credits[0]["tx_id"] != credits[1]["tx_id"]
+    # two debits of 200, two credits of 300: both wins reached the player
+    assert first.books.balances["alice"] == INITIAL + 2 * 100
+    applied_once(first.books)
+    await second.close()
+    await first.close()
+
+
+async def test_an_accepted_slip_sent_again_after_the_window_is_answered_accepted(
+        rig: Rig) -> None:
+    """The wallet's own window check comes after the look-up of the slip's first answer."""
+    first = await rig.bet("b1")
+    assert isinstance(first, p.BetAccepted)
+    rig.clock.now = T0 + 20_000  # the betting window (T0 + 16 s) is over
+    again = await rig.bet("b1")
+    assert isinstance(again, p.BetAccepted) and again.deducted == first.deducted
+    late = await rig.bet("b2")  # a new slip is still refused
+    assert isinstance(late, p.BetRejected) and late.code == "betting_closed"
+    assert len([c for c in await rig.log.calls() if c.method == "debit"]) == 1

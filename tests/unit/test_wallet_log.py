@@ -3,6 +3,7 @@ SQLite here; tests/integration/test_wallet_log_redis.py runs the same tests on R
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -56,6 +57,37 @@ async def test_a_slip_is_debited_once_the_second_time_gets_the_first_debit(
     assert prior is not None and prior.tx_id == "d-1" and prior.body == first.body
     assert await wallet_log.begin_debit(debit("d-3", "b1", player="bob")) is None
     assert [c.tx_id for c in await wallet_log.calls()] == ["d-1", "d-3"]
+
+
+async def test_a_slips_debit_is_found_by_its_key_without_writing(
+        wallet_log: WalletLog) -> None:
+    assert await wallet_log.debit_of("alice", "t1", "slip:s1") is None
+    await wallet_log.begin_debit(debit("d-1", "slip:s1"))
+    found = await wallet_log.debit_of("alice", "t1", "slip:s1")
+    assert found is not None and found.tx_id == "d-1" and found.state == "pending"
+    assert await wallet_log.debit_of("bob", "t1", "slip:s1") is None
+    assert await wallet_log.debit_of("alice", "t2", "slip:s1") is None
+    assert [c.tx_id for c in await wallet_log.calls()] == ["d-1"]
+
+
+async def test_a_log_kept_in_the_ledgers_file_is_moved_to_its_own(tmp_path: Path) -> None:
+    """The layout before: the log's table in the ledger's file. Opening the log in its own
+    file with ``moved_from`` takes every call over (states as they were) and drops the old
+    table; opening it again changes nothing."""
+    ledger_file, own_file = tmp_path / "livetable.sqlite3", tmp_path / "livetable-wallet.sqlite3"
+    old = SQLiteWalletLog(ledger_file)
+    await old.begin_debit(debit("d-1", "b1"))
+    await old.answer_debit(debit("d-1", "b1"), "ok", '{"status":"ok"}', T0 + 1)
+    await old.begin_debit(debit("d-2", "b2"))
+    await old.close()
+    for _ in range(2):
+        moved = SQLiteWalletLog(own_file, moved_from=ledger_file)
+        assert [(c.tx_id, c.state) for c in await moved.calls()] == [("d-1", "ok"),
+                                                                     ("d-2", "pending")]
+        await moved.close()
+    with sqlite3.connect(ledger_file) as db:
+        assert db.execute("SELECT name FROM sqlite_master WHERE name = 'wallet_calls'"
+                          ).fetchone() is None
 
 
 async def test_a_debit_leaves_pending_once(wallet_log: WalletLog) -> None:

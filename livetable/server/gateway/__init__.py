@@ -111,7 +111,7 @@ class Gateway:
                                    self.chat)
         intake = Intake(settings, store, metrics, self.limits, wallet, self.tables.feeds)
         self.commands = Commands(store, self.limits, execute, secret, intake, players,
-                                 self.chat)
+                                 self.tables.feeds, self.chat)
 
     def keep(self, task: asyncio.Task[None]) -> None:
         """Hold a reference to ``task`` until it is done (asyncio keeps only a weak one)."""

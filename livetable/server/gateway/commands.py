@@ -3,7 +3,8 @@ chat's (to :class:`~.chat.Chat`).
 
 A dealer's command goes to the table's runner (:data:`Execute`: in process, or through Redis
 to the engine that holds the table) and its answer back to the console; a card correction
-needs a supervisor's approval first. Bets go to the :class:`~.intake.Intake`.
+needs a supervisor's approval first, a one-time code that a supervisor's console gets with
+``approve_correction``. Bets go to the :class:`~.intake.Intake`.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from collections.abc import Awaitable, Callable
 from typing import assert_never
 
 from livetable import protocol as p
-from livetable.auth import TokenError, verify
+from livetable.auth import TokenError, sign_approval, verify_approval
 from livetable.clock import now_ms
 from livetable.server.gateway.chat import Chat
 from livetable.server.gateway.client import Client
+from livetable.server.gateway.feed import TableFeed
 from livetable.server.gateway.intake import Intake
 from livetable.server.gateway.players import Players
 from livetable.server.ratelimit import RateLimits
@@ -29,8 +31,11 @@ class Commands:
     """Every command a connection sends after its hello, to its answer."""
 
     def __init__(self, store: Store, limits: RateLimits, execute: Execute, secret: bytes,
-                 intake: Intake, players: Players, chat: Chat) -> None:
+                 intake: Intake, players: Players, feeds: dict[str, TableFeed],
+                 chat: Chat) -> None:
         self.store = store
+        #: The tables' feeds: the round in play an approval is issued for.
+        self.feeds = feeds
         self.limits = limits
         self.execute = execute
         self.secret = secret
@@ -58,6 +63,8 @@ class Commands:
                 await self._bet_record(client, command)
             case p.CorrectCards():
                 await self._correct(client, command)
+            case p.ApproveCorrection():
+                client.send_message(self._issue_approval(client, command))
             case (p.StartShoe() | p.OpenBetting() | p.CloseBetting() | p.CardIn()
                   | p.Reveal() | p.Pause() | p.ResumeTable() | p.CallOffRound() | p.SetMode()
                   | p.RoundCards()):
@@ -106,31 +113,56 @@ class Commands:
                                                       command.limit or 20, command.before)
         client.send_message(p.Bets(bets=entries, next=cursor))
 
+    def _issue_approval(self, client: Client,
+                        command: p.ApproveCorrection) -> p.Ack | p.Error:
+        """A supervisor's console asks to approve voiding ``count`` cards of the round in
+        play: the code it shows the dealer, bound to this table, this round and this count,
+        used once, short-lived (auth.sign_approval). Never a token: it opens no console."""
+        supervisor = client.identity
+        table = _dealers_table(client)
+        assert supervisor is not None
+        if supervisor.kind != "supervisor":
+            return p.Error(code="not_a_supervisor",
+                           message="only a supervisor's console issues approvals")
+        feed = self.feeds.get(table)
+        round_id = None if feed is None else feed.view().round_id
+        if round_id is None:
+            return p.Error(code="no_round", message="no round in play to correct")
+        code, approval = sign_approval(self.secret, supervisor, table, round_id,
+                                       command.count)
+        return p.Ack(cmd="approve_correction", detail={
+            "approval": code, "round_id": round_id, "count": command.count,
+            "expires_at": approval.expires * 1000})
+
     def _approve(self, client: Client, command: p.CorrectCards) -> p.VoidCards | p.Error:
         """A correction with a supervisor's approval, named for the log; or why not.
 
-        A supervisor's own console needs no approval. A dealer's carries a supervisor token
-        scoped to this table (scanned at the console, never stored by it)."""
+        A supervisor's own console needs no approval. A dealer's carries the code a
+        supervisor's console issued (``approve_correction``): checked here for its
+        signature, life, table and count; its round and its single use are checked by the
+        table's engine, which every gateway's corrections of the table reach."""
         dealer = client.identity
         assert dealer is not None and client.table is not None
         if dealer.kind == "supervisor":
-            supervisor = dealer
-        elif not command.approval:
+            return p.VoidCards(count=command.count, dealer=dealer.name, dealer_id=dealer.id,
+                               supervisor=dealer.name, supervisor_id=dealer.id)
+        if not command.approval:
             return p.Error(code="approval_required",
                            message="a card correction needs a supervisor's approval")
-        else:
-            try:
-                supervisor = verify(self.secret, command.approval)
-            except TokenError as exc:
-                return p.Error(code="bad_approval", message=f"the approval: {exc}")
-            if supervisor.kind != "supervisor":
-                return p.Error(code="not_a_supervisor",
-                               message="the approval must be a supervisor token")
-            if not supervisor.may_drive(client.table):
-                return p.Error(code="not_your_table", message=(
-                    f"this supervisor token does not name table {client.table!r}"))
+        try:
+            approval = verify_approval(self.secret, command.approval)
+        except TokenError as exc:
+            return p.Error(code="bad_approval", message=f"the approval: {exc}")
+        if approval.table != client.table:
+            return p.Error(code="bad_approval",
+                           message=f"the approval is for table {approval.table!r}")
+        if approval.count != command.count:
+            return p.Error(code="bad_approval", message=(
+                f"the approval is for voiding {approval.count} card(s), not {command.count}"))
         return p.VoidCards(count=command.count, dealer=dealer.name, dealer_id=dealer.id,
-                           supervisor=supervisor.name, supervisor_id=supervisor.id)
+                           supervisor=approval.supervisor,
+                           supervisor_id=approval.supervisor_id,
+                           round_id=approval.round_id, nonce=approval.nonce)
 
 
 def _dealers_table(client: Client) -> str:

@@ -50,6 +50,20 @@ class Repair:
         self.until = time.monotonic() + REPAIR_MEMORY
 
 
+def tell_presence(feed: TableFeed, now: float) -> None:
+    """Players online: a table's connections hear its new count when it changed, at most
+    every ``PRESENCE_EVERY`` seconds (joins and leaves between two frames make one frame).
+    Checked with the heartbeats, on the same tick: no task of its own."""
+    online = len(feed.clients)
+    if online == feed.online_told or now - feed.online_at < p.PRESENCE_EVERY:
+        return
+    feed.online_told, feed.online_at = online, now
+    data = p.encode(feed.presence())
+    text, wire = data.decode(), text_frame(data)
+    for client in list(feed.clients):
+        client.send(text, wire)
+
+
 def heartbeat_message(settings: Settings) -> p.Heartbeat:
     """The heartbeat frame (its interval, and the server's clock)."""
     return p.Heartbeat(interval_ms=round(settings.heartbeat * 1000),
@@ -72,10 +86,10 @@ class Delivery:
     def deliver(self, batch: TableBatch) -> None:
         """A table step from the bus: remember it, then fan it out. Synchronous on purpose.
 
-        If the step does not follow what this gateway delivered last (a new epoch, or a gap
-        the bus could not fill), the clients of the table are told to resume
-        (:data:`CLOSE_RESYNC`): their resume, served from the store's log or a snapshot,
-        brings them back in step. Nothing is skipped silently.
+        If the step does not follow what this gateway delivered last (a new epoch, a gap the
+        bus could not fill, or a head gone backwards: :meth:`TableFeed.agreed`), the clients
+        of the table are told to resume (:data:`CLOSE_RESYNC`): their resume, served from
+        the store's log or a snapshot, brings them back in step. Nothing is skipped silently.
         """
         feed = self.tables.feeds.get(batch.table)
         if feed is None or feed.epoch != batch.epoch:
@@ -84,6 +98,16 @@ class Delivery:
             feed = TableFeed(batch.table, batch.epoch, 0, batch.snapshot,
                              deque(maxlen=self.settings.event_log_size))
             self.tables.feeds[batch.table] = feed
+        agreed = feed.agreed(batch.frames, batch.seq, bool(batch.private))
+        if agreed is not None:
+            # The table went back (its engine reloaded from a store that lost its last
+            # steps): the events after ``agreed`` that the clients have are not the
+            # table's. Dropping the new ones as already seen would leave the clients in the
+            # other history (a cancellation, the next round never shown); they resume
+            # instead, and get a snapshot.
+            self.metrics.inc("livetable_feed_rewinds_total")
+            feed.rewind(agreed)
+            self._resync(feed, "the table went back to an earlier point")
         new = [(seq, raw) for seq, raw in batch.frames if seq > feed.seq]
         fresh = [(seq, raw.decode()) for seq, raw in new]
         if feed.seq and ((fresh and fresh[0][0] != feed.seq + 1)
@@ -194,6 +218,7 @@ class Delivery:
             await asyncio.sleep(check_every)
             now = time.monotonic()
             for feed in list(self.tables.feeds.values()):
+                tell_presence(feed, now)
                 if not feed.clients or now - feed.last_sent < interval:
                     continue
                 feed.last_sent = now

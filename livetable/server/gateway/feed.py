@@ -29,6 +29,13 @@ class TableFeed:
     clients: set[Client] = field(default_factory=set)
     #: When the last table event went out to the clients (monotonic): heartbeats fill quiet.
     last_sent: float = 0.0
+    #: ``(agreed, head)``: the table went back from ``head`` to ``agreed`` (an engine
+    #: reloaded from a store that had lost its last steps): the events this gateway sent
+    #: after ``agreed`` are not the table's any more. See :meth:`rewind`.
+    rewound: tuple[int, int] | None = None
+    #: The watchers' count the table's connections were last told (a presence frame), when.
+    online_told: int = -1
+    online_at: float = 0.0
     _view: tuple[bytes, p.TableSnapshot] | None = None
 
     def view(self) -> p.TableSnapshot:
@@ -37,6 +44,45 @@ class TableFeed:
             self._view = (self.snapshot, msgspec.json.decode(self.snapshot,
                                                              type=p.TableSnapshot))
         return self._view[1]
+
+    def went_back_from(self, seq: int) -> bool:
+        """Whether a client at ``seq`` saw events the table went back on: it resumes from a
+        snapshot, never from a replay of the other history."""
+        return self.rewound is not None and self.rewound[0] < seq <= self.rewound[1]
+
+    def agreed(self, frames: list[tuple[int, bytes]], seq: int, private: bool) -> int | None:
+        """Where a step from the bus (its ``frames``, its head ``seq``, whether it carries
+        private results) goes back to: the last seq both histories share, or None if it
+        does not go back. It goes back if it brings an event at or below the head unlike
+        the one sent (a reloaded engine numbering its events again from the store's head),
+        or, without events or results, a head behind this one (its snapshot is behind)."""
+        if not self.seq:
+            return None
+        if frames and frames[0][0] <= self.seq:
+            sent = {s: f for s, f in self.ring if s >= frames[0][0]}
+            for s, raw in frames:
+                if s > self.seq:
+                    return None
+                if sent.get(s) != raw.decode():
+                    return s - 1
+            return None  # a step delivered already, the same
+        if not frames and not private and seq < self.seq:
+            return seq
+        return None
+
+    def rewind(self, agreed: int) -> None:
+        """Go back to ``agreed``: the ring forgets what came after it, and a client that
+        saw any of it resumes from a snapshot (:meth:`went_back_from`)."""
+        low, high = agreed, self.seq
+        if self.rewound is not None:
+            low, high = min(low, self.rewound[0]), max(high, self.rewound[1])
+        self.rewound = (low, high)
+        while self.ring and self.ring[-1][0] > agreed:
+            self.ring.pop()
+        self.seq = agreed
+
+    def presence(self) -> p.Presence:
+        return p.Presence(table=self.table, online=len(self.clients))
 
     def frames_after(self, seq: int) -> list[tuple[int, str]] | None:
         """Every frame after ``seq`` up to the head, or None if the ring no longer has them."""
@@ -58,6 +104,7 @@ class Tables:
     def join(self, client: Client, feed: TableFeed) -> None:
         """``client`` gets ``feed``'s live frames from now on (and a player its own)."""
         feed.clients.add(client)
+        feed.online_told = -1  # the newcomer hears the count on the next tick (delivery.py)
         identity = client.identity
         if identity is not None and identity.is_player:  # private frames are players' only
             self.players.setdefault(identity.id, set()).add(client)

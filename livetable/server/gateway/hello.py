@@ -131,7 +131,8 @@ class Admission:
         replay: list[tuple[int, str]] | None = None
         settled: list[p.BetSettled] = []
         feed = self.tables.feeds[table]
-        if resume is not None and resume.epoch == feed.epoch:
+        if (resume is not None and resume.epoch == feed.epoch
+                and not feed.went_back_from(resume.seq)):
             replay, settled = await self._plan_replay(feed, resume.seq, player)
         elif resume is not None and player is not None:
             settled = await self._recent_results(player.id, table)
@@ -144,7 +145,7 @@ class Admission:
             feed = self.tables.feeds[table]
             if replay is None or resume is None:
                 break
-            if feed.epoch != resume.epoch:
+            if feed.epoch != resume.epoch or feed.went_back_from(resume.seq):
                 replay = None
                 break
             more = feed.frames_after(replay[-1][0] if replay else resume.seq)

@@ -110,11 +110,19 @@ class Intake:
         if bad is not None:
             return bad
         snap = self.feeds[slip.table].view()
+        closes_at = snap.closes_at
         if snap.round_id != slip.round_id:
-            return Rejection("unknown_round")
-        if snap.phase == "paused":
-            return Rejection("paused")
-        if snap.phase != "betting" or snap.closes_at is None or arrived_at >= snap.closes_at:
-            return Rejection("betting_closed")
-        window_end = snap.closes_at + int(self.settings.close_grace * 1000)
+            refusal: Rejection | None = Rejection("unknown_round")
+        elif snap.phase == "paused":
+            refusal = Rejection("paused")
+        elif snap.phase != "betting" or closes_at is None or arrived_at >= closes_at:
+            refusal = Rejection("betting_closed")
+        else:
+            refusal = None
+        if refusal is not None or closes_at is None:
+            # a re-send of a slip sent before is answered as its first send was (an
+            # accepted slip stays accepted after betting closed), not refused by the window
+            again = await self.wallet.answer_again(slip, arrived_at)
+            return again if again is not None else refusal or Rejection("betting_closed")
+        window_end = closes_at + int(self.settings.close_grace * 1000)
         return await self.wallet.place_slip(client.identity, slip, arrived_at, window_end)

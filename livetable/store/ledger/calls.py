@@ -81,6 +81,8 @@ class CommitStep(Call[list[Settled]], frozen=True, tag="commit_step"):
     effects: list[Effect]
     now: int
     chunk: int
+    #: The table's head after the last step the store wrote for it (see out_of_step).
+    left: tuple[int, int] | None = None
 
 
 class SettlePending(Call[tuple[list[Settled], bool]], frozen=True, tag="settle_pending"):
@@ -153,8 +155,8 @@ def perform(ledger: Ledger, call: LedgerCall) -> object:
             return accounts.withdraw(ledger, transfer_id, player_id, amount, now, against)
         case TakeSlips(batch):
             return slips.take_slips(ledger, batch)
-        case CommitStep(table, state, events, effects, now, chunk):
-            return steps.commit_step(ledger, table, state, events, effects, now, chunk)
+        case CommitStep(table, state, events, effects, now, chunk, left):
+            return steps.commit_step(ledger, table, state, events, effects, now, chunk, left)
         case SettlePending(table, now, chunk):
             return steps.settle_pending(ledger, table, now, chunk)
         case LoadTable(table):

@@ -35,7 +35,10 @@ INSERT_TRANSFER = ("INSERT OR IGNORE INTO transfers (id, debit, credit, amount, 
                    "VALUES (?, ?, ?, ?, ?, ?, ?)")
 INSERT_TRANSFERS = ("INSERT INTO transfers (id, debit, credit, amount, kind, ref, at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)")
-MOVE_BALANCE = "UPDATE accounts SET balance = balance + ? WHERE id = ?"
+#: A balance moves only if the account exists and it leaves no player or hold below 0: a
+#: row not updated is a broken invariant (checked in the same statement, no query more).
+MOVE_BALANCE = ("UPDATE accounts SET balance = balance + ?1 WHERE id = ?2 "
+                "AND (balance + ?1 >= 0 OR kind NOT IN ('player', 'hold'))")
 
 
 def marks(n: int) -> str:
@@ -93,11 +96,12 @@ class Ledger:
         """Apply each transfer once by its id, inside the caller's transaction; return
         those applied now. ``fresh``: ids just made (a batch of slips'), written with one
         statement and no look-up — one already in the log fails the post."""
-        for move in moves:
-            if move.debit == move.credit:  # would create money in the log and move none
-                raise AccountError(f"transfer {move.id} debits and credits the same "
-                                   f"account {move.debit!r}")
-        moves = [m for m in moves if m.amount > 0]
+        if any(m.debit == m.credit for m in moves):  # would create money in the log
+            move = next(m for m in moves if m.debit == m.credit)  # and move none
+            raise AccountError(f"transfer {move.id} debits and credits the same "
+                               f"account {move.debit!r}")
+        if not all(m.amount > 0 for m in moves):
+            moves = [m for m in moves if m.amount > 0]
         if fresh:
             self.db.executemany(INSERT_TRANSFERS, moves)
             applied = moves
@@ -118,15 +122,15 @@ class Ledger:
             return
         cur = self.db.executemany(MOVE_BALANCE, [(deltas[a], a) for a in accounts])
         if cur.rowcount != len(accounts):
-            raise BrokenLedger(f"a transfer names an account that does not exist: "
-                               f"{accounts[:10]}")
-        debited = [a for a in accounts if deltas[a] < 0]
-        for i in range(0, len(debited), QUERY_ROWS):
-            chunk = debited[i:i + QUERY_ROWS]
-            negative = self.db.execute(
-                f"SELECT id, balance FROM accounts WHERE id IN ({marks(len(chunk))}) "
-                f"AND balance < 0 AND kind IN ('player', 'hold')", chunk).fetchall()
-            if negative:
-                raise BrokenLedger(f"a transfer takes {negative[0][0]} below 0 "
-                                   f"({negative[0][1]})")
+            raise BrokenLedger(self._why_not_moved(accounts, deltas))
 
+    def _why_not_moved(self, accounts: list[str], deltas: dict[str, int]) -> str:
+        """Which account a post could not move, and why (the post fails: rare)."""
+        for account in accounts:
+            row = self.db.execute("SELECT kind, balance FROM accounts WHERE id = ?",
+                                  (account,)).fetchone()
+            if row is None:
+                return f"a transfer names an account that does not exist: {account!r}"
+            if row[0] in ("player", "hold") and row[1] + deltas[account] < 0:
+                return f"a transfer takes {account} below 0 ({row[1]} + {deltas[account]})"
+        return "a balance did not move"

@@ -9,7 +9,7 @@ import uuid
 
 from livetable import protocol as p
 from livetable.engine.bets import settled_message
-from livetable.rules.fairness import ShoeRecord, ShoeRound
+from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
 from livetable.store.base import AuditReport, cursor_of
 from livetable.store.bets import (
     BetRow,
@@ -79,9 +79,11 @@ def shoe_view(ledger: Ledger, shoe_id: str) -> ShoeRecord | None:
         rounds.append(ShoeRound(
             round_id=round_id, round_no=round_no, state=state, dealt=dealt,
             cards=json.loads(cards) if cards and state == "settled" else None))
+    # a cancelled round's dealt cards too: the record accounts for every slot
+    order = json.loads(row[6])
     return ShoeRecord(shoe_id=shoe_id, table=row[0], commitment=row[1], salt=row[2],
                       cut_at=row[3], burn_card=row[4], burned=row[5],
-                      order=json.loads(row[6]), rounds=rounds, ended_at=row[8])
+                      order=order, rounds=publish_rounds(order, rounds), ended_at=row[8])
 
 
 def audit(ledger: Ledger) -> AuditReport:
@@ -103,6 +105,15 @@ def audit(ledger: Ledger) -> AuditReport:
         "SELECT a.id, a.balance FROM accounts a JOIN rounds r ON a.id = 'hold:' || r.round_id"
         " WHERE r.state IN ('settled', 'cancelled') AND a.balance != 0").fetchall()
     problems += [f"{r[0]} of an ended round still holds {r[1]}" for r in open_holds]
+    # a round not ended holds exactly what its open bets took (settling moves both)
+    held_wrong = db.execute(
+        "SELECT a.id, a.balance, (SELECT COALESCE(SUM(b.deducted), 0) FROM bets b "
+        "WHERE b.round_id = r.round_id AND b.state = 'accepted') AS open_bets "
+        "FROM rounds r JOIN accounts a ON a.id = 'hold:' || r.round_id "
+        "WHERE r.state NOT IN ('settled', 'cancelled') AND a.balance != open_bets"
+    ).fetchall()
+    problems += [f"{r[0]} holds {r[1]} but the round's open bets took {r[2]}"
+                 for r in held_wrong]
     stuck = db.execute(
         "SELECT COUNT(*) FROM bets b JOIN rounds r USING (round_id) "
         "WHERE r.state IN ('settled', 'cancelled') AND b.state = 'accepted'").fetchone()[0]

@@ -1,9 +1,8 @@
 """The ledger's SQLite schema: one list of migrations, how a connection is opened, and
 which of SQLite's errors are outages.
 
-Every table in the database file is created here — the ledger's and the wallet log's
-(operator/log_sqlite.py keeps a connection of its own to the same file, and migrates it the same
-way before it writes) — by migrations applied in order and recorded in
+Every table of the ledger's database file is created here (the seamless wallet's log keeps
+a file of its own: operator/log_sqlite.py), by migrations applied in order and recorded in
 ``PRAGMA user_version``. A migration reads the version inside its own write transaction,
 so two connections opening one file at once never apply one twice.
 
@@ -15,6 +14,7 @@ an OS crash may lose the last transactions, which ``FULL`` would not — set
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -177,37 +177,8 @@ MIGRATIONS: list[str] = [
     DROP INDEX bets_open;
     CREATE INDEX bets_open ON bets (round_id, player_id, seq) WHERE state = 'accepted';
     """,
-    # 6: the wallet log of a seamless wallet (operator/log_sqlite.py): its calls and its outbox.
-    # "IF NOT EXISTS": the log created these tables itself before they were a migration.
-    """
-    CREATE TABLE IF NOT EXISTS wallet_calls (
-        tx_id TEXT PRIMARY KEY,
-        method TEXT NOT NULL,
-        player_id TEXT NOT NULL,
-        currency TEXT NOT NULL,
-        table_id TEXT NOT NULL,
-        round_id TEXT NOT NULL,
-        amount INTEGER NOT NULL,
-        body BLOB NOT NULL,
-        state TEXT NOT NULL,
-        answer TEXT,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        created_at INTEGER NOT NULL,
-        updated_at INTEGER NOT NULL,
-        slip_key TEXT,
-        deadline INTEGER NOT NULL DEFAULT 0,
-        closed_by TEXT,
-        next_at INTEGER NOT NULL DEFAULT 0,
-        debits TEXT NOT NULL DEFAULT ''
-    );
-    CREATE UNIQUE INDEX IF NOT EXISTS wallet_slips ON wallet_calls (player_id, slip_key)
-        WHERE method = 'debit';
-    CREATE INDEX IF NOT EXISTS wallet_open ON wallet_calls (created_at)
-        WHERE method = 'debit' AND closed_by IS NULL;
-    CREATE INDEX IF NOT EXISTS wallet_due ON wallet_calls (next_at) WHERE state = 'queued';
-    CREATE INDEX IF NOT EXISTS wallet_rounds ON wallet_calls (round_id, player_id);
-    CREATE INDEX IF NOT EXISTS wallet_players ON wallet_calls (player_id, created_at);
-    """,
+    # (The seamless wallet's log is not here: it keeps a file of its own, beside this one,
+    # so that its writes never wait for the ledger's write lock: operator/log_sqlite.py.)
 ]
 
 
@@ -219,10 +190,20 @@ def check_synchronous(value: str) -> str:
     return value
 
 
+def create_private(path: Path) -> None:
+    """The database file, if it is new, readable by its owner only (0600), in a directory
+    created 0700: the ledger and the event log are nobody else's to read, whatever the
+    umask (outside systemd it is usually 022: 0644 files). SQLite gives the ``-wal`` and
+    ``-shm`` files the database file's mode."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 def connect(path: str, synchronous: str = "NORMAL") -> sqlite3.Connection:
     """A connection to the database file at ``path`` (WAL, foreign keys), migrated."""
     if path != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        create_private(Path(path))
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute(f"PRAGMA synchronous={check_synchronous(synchronous)}")

@@ -49,6 +49,9 @@ INSERT_BET = ("INSERT INTO bets (player_id, bet_id, table_id, round_id, spot, am
               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'accepted', ?)")
 
 Batch = list[tuple[SlipRequest, int]]
+#: A Transfer made without its NamedTuple ``__new__`` (a Python call: 0.6 µs, a slip's
+#: fortieth, against 0.1 µs): the hot path of a batch makes one per slip.
+_transfer = tuple.__new__
 
 
 def chunks(items: list[T], n: int = QUERY_ROWS) -> Iterator[list[T]]:
@@ -84,6 +87,11 @@ def take_slips(ledger: Ledger, batch: Batch) -> list[SlipAnswer]:
     """Judge and apply a batch of slips in one transaction, one after another, as if each
     had its own."""
     with ledger.transaction():
+        for slip, _ in batch:  # a seamless slip's debit, in the ledger before its bets
+            if slip.deposit is not None and ledger.kind(slip.player_id) == "player":
+                ledger.transfer(Transfer(f"deposit:{slip.deposit.transfer_id}", "external",
+                                         slip.player_id, slip.deposit.amount, "deposit",
+                                         slip.player_id, slip.deposit.at))
         facts = read_facts(ledger, batch)
         writes = Writes()
         answers = [take(slip, now, facts, writes) for slip, now in batch]
@@ -215,8 +223,8 @@ def take(slip: SlipRequest, now: int, facts: Facts, writes: Writes) -> SlipAnswe
         facts.prior[(pid, slip.slip_id)] = taken
     # The transfer id is the slip's row, not "player:slip_id": both are free text, and
     # "a" sending "b:c" must not be taken for "a:b" sending "c".
-    writes.stakes.append(Transfer(f"slip:{seq}", pid, hold_account(rid), total, "bet", rid,
-                                  now))
+    writes.stakes.append(_transfer(Transfer, (f"slip:{seq}", pid, hold_account(rid), total,
+                                              "bet", rid, now)))
     return accepted(slip, verdict, balance)
 
 

@@ -23,7 +23,7 @@ from livetable.engine.effects import (
     SetBetting,
     SettleRound,
 )
-from livetable.store.base import Settled, StepRefused
+from livetable.store.base import Head, OutOfStep, Settled, StepRefused, out_of_step
 from livetable.store.bets import (
     OpenBet,
     limits_dict,
@@ -63,10 +63,15 @@ OPEN_BETS_OF = ("SELECT seq, player_id, bet_id, spot, amount, deducted FROM bets
 
 def commit_step(ledger: Ledger, table: str, state: bytes,
                 events: list[tuple[int, int, bytes]], effects: list[Effect], now: int,
-                chunk: int) -> list[Settled]:
+                chunk: int, left: Head | None = None) -> list[Settled]:
     db = ledger.db
     settled: list[Settled] = []
     with ledger.transaction():
+        head = db.execute("SELECT epoch, seq FROM tables WHERE table_id = ?",
+                          (table,)).fetchone()
+        why = out_of_step(table, None if head is None else (head[0], head[1]), events, left)
+        if why is not None:  # the engine is not where the store is: see OutOfStep
+            raise OutOfStep(why)
         for effect in effects:
             settled.extend(apply(ledger, effect, now, chunk))
         if events:
@@ -83,12 +88,16 @@ def apply(ledger: Ledger, effect: Effect, now: int, chunk: int) -> list[Settled]
     db = ledger.db
     match effect:
         case OpenRound():
+            state = round_state(ledger, effect.round_id)
+            if state is not None:
+                raise OutOfStep(f"round {effect.round_id} is {state}: it cannot open again")
             db.execute(OPEN_ROUND, (effect.round_id, effect.table, effect.shoe_id,
                                     effect.round_no, effect.closes_at,
                                     json.dumps(limits_dict(effect.limits)), now))
             open_hold(ledger, effect.round_id, now)
             return []
         case SetBetting():
+            expect_open(ledger, effect.round_id, effect.status)
             closes_at = effect.closes_at
             if effect.status == "closed":  # keep the deadline: see bets.closed_deadline
                 row = db.execute("SELECT closes_at FROM rounds WHERE round_id = ?",
@@ -110,6 +119,20 @@ def apply(ledger: Ledger, effect: Effect, now: int, chunk: int) -> list[Settled]
             assert_never(effect)
 
 
+def round_state(ledger: Ledger, round_id: str) -> str | None:
+    row = ledger.db.execute("SELECT state FROM rounds WHERE round_id = ?",
+                            (round_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def expect_open(ledger: Ledger, round_id: str, to: str) -> None:
+    """Refuse the step (:class:`OutOfStep`) unless the round is open (betting, paused or
+    closed): the state a step that closes, reopens, settles or cancels it expects."""
+    state = round_state(ledger, round_id)
+    if state not in ("betting", "paused", "closed"):
+        raise OutOfStep(f"round {round_id} is {state or 'unknown'}: it cannot go {to}")
+
+
 def open_hold(ledger: Ledger, round_id: str, now: int) -> None:
     """The round's escrow account; raising rolls the step back: the round does not open."""
     hold = hold_account(round_id)
@@ -126,10 +149,9 @@ def settle(ledger: Ledger, effect: SettleRound, now: int, chunk: int) -> list[Se
     """Mark the round ``settling`` with its results, then settle its first chunk."""
     db = ledger.db
     round_id = effect.round_id
-    cur = db.execute(START_SETTLING, (json.dumps(effect.cards), json.dumps(effect.spots), now,
-                                      round_id))
-    if cur.rowcount == 0:
-        return []  # ended before (idempotent by round id), or never opened
+    expect_open(ledger, round_id, "settling")
+    db.execute(START_SETTLING, (json.dumps(effect.cards), json.dumps(effect.spots), now,
+                                round_id))
     # every bet of a round not settling yet is open: bets_by_round covers this
     spots_bet = {row[0] for row in db.execute(
         "SELECT DISTINCT spot FROM bets WHERE round_id = ?", (round_id,))}
@@ -141,9 +163,8 @@ def settle(ledger: Ledger, effect: SettleRound, now: int, chunk: int) -> list[Se
 
 def refund(ledger: Ledger, effect: CancelRound, now: int, chunk: int) -> list[Settled]:
     """Mark the round ``refunding``, then refund its first chunk of bets."""
-    cur = ledger.db.execute(START_REFUNDING, (effect.reason, now, effect.round_id))
-    if cur.rowcount == 0:
-        return []
+    expect_open(ledger, effect.round_id, "refunding")
+    ledger.db.execute(START_REFUNDING, (effect.reason, now, effect.round_id))
     return close_chunk(ledger, effect.round_id, now, chunk)[0]
 
 

@@ -1,8 +1,14 @@
 -- One engine step, all or nothing.
 -- KEYS: ledger(6), bets, rounds index, table state, table events, lease token, pending
 --       rounds, then the keys the effects name by index (round info, round bets).
--- ARGV: fencing token ('' = none), now, engine state, effects (msgpack), event retention,
---       chunk size, then the events flat: epoch, seq, frame, epoch, seq, frame, ...
+-- ARGV: fencing token ('' = none), now, engine state (sealed), effects (msgpack), event
+--       retention, chunk size, the head where this store left the table (epoch, seq; '' ''
+--       = not known), the table's public snapshot (what a gateway catches up from: it holds
+--       no shoe key; '' = none), then the events flat: epoch, seq, frame, epoch, seq, ...
+-- Refused, writing nothing: {'fenced', holder}, {'hold_taken', round, kind},
+--   {'out_of_step', head epoch, head seq} (the step does not follow on: store/base.py's
+--   out_of_step, mirrored here), {'round_state', effect index, state} (the round is not
+--   in the state the effect expects).
 -- Effects: {'open', info, round, table, shoe, round_no, closes_at, min, max, pair_min,
 --            pair_max, round_max}
 --          {'betting', info, status, closes_at or ''}
@@ -24,6 +30,46 @@ for _, e in ipairs(effects) do
   if e[1] == 'open' then
     local kind = redis.call('HGET', ACCOUNTS, 'hold:' .. e[3])
     if kind and kind ~= 'hold' then return {'hold_taken', e[3], kind} end
+  end
+end
+
+-- 0. the step follows on from the stored head (store/base.py: out_of_step)
+local head = redis.call('HMGET', STATE, 'epoch', 'seq')
+local head_epoch, head_seq = tonumber(head[1] or '0'), tonumber(head[2] or '0')
+if head[1] then
+  if #ARGV >= 12 then
+    local epoch, first = tonumber(ARGV[10]), tonumber(ARGV[11])
+    if not ((epoch == head_epoch and first == head_seq + 1)
+            or (first == 1 and (head_seq == 0 or epoch > head_epoch))) then
+      return {'out_of_step', head_epoch, head_seq}
+    end
+  elseif ARGV[7] ~= '' and (tonumber(ARGV[7]) ~= head_epoch
+                            or tonumber(ARGV[8]) ~= head_seq) then
+    return {'out_of_step', head_epoch, head_seq}
+  end
+end
+
+local OPEN = {betting = true, paused = true, closed = true}
+-- ... and each round is in the state its effect expects: a round opens once; betting is
+-- set, and a round settled or cancelled, only while it is open. Effects apply in order, so
+-- a round's state is followed through the step's earlier effects.
+local round_states = {}
+for i, e in ipairs(effects) do
+  local kind, info = e[1], KEYS[e[2]]
+  if kind == 'open' or kind == 'betting' or kind == 'settle' or kind == 'cancel' then
+    local state = round_states[info]
+    if state == nil then state = redis.call('HGET', info, 'state') or false end
+    if kind == 'open' then
+      if state then return {'round_state', i, state} end
+      state = 'betting'
+    elseif not OPEN[state] then
+      return {'round_state', i, state or ''}
+    elseif kind == 'betting' then
+      state = e[3]
+    else
+      state = kind == 'settle' and 'settling' or 'refunding'
+    end
+    round_states[info] = state
   end
 end
 
@@ -101,19 +147,17 @@ for _, e in ipairs(effects) do
   end
 end
 
--- 3. the events (those past the log's head) and the engine's state, with the new head.
-local head = redis.call('HMGET', STATE, 'epoch', 'seq')
-local head_epoch, head_seq = tonumber(head[1] or '0'), tonumber(head[2] or '0')
+-- 3. the events (they follow the log's head: checked above) and the engine's state, with
+-- the new head.
 local last_epoch, last_seq
-for i = 7, #ARGV - 2, 3 do
+for i = 10, #ARGV - 2, 3 do
   local epoch, seq = ARGV[i], ARGV[i + 1]
-  if not (tonumber(epoch) == head_epoch and tonumber(seq) <= head_seq) then
-    redis.call('XADD', EVENTS, 'MAXLEN', '~', ARGV[5], '*', 'epoch', epoch, 'seq', seq,
-               'frame', ARGV[i + 2])
-  end
+  redis.call('XADD', EVENTS, 'MAXLEN', '~', ARGV[5], '*', 'epoch', epoch, 'seq', seq,
+             'frame', ARGV[i + 2])
   last_epoch, last_seq = epoch, seq
 end
 redis.call('HSET', STATE, 'state', ARGV[3])
+if ARGV[9] ~= '' then redis.call('HSET', STATE, 'snapshot', ARGV[9]) end
 if last_seq and tonumber(last_seq) > 0 then
   redis.call('HSET', STATE, 'epoch', last_epoch, 'seq', last_seq)
 else

@@ -1,0 +1,486 @@
+"""The PostgreSQL store: the :class:`~livetable.store.base.Store` contract on asyncpg.
+
+Connections. One asyncpg pool per process, opened on first use from a libpq URL. A
+multi-host URL with ``target_session_attrs=read-write`` (``postgresql://a:5432,b:5432/db
+?target_session_attrs=read-write``) connects to whichever host takes writes, so after a
+failover the pool's next connections reach the promoted standby with no proxy in between;
+connections to the lost primary fail, surface as
+:class:`~livetable.store.base.StoreUnavailable` and are dropped by the pool. The driver is
+asyncpg, chosen by measurement over psycopg 3 (docs/benchmarks.md, "PostgreSQL driver").
+
+Durability is the server's: with ``synchronous_commit = on`` and a synchronous standby
+(``synchronous_standby_names``) a commit returns once the standby has the transaction's
+WAL, so an acknowledged bet is on two machines before its ``bet_accepted`` leaves.
+
+What runs where: slips in :mod:`.slips` (group commit), steps, fencing and settlement in
+:mod:`.steps`, the schema in :mod:`.schema`; reads and the ledger's own moves here.
+Transactions that meet a deadlock or a serialization failure (the database chose them as
+the victim; nothing of them was written) are run again, a few times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import asyncpg
+from asyncpg.exceptions import InternalClientError  # TargetServerAttributeNotMatched too
+
+from livetable import protocol as p
+from livetable.accounts import AccountError, check_player_id
+from livetable.engine.bets import (
+    BetRequest,
+    Rejection,
+    SlipAnswer,
+    SlipRequest,
+    bet_answer,
+    precheck,
+    settled_message,
+)
+from livetable.engine.effects import (
+    CancelRound,
+    Effect,
+    SettleRound,
+)
+from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
+from livetable.store.base import (
+    AuditReport,
+    InsufficientBalance,
+    Settled,
+    Unanswered,
+    UnknownPlayer,
+    cursor_of,
+    surface_outages,
+    take_in_batches,
+)
+from livetable.store.bets import (
+    SQLITE_SETTLE_CHUNK,
+    BetRow,
+    RoundView,
+    record_entry,
+)
+from livetable.store.postgres import ledger, steps
+from livetable.store.postgres.schema import migrate
+from livetable.store.postgres.slips import SlipBatch
+from livetable.store.sealing import StateSeal, open_state, seal_state
+
+T = TypeVar("T")
+
+#: How many events per table the log keeps for resume (older ones are trimmed).
+DEFAULT_EVENT_RETENTION = 20_000
+#: Slips taken in one transaction at most.
+MAX_SLIPS_PER_TRANSACTION = 2_000
+#: Batches of slips in flight at once (each its own transaction and connection).
+BATCHES_IN_FLIGHT = 2
+#: SQLSTATE classes of "the database cannot serve us now": connection exceptions (08),
+#: insufficient resources (53), operator intervention (57: shutting down, starting up),
+#: and a read-only transaction (25006: we reached a standby).
+_OUTAGE_STATES = ("08", "53", "57", "25006")
+#: A transaction the server rolled back to break a deadlock or a serialization conflict.
+_RETRY_STATES = ("40001", "40P01")
+
+#: The planner, per connection. The store's queries join a batch's arrays (``unnest``) to
+#: a few rows of large tables: index lookups in a nested loop. With statistics that lag a
+#: burst (a round's bets grow by thousands a second, before autovacuum analyses them),
+#: the planner hashed the whole ``bets`` table for 100 slips instead (EXPLAIN ANALYZE:
+#: a sequential scan of every bet, per batch and per settlement chunk). The audit, which
+#: reads whole tables, turns them back on for its transaction. No JIT: every query is short.
+PLANNER = {"enable_hashjoin": "off", "enable_mergejoin": "off", "jit": "off"}
+
+_BET_COLUMNS = ("player_id, bet_id, table_id, round_id, spot, amount, deducted, placed_at, "
+                "balance_at_accept, state, outcome, odds, returned, settled_at, balance_after")
+
+
+def is_pg_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` (out of asyncpg) says PostgreSQL cannot serve us now: no connection
+    (refused, dropped, closed under us, timed out, left mid-protocol), no host of the URL
+    taking writes yet (a failover under way: ``TargetServerAttributeNotMatched``), or the
+    server's own word (see ``_OUTAGE_STATES``)."""
+    if isinstance(exc, OSError | TimeoutError | asyncpg.PostgresConnectionError
+                  | InternalClientError):
+        return True  # InternalClientError: a connection left mid-protocol by a lost server
+    if isinstance(exc, asyncpg.InterfaceError):  # also a bug's ("another operation …")
+        return "closed" in str(exc) or "connection" in str(exc)
+    state = getattr(exc, "sqlstate", None)
+    return isinstance(state, str) and state.startswith(_OUTAGE_STATES)
+
+
+@surface_outages(is_pg_outage)
+class PostgresStore:
+    """The :class:`~livetable.store.base.Store` contract on PostgreSQL.
+
+    ``fence_tokens``: table -> our fencing token, issued by :meth:`claim` when this process
+    takes the table's lease; every step and settlement chunk of that table carries it
+    (see :mod:`.steps`)."""
+
+    def __init__(self, url: str, *, schema: str | None = None,
+                 event_retention: int = DEFAULT_EVENT_RETENTION,
+                 seal: StateSeal | None = None, settle_chunk: int = SQLITE_SETTLE_CHUNK,
+                 max_connections: int = 16) -> None:
+        if schema is not None and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", schema):
+            raise ValueError(f"not a schema name: {schema!r}")
+        self.url = url
+        self.schema = schema
+        self.event_retention = event_retention
+        self.seal = seal
+        #: Bets settled per transaction of :meth:`settle_pending` (and the settling step).
+        self.settle_chunk = settle_chunk
+        self.max_connections = max_connections
+        self.fence_tokens: dict[str, int] = {}
+        #: table -> the head this process last loaded or wrote (see steps.check_head).
+        self.heads: dict[str, tuple[int, int]] = {}
+        self._pool: asyncpg.Pool | None = None
+        self._opening = asyncio.Lock()
+        self._limits: dict[str, p.Limits] = {}
+        self._pending: list[tuple[SlipRequest, int, asyncio.Future[SlipAnswer]]] = []
+        self._unanswered = Unanswered()
+        self._draining: asyncio.Task[None] | None = None
+
+    async def _ready(self) -> asyncpg.Pool:
+        if self._pool is None:
+            async with self._opening:
+                if self._pool is None:
+                    settings = dict(PLANNER)
+                    if self.schema is not None:
+                        settings["search_path"] = self.schema
+                    pool = await asyncpg.create_pool(
+                        self.url, min_size=1, max_size=self.max_connections,
+                        server_settings=settings, command_timeout=30)
+                    async with pool.acquire() as con:
+                        await migrate(con, self.schema)
+                    self._pool = pool
+        return self._pool
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Any]:
+        """A pooled connection. One that failed otherwise than by the server's answer (a
+        connection lost, a call cancelled half way) is closed, not given back: its protocol
+        state is unknown, and the next caller would meet it (``another operation is in
+        progress``) instead of a fresh connection."""
+        pool = await self._ready()
+        async with pool.acquire() as con:
+            try:
+                yield con
+            except BaseException as exc:
+                if not isinstance(exc, asyncpg.PostgresError) or is_pg_outage(exc):
+                    con.terminate()
+                raise
+
+    async def _transaction(self, work: Callable[[Any], Awaitable[T]]) -> T:
+        """Run ``work(connection)`` in one transaction, again if the server rolled it back
+        as a deadlock's or a conflict's victim. A rollback that fails (the connection is
+        gone) does not hide why the work failed."""
+        for attempt in range(5):
+            try:
+                async with self._connection() as con:
+                    transaction = con.transaction()
+                    await transaction.start()
+                    try:
+                        result = await work(con)
+                    except BaseException:
+                        if not con.is_closed():
+                            with contextlib.suppress(Exception):
+                                await transaction.rollback()
+                        raise
+                    await transaction.commit()
+                    return result
+            except asyncpg.PostgresError as exc:
+                if getattr(exc, "sqlstate", None) not in _RETRY_STATES or attempt == 4:
+                    raise
+                await asyncio.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    async def open(self) -> None:
+        """Connect and migrate now (a process does at start: a bad URL fails early)."""
+        await self._ready()
+
+    # --- accounts --------------------------------------------------------------------
+
+    async def ensure_player(self, player_id: str, name: str, initial_balance: int,
+                            now: int) -> p.PlayerView:
+        check_player_id(player_id)
+
+        async def work(con: Any) -> p.PlayerView:
+            kind = await con.fetchval(
+                "INSERT INTO accounts (id, kind, name, balance, created_at) VALUES "
+                "($1, 'player', $2, 0, $3) ON CONFLICT (id) DO NOTHING RETURNING kind",
+                player_id, name, now)
+            if kind is not None:
+                await ledger.transfer(con, f"open:{player_id}", "external", player_id,
+                                initial_balance, "deposit", player_id, now)
+            elif await ledger.kind(con, player_id) != "player":
+                raise AccountError(f"{player_id!r} is not a player account")
+            elif name:
+                await con.execute("UPDATE accounts SET name = $1 WHERE id = $2", name,
+                                  player_id)
+            row = await con.fetchrow("SELECT name, balance FROM accounts WHERE id = $1",
+                                     player_id)
+            return p.PlayerView(id=player_id, name=row[0], balance=row[1])
+
+        return await self._transaction(work)
+
+    async def player(self, player_id: str) -> p.PlayerView | None:
+        async with self._connection() as con:
+            row = await con.fetchrow("SELECT name, balance FROM accounts WHERE id = $1 AND "
+                                     "kind = 'player'", player_id)
+        return None if row is None else p.PlayerView(id=player_id, name=row[0], balance=row[1])
+
+    async def deposit(self, transfer_id: str, player_id: str, amount: int, now: int) -> int:
+        check_player_id(player_id)
+
+        async def work(con: Any) -> int:
+            if await ledger.kind(con, player_id, lock=True) != "player":
+                raise UnknownPlayer(f"no player {player_id!r}")
+            await ledger.transfer(con, f"deposit:{transfer_id}", "external", player_id, amount,
+                            "deposit", player_id, now)
+            return int(await con.fetchval("SELECT balance FROM accounts WHERE id = $1",
+                                          player_id))
+
+        return await self._transaction(work)
+
+    async def withdraw(self, transfer_id: str, player_id: str, amount: int, now: int, *,
+                       against: str | None = None) -> int | None:
+        """See :meth:`livetable.store.base.Store.withdraw`."""
+        check_player_id(player_id)
+
+        async def work(con: Any) -> int | None:
+            if await ledger.kind(con, player_id, lock=True) != "player":
+                raise UnknownPlayer(f"no player {player_id!r}")
+            tid = f"withdraw:{transfer_id}"
+            if await con.fetchval("SELECT 1 FROM transfers WHERE id = $1", tid) is None:
+                if against is not None and await con.fetchval(
+                        "SELECT 1 FROM transfers WHERE id = $1", f"deposit:{against}") is None:
+                    return None  # that deposit was never made: nothing to take back
+                balance = await con.fetchval("SELECT balance FROM accounts WHERE id = $1",
+                                             player_id)
+                if balance < amount:
+                    raise InsufficientBalance(
+                        f"withdraw {transfer_id}: {player_id!r} holds {balance}, not {amount}")
+                await ledger.transfer(con, tid, player_id, "external", amount, "withdraw",
+                                player_id, now)
+            return int(await con.fetchval("SELECT balance FROM accounts WHERE id = $1",
+                                          player_id))
+
+        return await self._transaction(work)
+
+    # --- slips -----------------------------------------------------------------------
+
+    async def place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected:
+        return bet_answer(bet, await self.place_slip(bet.as_slip(), now))
+
+    async def place_slip(self, slip: SlipRequest, now: int) -> p.SlipAccepted | Rejection:
+        """Take a slip; slips that arrive together share a transaction (group commit)."""
+        bad = precheck(slip)
+        if bad is not None:
+            return bad
+        if slip.deposit is not None:  # a seamless slip's debit, in the ledger before its
+            # bets: a call of its own, idempotent by its id (not yet in the batch's
+            # transaction, as the SQLite ledger does it)
+            with contextlib.suppress(UnknownPlayer):
+                await self.deposit(slip.deposit.transfer_id, slip.player_id,
+                                   slip.deposit.amount, slip.deposit.at)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[SlipAnswer] = loop.create_future()
+        self._pending.append((slip, now, future))
+        self._unanswered.add(future)
+        if self._draining is None:
+            self._draining = loop.create_task(self._drain_slips())
+        return await future
+
+    async def _drain_slips(self) -> None:
+        try:
+            await take_in_batches(self._pending, self._take_batch, MAX_SLIPS_PER_TRANSACTION,
+                                  in_flight=BATCHES_IN_FLIGHT)
+        finally:
+            self._draining = None
+
+    async def _take_batch(self, batch: list[tuple[SlipRequest, int]]) -> list[SlipAnswer]:
+        try:
+            return await self._transaction(
+                lambda con: SlipBatch(con, batch, self._limits).take())
+        finally:
+            if len(self._limits) > 1000:
+                self._limits.clear()
+
+    # --- engine steps ------------------------------------------------------------------
+
+    async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
+                          effects: list[Effect], now: int, *,
+                          snapshot: bytes = b"") -> list[Settled]:
+        if any(isinstance(effect, SettleRound | CancelRound) for effect in effects):
+            await self._unanswered.answered()  # slips that came before it go first
+        token = self.fence_tokens.get(table, 0)
+        sealed = seal_state(self.seal, table, state)
+
+        async def work(con: Any) -> tuple[list[Settled], tuple[int, int] | None]:
+            await steps.check_head(con, table, token, self.heads.get(table), events)
+            settled: list[Settled] = []
+            for effect in effects:
+                settled += await steps.apply(con, effect, now, self.settle_chunk)
+            return settled, await steps.write_head(con, table, sealed, events,
+                                                   self.event_retention, snapshot)
+
+        try:
+            settled, head = await self._transaction(work)
+        except BaseException:
+            self.heads.pop(table, None)  # unknown now: the next load tells
+            raise
+        if head is not None:
+            self.heads[table] = head
+        return settled
+
+    async def load_snapshot(self, table: str) -> tuple[int, int, bytes] | None:
+        """The table's head ``(epoch, seq)`` and public snapshot as of its last step: what
+        a gateway catches up from (it holds no shoe key)."""
+        async with self._connection() as con:
+            row = await con.fetchrow("SELECT epoch, seq, snapshot FROM tables "
+                                     "WHERE table_id = $1", table)
+        if row is None or row[2] is None:
+            return None
+        return int(row[0]), int(row[1]), bytes(row[2])
+
+    async def settle_pending(self, table: str, now: int) -> tuple[list[Settled], bool]:
+        """The next chunk of the oldest round of ``table`` still settling or refunding."""
+        token = self.fence_tokens.get(table, 0)
+
+        async def work(con: Any) -> tuple[list[Settled], bool]:
+            await steps.check_fence(con, table, token)
+            pending = [r[0] for r in await con.fetch(
+                "SELECT round_id FROM rounds WHERE table_id = $1 AND state IN ('settling', "
+                "'refunding') ORDER BY opened_at LIMIT 2", table)]
+            if not pending:
+                return [], False
+            settled, more = await steps.close_chunk(con, pending[0], now, self.settle_chunk)
+            return settled, more or len(pending) > 1
+
+        return await self._transaction(work)
+
+    async def claim(self, table: str) -> int:
+        """Take ``table`` for this process: the database issues the next fencing token,
+        which this store's steps of the table carry from now on; the steps of every older
+        holder are refused from now on (:class:`~livetable.store.base.FenceRefused`)."""
+        token = await self._transaction(lambda con: steps.claim(con, table))
+        self.fence_tokens[table] = token
+        self.heads.pop(table, None)  # the new holder loads the table before it writes
+        return token
+
+    # --- reading -----------------------------------------------------------------------
+
+    async def load_table(self, table: str) -> bytes | None:
+        async with self._connection() as con:
+            row = await con.fetchrow("SELECT state, epoch, seq FROM tables WHERE table_id = $1",
+                                     table)
+        if row is None:
+            self.heads.pop(table, None)
+            return None
+        self.heads[table] = (row[1], row[2])
+        return open_state(self.seal, table, bytes(row[0]))
+
+    async def events_after(self, table: str, epoch: int, seq: int,
+                           limit: int) -> list[bytes] | None:
+        async with self._connection() as con, con.transaction(isolation="repeatable_read"):
+            head = await con.fetchrow("SELECT epoch, seq FROM tables WHERE table_id = $1",
+                                      table)
+            if head is None or head[0] != epoch or seq > head[1]:
+                return None
+            if seq == head[1]:
+                return []
+            if head[1] - seq > limit:
+                return None
+            rows = await con.fetch("SELECT seq, frame FROM events WHERE table_id = $1 AND "
+                                   "epoch = $2 AND seq > $3 AND seq <= $4 ORDER BY seq",
+                                   table, epoch, seq, head[1])
+        if not rows or rows[0][0] != seq + 1 or len(rows) != head[1] - seq:
+            return None  # trimmed: the log no longer holds every later event
+        return [bytes(r[1]) for r in rows]
+
+    async def settlements_for_rounds(self, player_id: str,
+                                     round_ids: list[str]) -> list[p.BetSettled]:
+        if not round_ids:
+            return []
+        async with self._connection() as con:
+            rows = await con.fetch(
+                f"SELECT {_BET_COLUMNS} FROM bets WHERE player_id = $1 AND round_id = "
+                f"ANY($2::text[]) AND state != 'accepted' ORDER BY seq", player_id, round_ids)
+        return [settled_message(BetRow(*r)) for r in rows]
+
+    async def bet_record(self, player_id: str, limit: int,
+                         before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
+        limit = max(1, min(limit, 200))
+        cursor = cursor_of(before)
+        columns = ", ".join(f"b.{c}" for c in _BET_COLUMNS.split(", "))
+        async with self._connection() as con:
+            rows = await con.fetch(
+                f"SELECT b.seq, r.shoe_id, r.round_no, r.cards, {columns} FROM bets b "
+                f"JOIN rounds r USING (round_id) WHERE b.player_id = $1 AND "
+                f"($2::bigint IS NULL OR b.seq < $2) ORDER BY b.seq DESC LIMIT $3",
+                player_id, cursor, limit + 1)
+        entries = [record_entry(BetRow(*row[4:]), row[1], row[2],
+                                json.loads(row[3]) if row[3] else None) for row in rows[:limit]]
+        next_cursor = str(rows[limit - 1][0]) if len(rows) > limit else None
+        return entries, next_cursor
+
+    async def round_view(self, round_id: str) -> RoundView | None:
+        async with self._connection() as con:
+            row = await con.fetchrow(
+                "SELECT round_id, table_id, shoe_id, round_no, state, cards, spots, reason, "
+                "opened_at, ended_at FROM rounds WHERE round_id = $1", round_id)
+        if row is None:
+            return None
+        spots = json.loads(row[6]) if row[6] else None
+        return RoundView(round_id=row[0], table=row[1], shoe_id=row[2], round_no=row[3],
+                         state=row[4], cards=json.loads(row[5]) if row[5] else None,
+                         spots={s: (r[0], r[1], r[2]) for s, r in spots.items()}
+                         if spots else None,
+                         reason=row[7], opened_at=row[8], ended_at=row[9])
+
+    async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
+        async with self._connection() as con:
+            row = await con.fetchrow(
+                "SELECT table_id, commitment, salt, cut_at, burn_card, burned, card_order, "
+                "rounds, ended_at FROM shoes WHERE shoe_id = $1", shoe_id)
+            if row is None:
+                return None
+            taken: list[tuple[str, int]] = [(r, n) for r, n in json.loads(row[7])]
+            stored = {r[0]: r[1:] for r in await con.fetch(
+                "SELECT round_id, round_no, state, cards FROM rounds WHERE round_id = "
+                "ANY($1::text[])", [r for r, _ in taken])}
+        rounds = []
+        for round_id, dealt in taken:
+            round_no, state, cards = stored.get(round_id, (0, "unknown", None))
+            rounds.append(ShoeRound(
+                round_id=round_id, round_no=round_no, state=state, dealt=dealt,
+                cards=json.loads(cards) if cards and state == "settled" else None))
+        # a cancelled round's dealt cards too: the record accounts for every slot
+        order = json.loads(row[6])
+        return ShoeRecord(shoe_id=shoe_id, table=row[0], commitment=row[1], salt=row[2],
+                          cut_at=row[3], burn_card=row[4], burned=row[5],
+                          order=order, rounds=publish_rounds(order, rounds),
+                          ended_at=row[8])
+
+    async def audit(self) -> AuditReport:
+        """Prove the ledger on one snapshot (a repeatable-read transaction)."""
+        async with self._connection() as con, con.transaction(isolation="repeatable_read",
+                                                              readonly=True):
+            await con.execute("SET LOCAL enable_hashjoin = on; SET LOCAL enable_mergejoin = on")
+            return await ledger.audit(con)
+
+    async def identity(self, create: bool = False) -> str | None:
+        async with self._connection() as con:
+            if create:
+                await con.execute("INSERT INTO meta (key, value) VALUES ('store_id', $1) "
+                                  "ON CONFLICT DO NOTHING", uuid.uuid4().hex)
+            value = await con.fetchval("SELECT value FROM meta WHERE key = 'store_id'")
+        return None if value is None else str(value)
+
+    async def close(self) -> None:
+        if self._draining is not None:
+            await self._draining
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None

@@ -1,0 +1,146 @@
+"""What the PostgreSQL store holds the engines to, beyond the shared contract (issue 26):
+fencing by the database, steps that must follow on from the stored head, rounds that must
+be where the step expects them, and a settlement that resumes after a crash.
+
+Each test's stores share one schema of its own on the module's server, as two engines (or
+an engine before and after a restart) share one database.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import test_store_contract as contract
+from pg_util import PgCluster
+from test_store_contract import (
+    R1,
+    ROUND_A,
+    T0,
+    TABLE,
+    accepted,
+    bet,
+    betting,
+    frame,
+    open_round,
+    settle_effect,
+)
+
+from livetable.store import Store
+from livetable.store.base import FenceRefused, OutOfStep
+from livetable.store.postgres import PostgresStore
+
+_schemas = itertools.count()
+
+
+@pytest.fixture
+async def stores(pg_cluster: PgCluster) -> AsyncIterator[Callable[[], PostgresStore]]:
+    """Make stores on one schema of the test's own (each store: one process)."""
+    schema = f"s{next(_schemas)}"
+    made: list[PostgresStore] = []
+
+    def make() -> PostgresStore:
+        store = PostgresStore(pg_cluster.url, schema=schema, seal=contract.SEAL,
+                              max_connections=4)
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        await store.close()
+
+
+async def step(store: PostgresStore, state: bytes, *events: tuple[int, int, bytes],
+               effects: list[object] | None = None) -> None:
+    await store.commit_step(TABLE, state, list(events), list(effects or []), T0)  # type: ignore[arg-type]
+
+
+async def test_the_steps_of_an_older_fencing_token_are_refused(
+        stores: Callable[[], PostgresStore]) -> None:
+    """The database issues the tokens: once a newer engine claimed the table, every step
+    and settlement chunk of the older one is refused, and nothing of it is written."""
+    old, new = stores(), stores()
+    assert await old.claim(TABLE) == 1
+    await step(old, b"one", frame(1, 1))
+    assert await new.claim(TABLE) == 2
+    with pytest.raises(FenceRefused):  # claimed, not yet written: refused already
+        await step(old, b"stale", frame(1, 2))
+    with pytest.raises(FenceRefused):
+        await old.settle_pending(TABLE, T0)
+    assert await new.load_table(TABLE) == b"one"
+    await step(new, b"two", frame(1, 2))
+    with pytest.raises(FenceRefused):
+        await step(old, b"stale", frame(1, 3))
+    assert await new.load_table(TABLE) == b"two"
+    assert await new.events_after(TABLE, 1, 0, 100) == [frame(1, s)[2] for s in (1, 2)]
+    await step(new, b"three", frame(1, 3))  # the newer engine steps on
+
+
+async def test_a_step_that_does_not_follow_the_head_is_refused(
+        stores: Callable[[], PostgresStore]) -> None:
+    store = stores()
+    await step(store, b"s", frame(1, 1), frame(1, 2))
+    with pytest.raises(OutOfStep):
+        await step(store, b"gap", frame(1, 4))
+    with pytest.raises(OutOfStep):  # a step already stored, sent again
+        await step(stores(), b"again", frame(1, 2))
+    with pytest.raises(OutOfStep):  # an older epoch
+        await step(stores(), b"old", frame(0, 3))
+    assert await store.load_table(TABLE) == b"s"
+    await step(store, b"next", frame(1, 3))
+    assert await store.events_after(TABLE, 1, 0, 100) == [frame(1, s)[2] for s in (1, 2, 3)]
+
+
+async def test_a_store_behind_what_the_engine_wrote_refuses_its_next_step(
+        stores: Callable[[], PostgresStore], pg_cluster: PgCluster) -> None:
+    """A failover to a copy that lacks the engine's last step: the engine's next step —
+    with events or without — is refused, and once it reloads it steps on from the store."""
+    engine = stores()
+    await step(engine, b"s2", frame(1, 1), frame(1, 2))
+    await step(engine, b"s3", frame(1, 3))
+    # the last step lost, as by a failover to an asynchronous replica
+    schema = engine.schema
+    pg_cluster.primary.sql(f"UPDATE {schema}.tables SET state = (SELECT state FROM "
+                           f"{schema}.tables), seq = 2; DELETE FROM {schema}.events "
+                           f"WHERE seq = 3")
+    with pytest.raises(OutOfStep):
+        await step(engine, b"no events")
+    with pytest.raises(OutOfStep):
+        await step(engine, b"s4", frame(1, 4))
+    await engine.load_table(TABLE)
+    await step(engine, b"s3 again", frame(1, 3))
+    assert await engine.events_after(TABLE, 1, 0, 100) == [frame(1, s)[2] for s in (1, 2, 3)]
+
+
+async def test_a_round_must_be_where_the_step_expects_it(
+        stores: Callable[[], PostgresStore]) -> None:
+    store = stores()
+    await store.ensure_player("alice", "Alice", 10_000, T0)
+    with pytest.raises(OutOfStep):  # the step that opened it was lost
+        await step(store, b"s", effects=[betting("closed")])
+    with pytest.raises(OutOfStep):
+        await step(store, b"s", effects=[settle_effect(R1, ROUND_A)])
+    await open_round(store)
+    await accepted(store, bet("alice", "a1", "P1", 100))
+    assert len(await store.commit_step(TABLE, b"s", [], [settle_effect(R1, ROUND_A)],
+                                       T0 + 20_000)) == 1
+    with pytest.raises(OutOfStep):  # betting again on a settled round
+        await step(store, b"s", effects=[betting("betting")])
+    assert (await store.audit()).ok
+
+
+async def test_a_crash_in_the_middle_of_a_chunked_settlement(
+        stores: Callable[[], PostgresStore]) -> None:
+    async def reopen(old: Store) -> Store:
+        await old.close()
+        return stores()
+
+    store = await contract.crash_in_the_middle_of_a_settlement(stores(), reopen)
+    assert (await store.audit()).ok

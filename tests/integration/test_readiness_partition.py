@@ -1,0 +1,59 @@
+"""Issue 27, item 5: ``/readyz`` answers within a second, even cut off from Redis.
+
+A gateway cut off from Redis by a partition answered ``/readyz`` after 2.3-10.5 s or not at
+all: its probe of the store waited on a pooled connection for its socket timeout, and a
+load balancer's check gave up first. Now every probe is bounded and they run together: the
+answer is 503 within a second, naming what is unreachable.
+
+The partition is a TCP proxy between the gateway and Redis that stops passing bytes,
+closing nothing (tests/e2e/tcpproxy.py): connections made before it and during it hang.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from redis_util import RedisServer
+
+from livetable.config import Settings
+from livetable.server.app import Services, create_app
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+from tcpproxy import TcpProxy  # tests/e2e is not a package
+
+pytestmark = [pytest.mark.redis]
+
+
+async def test_readyz_answers_503_within_a_second_naming_redis(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    with TcpProxy(redis_server.port) as proxy:
+        settings = Settings(data_dir=tmp_path, secret=b"partition-secret-0123456789abcdef",
+                            redis_url=f"redis://127.0.0.1:{proxy.port}/0")
+        services = Services(settings, roles=("gateway",))
+        app = create_app(settings, services=services)
+        await services.start()
+        try:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                         base_url="http://gateway") as http:
+                ready = await http.get("/readyz")
+                assert ready.status_code == 200, ready.json()
+
+                proxy.stall()  # the partition: nothing passes, nothing is closed
+                for _ in range(3):  # and again: no probe left hanging makes the next wait
+                    started = time.monotonic()
+                    ready = await http.get("/readyz")
+                    took = time.monotonic() - started
+                    assert ready.status_code == 503
+                    store = ready.json()["checks"]["store"]
+                    assert store.startswith("Redis unreachable"), store
+                    assert took < 1.0, f"/readyz took {took:.2f} s"
+                started = time.monotonic()
+                metrics = await http.get("/metrics")  # it runs the same probes
+                assert metrics.status_code == 200 and time.monotonic() - started < 1.0
+        finally:
+            proxy.restore()
+            await services.stop()
