@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
@@ -39,6 +40,14 @@ from livetable.store.redis import RedisStore, is_redis_outage
 from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.bus")
+
+
+class _Epoch(msgspec.Struct):
+    epoch: int = 0
+
+
+#: The epoch of a table's public snapshot (the one field of it a catch-up needs).
+_SNAPSHOT_EPOCH = msgspec.json.Decoder(_Epoch)
 
 #: Events remembered per table (see RedisBus._delivered): far more than a step holds.
 RECENT_FRAMES = 512
@@ -237,6 +246,12 @@ class RedisBus:
         if stored is None:
             return
         epoch, seq, snapshot = stored
+        if seq == 0:
+            # No event stored yet (a new table's first step, its recovery, has none): the
+            # stores keep the head (0, 0) until one comes. The table's epoch is its
+            # snapshot's — under epoch 0 the gateways would take the table's first step
+            # for a new numbering and close every client who joined meanwhile (4011).
+            epoch = _SNAPSHOT_EPOCH.decode(snapshot).epoch
         head = self._heads.get(table)
         frames: list[tuple[int, bytes]] = []
         if head is not None and head[0] == epoch and head[1] < seq:
