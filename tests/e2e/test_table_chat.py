@@ -158,3 +158,33 @@ def test_the_console_deletes_mutes_and_signs_a_dealer_in(
     # the moderation's answers reach the console's log too
     expect(dealer.get_by_test_id("dealer-log")).to_contain_text("Dealer sign-in")
     assert page_errors == []
+
+
+def test_a_phone_held_sideways_opens_the_chat_as_a_sheet(
+    server: Server, browser: Browser, page_errors: list[str]
+) -> None:
+    # sideways the video fills the screen: the chat is a sheet opened by "Chat"
+    ctx = browser.new_context(viewport={"width": 844, "height": 390}, is_mobile=True,
+                              has_touch=True, device_scale_factor=2, locale="en-US")
+    ctx.on("page", page_errors.watch)  # type: ignore[attr-defined, call-overload]  # PageErrors
+    try:
+        page = ctx.new_page()
+        page.goto(f"{server.url}table.html?table={TABLE}")
+        expect(page.get_by_test_id("conn-state")).to_have_attribute("data-state", "online")
+        expect(page.get_by_test_id("chat-input")).to_be_hidden()  # shut: the video shows
+        page.get_by_test_id("open-chat").click()
+        expect(page.get_by_test_id("open-chat")).to_have_attribute("aria-expanded", "true")
+        field = page.get_by_test_id("chat-input")
+        expect(field).to_be_visible()
+        expect(field).to_be_enabled()
+        field.fill("hello sideways")
+        field.press("Enter")
+        expect(page.get_by_test_id("chat-text").filter(has_text="hello sideways")).to_have_count(1)
+        box = page.get_by_test_id("chat-send").bounding_box()
+        assert box is not None
+        assert box["x"] + box["width"] <= 844 and box["y"] + box["height"] <= 390
+        page.get_by_test_id("close-chat").click()
+        expect(field).to_be_hidden()
+    finally:
+        ctx.close()
+    assert page_errors == []
