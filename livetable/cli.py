@@ -346,6 +346,9 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
     _setting(p, "--stream", "streams", "the table's live video: URL of its HLS playlist, "
              "absolute or a path on this origin (repeatable; replaces the variable's "
              "t1=URL,t2=URL)", action="append", metavar="TABLE=URL")
+    _setting(p, "--presenter", "presenters", "a dealer's photo, shown at the table while "
+             "they deal: URL absolute or a path on this origin (repeatable; replaces the "
+             "variable's Anna=URL,Bee=URL)", action="append", metavar="NAME=URL")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
     _setting(p, "--wallet", "wallet", "who holds players' money: this ledger (internal) or "

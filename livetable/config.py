@@ -72,6 +72,22 @@ def parse_stream(entry: str) -> tuple[str, str]:
     return table, url
 
 
+def parse_presenters(entries: list[str]) -> dict[str, str]:
+    """Every ``NAME=URL`` of ``entries``: a dealer's photo, shown while they deal. The URL
+    is held to a stream's rules (an absolute http(s) URL or a path on the pages' origin)."""
+    photos: dict[str, str] = {}
+    for entry in entries:
+        if entry.strip():
+            try:
+                name, url = parse_stream(entry)
+            except StreamError:
+                raise SettingsError(
+                    f"--presenter {entry!r}: a photo is NAME=URL, the URL http(s)://… or a "
+                    "path on the pages' origin (/…), without spaces or quotes") from None
+            photos[name] = url
+    return photos
+
+
 def parse_streams(entries: list[str]) -> dict[str, str]:
     """Every ``TABLE=URL`` of ``entries`` (blank entries are skipped)."""
     streams: dict[str, str] = {}
@@ -172,6 +188,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: Table id → the URL of its live video's HLS playlist (``t1=URL,t2=URL``); a table
     #: without one has ``stream: null`` in its snapshot and shows the drawn table only.
     streams: dict[str, str] = {}
+    #: A dealer's name → the URL of their photo (``Anna=URL,Bee=URL``): shown at the table
+    #: while they deal, once they sign in at the console (docs/dealer.md).
+    presenters: dict[str, str] = {}
     #: Who holds the players' money (docs/design.md §5): ``internal`` (this ledger: demo guests,
     #: deposits) or ``seamless`` (the operator's wallet at ``wallet_url``, called per bet
     #: slip and per settled round; livetable holds no balance of its own for a player).
@@ -423,6 +442,8 @@ def _from_text(name: str, value: Any) -> Any:
     ``a,b`` lists, ``t1=URL,t2=URL`` streams, bytes of a secret, yes/no booleans."""
     if name == "streams":  # --stream is repeated, the variable is one list
         return parse_streams(value.split(",") if isinstance(value, str) else value)
+    if name == "presenters":  # as --stream
+        return parse_presenters(value.split(",") if isinstance(value, str) else value)
     if not isinstance(value, str):
         return value
     tp = _base(_FIELDS[name].type)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from typing import Any
 
 from livetable import protocol as p
@@ -41,6 +42,10 @@ HELP = """\
                        the round in play: used once, within 2 minutes
   auto | manual        switch the table's mode (between rounds)
   ping                 ask the server for a pong
+  dealer NAME          NAME deals now: the table shows them (and their photo)
+  say TEXT             a chat line to the table, as the dealer
+  mute PLAYER MINUTES  mute a player's chat (0 lifts it)
+  delete ID            delete a chat line
   help                 this list"""
 
 #: The variable the console's token is read from (else it is asked for, without echo).
@@ -93,10 +98,34 @@ def command_of(line: str) -> p.DealerCommand | None:
             return p.Ping()
         case "help" | "?" | "commands":
             raise Help
+    chat = _chat_command(word, rest)
+    if chat is not None:
+        return chat
     try:
         return p.CardIn(card=str(parse_card(line.strip())))
     except CardError as exc:
         raise ValueError(f"{exc}; or a command (help lists them)") from None
+
+
+def _chat_command(word: str, rest: str) -> p.DealerCommand | None:
+    """The chat's and the presenter's words (None for any other word)."""
+    match word:
+        case "say" | "chat" | "chat_send":
+            return p.ChatSend(client_msg_id=f"console-{time.monotonic_ns()}", text=rest)
+        case "mute" | "chat_mute":
+            player, _, minutes = rest.partition(" ")
+            if not player or not minutes.strip().isdigit():
+                raise ValueError("mute PLAYER-ID MINUTES (0 lifts a mute)")
+            return p.ChatMute(player_id=player, minutes=int(minutes))
+        case "delete" | "chat_delete":
+            if not rest.strip():
+                raise ValueError("delete MESSAGE-ID")
+            return p.ChatDelete(id=rest.strip())
+        case "dealer" | "dealer_sign_in":
+            if not rest.strip():
+                raise ValueError("dealer NAME: who deals now")
+            return p.DealerSignIn(name=rest.strip())
+    return None
 
 
 def _results(results: list[dict[str, Any]]) -> str:

@@ -243,7 +243,43 @@ class RealityCheckAck(Struct, tag="reality_check_ack", tag_field="type", kw_only
     """The player has seen the reality check: betting goes on until the next one."""
 
 
-PlayerCommand = Hello | PlaceBet | PlaceBets | GetBets | Ping | GetBalance | RealityCheckAck
+
+# --- table chat and the presenter, both endpoints (docs/design.md §10) ------------------
+
+
+class ChatSend(Struct, tag="chat_send", tag_field="type", kw_only=True):
+    """A chat message to the table. ``text`` is judged after trimming (1–200 characters,
+    plain text: livetable/chat.py); its bound here is only the frame's."""
+
+    client_msg_id: ShortText
+    text: str
+
+
+class ChatMute(Struct, tag="chat_mute", tag_field="type", kw_only=True):
+    """A dealer console's: the player may not chat for ``minutes`` (0 lifts a mute)."""
+
+    player_id: ShortText
+    minutes: Annotated[int, Meta(ge=0, le=10_080)]  # a week at most
+
+
+class ChatDelete(Struct, tag="chat_delete", tag_field="type", kw_only=True):
+    """A dealer console's: take a chat message off every screen and the table's last 50."""
+
+    id: ShortText
+
+
+class DealerSignIn(Struct, tag="dealer_sign_in", tag_field="type", kw_only=True):
+    """A dealer console's: ``name`` is dealing now (the presenter the table shows)."""
+
+    name: Annotated[str, Meta(min_length=1, max_length=40)]
+
+
+#: The commands the gateway answers itself, without the table's engine: the chat and the
+#: presenter (livetable/server/gateway/chat.py).
+ChatCommand = ChatSend | ChatMute | ChatDelete | DealerSignIn
+
+PlayerCommand = (Hello | PlaceBet | PlaceBets | GetBets | Ping | GetBalance | RealityCheckAck
+                 | ChatSend)
 
 
 # --- dealer console → server on /ws/dealer ----------------------------------------------
@@ -318,6 +354,7 @@ class RoundCards(Struct, tag="round_cards", tag_field="type", kw_only=True):
 DealerCommand = (
     Hello | StartShoe | OpenBetting | CloseBetting | CardIn | Reveal | Pause | ResumeTable
     | CallOffRound | SetMode | CorrectCards | ApproveCorrection | RoundCards | Ping
+    | ChatSend | ChatMute | ChatDelete | DealerSignIn
 )
 
 
@@ -330,6 +367,8 @@ def type_names(union: Any) -> tuple[str, ...]:
 #: engine's commands, the terminal console, the browser console, its labels and
 #: docs/protocol.md are checked against it (tests/unit/test_dealer_commands.py).
 DEALER_COMMANDS: tuple[str, ...] = tuple(n for n in type_names(DealerCommand) if n != "hello")
+#: The commands no engine sees: the gateway answers them (the chat and the presenter).
+CHAT_COMMANDS: tuple[str, ...] = type_names(ChatCommand)
 
 
 class VoidCards(Struct, tag="void_cards", tag_field="type", kw_only=True):
@@ -481,6 +520,73 @@ AnyTableEvent = (
 )
 
 
+# --- server → client: the chat and the presenter (not numbered table events) -------------
+
+ChatRole = Literal["player", "dealer", "system"]
+#: ``chat_rejected.code`` (docs/protocol.md §14).
+ChatRejectionCode = Literal[
+    "empty", "too_long", "not_a_player", "muted", "blocked_word", "rate_limited",
+]
+
+
+class ChatNotice(Struct, kw_only=True):
+    """What a ``system`` line says, for a page to say in its own language: ``muted`` (a
+    player was muted for ``minutes``)."""
+
+    key: Literal["muted"]
+    minutes: int | None = None
+
+
+class ChatMessage(Struct, tag="chat", tag_field="type", kw_only=True, omit_defaults=True):
+    """One chat message, to everyone at the table. ``id`` names it for ``chat_delete``;
+    ``player_id`` is sent to dealer consoles only (for ``chat_mute``); a ``system`` line's
+    ``notice`` is its ``text`` as a key (the text is English)."""
+
+    id: str
+    table: str
+    sender: str = field(name="from")
+    role: ChatRole
+    text: str
+    at: int
+    player_id: str | None = None
+    notice: ChatNotice | None = None
+
+
+class ChatAccepted(Struct, tag="chat_accepted", tag_field="type", kw_only=True):
+    client_msg_id: str
+    id: str
+
+
+class ChatRejected(Struct, tag="chat_rejected", tag_field="type", kw_only=True):
+    client_msg_id: str
+    code: ChatRejectionCode
+    message: str
+
+
+class ChatDeleted(Struct, tag="chat_deleted", tag_field="type", kw_only=True):
+    id: str
+    table: str
+
+
+class Presenter(Struct, kw_only=True):
+    """Who is dealing at a table, and their photo (a URL, or null)."""
+
+    name: str
+    photo: str | None = None
+
+
+class DealerChanged(Struct, tag="dealer_changed", tag_field="type", kw_only=True):
+    """A dealer signed in at the table's console: the table shows them from now on."""
+
+    table: str
+    name: str
+    photo: str | None = None
+
+
+#: A frame for a table's watchers that is not a numbered table event.
+TableNote = ChatMessage | ChatDeleted | DealerChanged
+
+
 # --- server → client: private ----------------------------------------------------------------
 
 
@@ -492,6 +598,11 @@ class Welcome(Struct, tag="welcome", tag_field="type", kw_only=True):
     seq: int
     server_time: int
     resumed: bool
+    #: The table's last chat messages, oldest first (docs/protocol.md §4); old clients
+    #: ignore them.
+    chat: list[ChatMessage] = field(default_factory=list)
+    #: Who is dealing, when a dealer signed in at the console.
+    dealer: Presenter | None = None
 
 
 class BetAccepted(Struct, tag="bet_accepted", tag_field="type", kw_only=True):

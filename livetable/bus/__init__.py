@@ -8,6 +8,10 @@ a ring of recent frames per table (for resume) and fans the frames out to its co
 It carries one thing more: a :class:`SessionEnd` when an operator's session ends, so
 that every gateway closes that session's connections at once (the store keeps the end,
 which refuses the token from then on; the bus only makes it immediate).
+A :class:`TableNote` is a frame for a table's watchers that is not a numbered table event: a
+chat message, a deletion, a change of dealer (livetable/server/gateway/chat.py). It goes the
+same way to every gateway, on the same channel, and no gap repair applies to it: a note lost
+on the way is a chat line missed, never money.
 
 Embedded mode uses :class:`MemoryBus` (a direct call); scale-out uses the Redis bus
 (``livetable.bus.redis``).
@@ -40,9 +44,29 @@ class SessionEnd(msgspec.Struct, kw_only=True, array_like=True):
     reason: str
 
 
+class TableNote(msgspec.Struct, kw_only=True, array_like=True, tag="note"):
+    table: str
+    frame: bytes  # the encoded frame, for every watcher
+    #: The same frame for dealer consoles when theirs says more (a chat sender's id).
+    staff: bytes | None = None
+
+
 BATCH_ENCODER = msgspec.msgpack.Encoder()
 BATCH_DECODER = msgspec.msgpack.Decoder(TableBatch)
 SESSION_END_DECODER = msgspec.msgpack.Decoder(SessionEnd)
+NOTE_DECODER = msgspec.msgpack.Decoder(TableNote)
+#: How an encoded note starts: an array whose first item is its tag (a batch's is its table).
+NOTE_HEAD = b"\xa4note"
+
+
+def decode_message(data: bytes) -> TableBatch | TableNote:
+    """A message of a table's channel: a step, or a note."""
+    if data[1:6] == NOTE_HEAD:
+        try:
+            return NOTE_DECODER.decode(data)
+        except msgspec.ValidationError:
+            pass  # a step of a table named "note"
+    return BATCH_DECODER.decode(data)
 
 
 class Bus(Protocol):
@@ -55,6 +79,9 @@ class Bus(Protocol):
         ...
 
     def on_session_end(self, close: Callable[[SessionEnd], None]) -> None: ...
+    async def publish_note(self, note: TableNote) -> None: ...
+
+    def subscribe_notes(self, deliver: Callable[[TableNote], None]) -> None: ...
 
     async def start(self) -> None: ...
 
@@ -67,6 +94,7 @@ class MemoryBus:
     def __init__(self) -> None:
         self._subscribers: list[Callable[[TableBatch], None]] = []
         self._session_ends: list[Callable[[SessionEnd], None]] = []
+        self._note_subscribers: list[Callable[[TableNote], None]] = []
 
     def subscribe(self, deliver: Callable[[TableBatch], None]) -> None:
         self._subscribers.append(deliver)
@@ -82,12 +110,20 @@ class MemoryBus:
         for deliver in self._subscribers:
             deliver(batch)
 
+    def subscribe_notes(self, deliver: Callable[[TableNote], None]) -> None:
+        self._note_subscribers.append(deliver)
+
+    async def publish_note(self, note: TableNote) -> None:
+        for deliver in self._note_subscribers:
+            deliver(note)
+
     async def start(self) -> None:
         return None
 
     async def close(self) -> None:
         self._subscribers.clear()
         self._session_ends.clear()
+        self._note_subscribers.clear()
 
     @property
     def healthy(self) -> bool:

@@ -27,16 +27,18 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
 from livetable.bus import (
-    BATCH_DECODER,
     BATCH_ENCODER,
     SESSION_END_DECODER,
     SessionEnd,
     TableBatch,
+    TableNote,
+    decode_message,
 )
 from livetable.store.base import StoreUnavailable
 from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
@@ -45,6 +47,14 @@ from livetable.store.redis import RedisStore, is_redis_outage
 from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.bus")
+
+
+class _Epoch(msgspec.Struct):
+    epoch: int = 0
+
+
+#: The epoch of a table's public snapshot (the one field of it a catch-up needs).
+_SNAPSHOT_EPOCH = msgspec.json.Decoder(_Epoch)
 
 #: Events remembered per table (see RedisBus._delivered): far more than a step holds.
 RECENT_FRAMES = 512
@@ -72,6 +82,7 @@ class RedisBus:
         self.ping_interval = ping_interval
         self._subscribers: list[Callable[[TableBatch], None]] = []
         self._session_ends: list[Callable[[SessionEnd], None]] = []
+        self._note_subscribers: list[Callable[[TableNote], None]] = []
         self._heads: dict[str, tuple[int, int]] = {}  # table -> (epoch, seq) delivered
         #: table -> the last events delivered: a step that comes again is told from other
         #: events under the same numbers by them
@@ -89,10 +100,17 @@ class RedisBus:
     def on_session_end(self, close: Callable[[SessionEnd], None]) -> None:
         self._session_ends.append(close)
 
+    def subscribe_notes(self, deliver: Callable[[TableNote], None]) -> None:
+        self._note_subscribers.append(deliver)
+
     async def publish(self, batch: TableBatch) -> None:
         """Publish a stored step; an unreachable Redis raises
         :class:`~livetable.store.base.StoreUnavailable` (the runner retries)."""
         await self._publish(self.keys.steps(batch.table), BATCH_ENCODER.encode(batch))
+
+    async def publish_note(self, note: TableNote) -> None:
+        """Publish a note (a chat line) on the table's channel, to every gateway."""
+        await self._publish(self.keys.steps(note.table), BATCH_ENCODER.encode(note))
 
     async def end_session(self, end: SessionEnd) -> None:
         """Tell every gateway that a session ended (it was stored first: a gateway that
@@ -195,7 +213,12 @@ class RedisBus:
                     for close in self._session_ends:
                         close(end)
                     continue
-                await self._receive(BATCH_DECODER.decode(message["data"]))
+                decoded = decode_message(message["data"])
+                if isinstance(decoded, TableNote):
+                    for deliver in self._note_subscribers:
+                        deliver(decoded)
+                else:
+                    await self._receive(decoded)
 
     # --- delivery and repair -----------------------------------------------------------
 
@@ -249,6 +272,12 @@ class RedisBus:
         if stored is None:
             return
         epoch, seq, snapshot = stored
+        if seq == 0:
+            # No event stored yet (a new table's first step, its recovery, has none): the
+            # stores keep the head (0, 0) until one comes. The table's epoch is its
+            # snapshot's — under epoch 0 the gateways would take the table's first step
+            # for a new numbering and close every client who joined meanwhile (4011).
+            epoch = _SNAPSHOT_EPOCH.decode(snapshot).epoch
         head = self._heads.get(table)
         frames: list[tuple[int, bytes]] = []
         if head is not None and head[0] == epoch and head[1] < seq:

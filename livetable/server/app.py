@@ -35,6 +35,7 @@ from livetable import protocol as p
 from livetable.accounts import AccountError, check_not_guest, is_operator_player_id
 from livetable.auth import Identity, TokenError, mint, new_guest_id, verify
 from livetable.bus import Bus, MemoryBus, SessionEnd
+from livetable.chat import NO_WORDS, BlockedWords, blocked_words
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import Timing
@@ -46,6 +47,7 @@ from livetable.operator.launches import (
     RedisLaunchRequests,
 )
 from livetable.operator.registry import Operator, Registry
+from livetable.server.chatroom import MemoryChatRoom, RedisChatRoom
 from livetable.server.gateway import Gateway
 from livetable.server.gcpolicy import Collector
 from livetable.server.metrics import Metrics
@@ -224,8 +226,15 @@ class Services:
         self.wallet_log: WalletLog | None = None
         if settings.seamless:
             self._seamless()
+        chat_room = (RedisChatRoom(self.redis, RedisKeys(self.redis_prefix))
+                     if self.redis is not None else MemoryChatRoom())
         self.gateway = Gateway(settings, self.store, execute, self.metrics, self.secret,
-                               self.wallet, announce=self.bus.end_session)
+                               self.wallet, announce=self.bus.end_session,
+                               chat_room=chat_room)
+        # chat lines go by the bus, to every gateway; an operator's players are held to
+        # its blocked words (the registry in force, reloaded on SIGHUP)
+        self.gateway.chat.publish = self.bus.publish_note
+        self.gateway.chat.words_of = self.blocked_words_of
 
     def _bus_reconnected(self) -> None:
         """The Redis bus subscribed again: what it missed meanwhile may include ended
@@ -234,6 +243,11 @@ class Services:
         if "gateway" in self.roles:
             self.gateway.keep(asyncio.get_running_loop().create_task(
                 self.gateway.recheck_sessions()))
+
+    def blocked_words_of(self, operator_id: str | None) -> BlockedWords:
+        """The blocked words of a player's operator; none for a player without one."""
+        operator = self.operators.get(operator_id) if operator_id else None
+        return blocked_words(operator.blocked_words) if operator is not None else NO_WORDS
 
     def load_operators(self) -> Registry:
         """The registry file if one is set (RegistryError if it is bad), else the
@@ -350,6 +364,7 @@ class Services:
         if "gateway" in self.roles:
             self.bus.subscribe(self.gateway.deliver)
             self.bus.on_session_end(self.gateway.end_session)
+            self.bus.subscribe_notes(self.gateway.chat.deliver)
             self.gateway.start()
         if self.collector is not None:
             self.collector.start()

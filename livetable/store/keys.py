@@ -44,7 +44,13 @@ Key layout (``lt`` is the default prefix; ``<t>`` a table id, ``<r>`` a round id
     lt:table:{<t>}:shoe:<s>:info  hash   an ended auto shoe: commitment salt cut_at order …
     lt:table:{<t>}:commands       list   dealer commands for the table's engine (scale-out)
     lt:table:{<t>}:reply:<id>     list   the engine's answer to one command (expires)
-    lt:table:{<t>}:steps          channel the table's stored steps (the bus)
+    lt:table:{<t>}:steps          channel the table's stored steps (the bus), and its
+                                         notes: chat, chat_deleted, dealer_changed
+    lt:table:{<t>}:chat           stream the last 50 chat messages (XADD MAXLEN 50; the
+                                         entry id is the message's id)
+    lt:table:{<t>}:chat-mute:<p>  string a player muted at the table (SET PX: the mute)
+    lt:table:{<t>}:presenter      string who is dealing: {name, photo} (JSON)
+    lt:chat-turn:<p>              string a player's chat window (SET NX PX 2000: the rate)
     lt:lease:{<t>}:owner          string who holds the table's lease (SET NX PX)
     lt:lease:{<t>}:counter        string the last fencing token handed out (INCR)
     lt:lease:{<t>}:token          string the lease holder's fencing token (the store's
@@ -173,6 +179,21 @@ class RedisKeys:
         """The bus channel of the table's stored steps (in the table's slot: sharded
         pub/sub spreads by table)."""
         return f"{self.table(table)}:steps"
+
+    def chat(self, table: str) -> str:
+        """The table's last chat messages (a capped stream: nothing of the chat is in the
+        ledger)."""
+        return f"{self.table(table)}:chat"
+
+    def chat_mute(self, table: str, player_id: str) -> str:
+        return f"{self.table(table)}:chat-mute:{player_id}"
+
+    def presenter(self, table: str) -> str:
+        return f"{self.table(table)}:presenter"
+
+    def chat_turn(self, player_id: str) -> str:
+        """A player's chat rate window, one for every table (a player has one voice)."""
+        return f"{self.prefix}:chat-turn:{player_id}"
 
     # --- a table's lease -------------------------------------------------------------------
 

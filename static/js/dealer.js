@@ -13,6 +13,9 @@
 // console gets with `approve_correction` (this table, this round, this count; 120 s).
 // Hotkeys: Alt+O open, Alt+C close, Alt+R reveal, Alt+P pause/resume (by key position, so
 // they work with a Thai or Hindi keyboard layout too).
+//
+// Below the card entry: who deals (`dealer_sign_in`, shown at the table) and the table chat
+// (chat.js), where each player's line can be muted or deleted.
 
 import { t, onLangChange } from "./i18n.js";
 import { $, h, money, timeOfDay, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
@@ -21,6 +24,7 @@ import { serverNow } from "./clock.js";
 import { fromSnapshot, applyEvent, HANDS } from "./state.js";
 import { parseCard, cardEl, cardBackEl } from "./cards.js";
 import { getJSON } from "./api.js";
+import { mountChat } from "./chat.js";
 
 const TOKEN_KEY = "livetable.dealerToken";
 const TABLE_KEY = "livetable.dealerTable";
@@ -119,6 +123,11 @@ async function main() {
     const count = Math.max(1, Math.min(13, Math.round(Number($("#correction-count").value) || 1)));
     command({ type: "approve_correction", count });
   });
+  $("#presenter-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const name = $("#presenter-name").value.trim();
+    if (name) command({ type: "dealer_sign_in", name });
+  });
   document.addEventListener("keydown", onHotkey);
   $("#card").addEventListener("input", () => validateCard(false));
   setInterval(tick, 250);
@@ -148,6 +157,13 @@ async function start() {
   if (conn) conn.stop();
   conn = new Connection({ path: "/ws/dealer", table, token, resume: false });
   bindConnection(conn);
+  // The chat: a dealer's own line is answered chat_accepted/chat_rejected (not an ack, so
+  // it stays out of the command queue); mute and delete are commands like the others.
+  mountChat(conn, $("#chat"), { presenter: $("#presenter-now"), moderate: {
+    send: (client_msg_id, text) => conn.send({ type: "chat_send", client_msg_id, text }),
+    mute: (player_id, minutes) => command({ type: "chat_mute", player_id, minutes }),
+    remove: (id) => command({ type: "chat_delete", id }),
+  } });
   conn.addEventListener("welcome", (e) => {
     st = fromSnapshot(e.detail.msg.table);
     sent = [];
@@ -224,6 +240,8 @@ function command(frame) {
   if (frame.reason) what += ` “${frame.reason}”`;
   if (frame.type === "set_mode") what += `: ${t(frame.auto ? "mode.auto" : "mode.manual")}`;
   if (frame.type === "correct_cards") what += ` ${frame.count}${frame.approval ? ` (${t("dealer.approved")})` : ""}`;
+  if (frame.type === "dealer_sign_in") what += `: ${frame.name}`;
+  if (frame.type === "chat_mute") what += ` ${frame.player_id} · ${frame.minutes} min`;
   log("cmd", `→ ${what}`);
   return true;
 }

@@ -53,12 +53,16 @@ function watch(id, entry) {
   entry.conn = conn;
   conn.addEventListener("welcome", (e) => {
     if (!e.detail.msg.resumed) entry.st = fromSnapshot(e.detail.msg.table);
+    entry.dealer = e.detail.msg.dealer || null;  // who deals (not part of the snapshot)
     renderCard(id);
   });
   conn.addEventListener("event", (e) => { applyEvent(entry.st, e.detail); renderCard(id); });
   conn.addEventListener("message", (e) => {
-    if (e.detail.type !== "presence") return;
-    entry.online = e.detail.online;  // counting this lobby's own viewer connection
+    if (e.detail.type === "dealer_changed") {
+      entry.dealer = { name: e.detail.name, photo: e.detail.photo || null };
+    } else if (e.detail.type === "presence") {
+      entry.online = e.detail.online;  // counting this lobby's own viewer connection
+    } else return;
     renderCard(id);
   });
   conn.addEventListener("state", (e) => { entry.connState = e.detail.state; renderBadge(entry); });
@@ -102,8 +106,11 @@ function renderCard(id) {
   online.hidden = typeof entry.online !== "number";
   online.dataset.online = online.hidden ? "" : String(entry.online);
   if (!online.hidden) online.textContent = t("lobby.online", { n: money(entry.online) });
-  el.querySelector(".lobby-card__dealer").textContent =
-    st.mode === "manual" ? t("mode.manual") : t("lobby.auto_dealer");
+  // who deals: the presenter signed in at the console, else how the table is dealt
+  const who = el.querySelector(".lobby-card__dealer");
+  who.classList.toggle("presenter", Boolean(entry.dealer));
+  who.textContent = entry.dealer ? t("chat.dealing", { name: entry.dealer.name })
+    : st.mode === "manual" ? t("mode.manual") : t("lobby.auto_dealer");
   renderBadge(tables.get(id));
   const join = el.querySelector("a.btn");
   join.textContent = t("lobby.join");

@@ -29,6 +29,7 @@ import { renderRoadmap, roadmapLegend } from "./roadmap.js";
 import { getJSON, ensureGuest, storedGuest, forgetGuest, rememberPlayer, newBetId } from "./api.js";
 import { noteSnapshot, noteTableEvent } from "./verify.js";
 import { mountVideo } from "./video.js";
+import { mountChat } from "./chat.js";
 import { launchedToken, forgetSession, withCurrency } from "./operator.js";
 import { bindAtmosphere, play, say, audioContext } from "./atmosphere.js";
 
@@ -105,6 +106,10 @@ async function main() {
 
   conn = new Connection({ path: "/ws", table: tableId, token: () => token });
   mountVideo(conn, $("#felt"));  // the table's video; reveals and results in step with it
+  mountChat(conn, $("#chat"), { presenter: $("#presenter") });  // the chat, who deals
+  $("#chat").append(h("button", { type: "button", class: "btn btn--small chat__close", id: "chat-close",
+    "data-testid": "close-chat", "data-i18n": "tabs.close", text: t("tabs.close") }));
+  $("#chat-close").addEventListener("click", () => showChat(false));
   bindConnection(conn);
   conn.addEventListener("welcome", (e) => onWelcome(e.detail.msg, e.detail.reconnect));
   conn.addEventListener("event", (e) => onTableEvent(e.detail));
@@ -165,6 +170,20 @@ function buildLayout() {
   });
   $("#btn-roadmap").addEventListener("click", () => showRoadmap(document.body.dataset.sheet !== "roadmap"));
   $("#roadmap-close").addEventListener("click", () => showRoadmap(false));
+  $("#btn-chat").addEventListener("click", () => showChat(document.body.dataset.sheet !== "chat"));
+}
+
+/** "Chat" on a phone: held upright the panel is below the betting screen (scrolled to);
+ * held sideways it is a sheet beside the video (opened and closed). */
+function showChat(open) {
+  if (open) document.body.dataset.sheet = "chat";
+  else if (document.body.dataset.sheet === "chat") delete document.body.dataset.sheet;
+  $("#btn-chat").setAttribute("aria-expanded", open ? "true" : "false");
+  $("#btn-roadmap").setAttribute("aria-expanded", "false");
+  if (open) {
+    $("#chat").scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+    $("[data-testid=chat-input]").focus({ preventScroll: true });
+  } else $("#btn-chat").focus({ preventScroll: true });
 }
 
 /** "Roadmap & stats" on a phone: held upright the panel is just below the betting screen
@@ -173,6 +192,7 @@ function showRoadmap(open) {
   if (open) document.body.dataset.sheet = "roadmap";
   else delete document.body.dataset.sheet;
   $("#btn-roadmap").setAttribute("aria-expanded", open ? "true" : "false");
+  $("#btn-chat").setAttribute("aria-expanded", "false");
   const panel = $("#roadmap-panel");
   if (open) {
     panel.scrollIntoView({ block: "start", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });

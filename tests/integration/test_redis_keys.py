@@ -24,6 +24,7 @@ from livetable import protocol as p
 from livetable.bus.redis import RedisBus
 from livetable.engine import Timing
 from livetable.engine.bets import BetRequest
+from livetable.server.chatroom import RedisChatRoom
 from livetable.server.runner import TableRunner
 from livetable.server.scaleout import LeasedTables, RedisControl
 from livetable.store.redis import RedisStore
@@ -67,6 +68,13 @@ async def test_every_key_and_channel_starts_with_the_prefix(tmp_path: Path) -> N
                 amount=100), runner.clock())
             assert isinstance(accepted, p.BetAccepted)
             await _until(lambda: _phase(runner, "settled"))
+            # the table chat's keys: a line, a mute, a rate window, who deals
+            room = RedisChatRoom(client, store.keys)
+            await room.add(p.ChatMessage(id="", table="t1", sender="Ann", role="player",
+                                         text="hi", at=1, player_id="p1"))
+            await room.mute("t1", "p1", 5, 1)
+            assert await room.take_turn("p1", 1)
+            await room.set_presenter("t1", p.Presenter(name="Mai"))
             channels = [c.decode() for c in await client.pubsub_channels()]  # type: ignore[union-attr]
             assert seen and channels
             keys = [k.decode() async for k in client.scan_iter(count=1000)]
@@ -77,6 +85,7 @@ async def test_every_key_and_channel_starts_with_the_prefix(tmp_path: Path) -> N
     stray = sorted(k for k in keys + channels if not k.startswith(f"{PREFIX}:"))
     assert stray == [], f"not under the prefix {PREFIX}: {stray}"
     assert any(":lease:" in k for k in keys)
+    assert {f"{PREFIX}:table:{{t1}}:chat", f"{PREFIX}:chat-turn:p1"} <= set(keys)
 
 
 async def _phase(runner: TableRunner, phase: str) -> bool:

@@ -28,7 +28,15 @@ BY_THE_CONNECTION = {"ping"}
 def test_the_protocol_lists_every_dealer_command() -> None:
     assert p.DEALER_COMMANDS == ("start_shoe", "open_betting", "close_betting", "card",
                                  "reveal", "pause", "resume", "cancel_round", "set_mode",
-                                 "correct_cards", "approve_correction", "round_cards", "ping")
+                                 "correct_cards", "approve_correction", "round_cards", "ping",
+                                 "chat_send", "chat_mute", "chat_delete", "dealer_sign_in")
+    assert set(p.CHAT_COMMANDS) <= DEALER
+
+
+def test_the_chat_commands_are_the_gateways_own() -> None:
+    # the chat and the presenter never reach a table's engine
+    assert set(p.CHAT_COMMANDS) == {"chat_send", "chat_mute", "chat_delete", "dealer_sign_in"}
+    assert not set(p.CHAT_COMMANDS) & set(p.type_names(p.TableCommand))
 
 
 def test_the_engine_takes_every_table_command_but_the_read() -> None:
@@ -36,7 +44,8 @@ def test_the_engine_takes_every_table_command_but_the_read() -> None:
     # approve_correction is answered by the gateway (it signs the approval), and
     # round_cards is a read the runner answers without a step.
     table = set(p.type_names(p.TableCommand))
-    assert table == (DEALER - {"correct_cards", "approve_correction", "ping"}) | {"void_cards"}
+    assert table == (DEALER - {"correct_cards", "approve_correction", "ping"}
+                     - set(p.CHAT_COMMANDS)) | {"void_cards"}
     assert set(get_args(Command)) == table - {"round_cards"}
 
 
@@ -47,7 +56,8 @@ def test_every_engine_command_has_a_row_in_the_transition_table() -> None:
 
 def test_the_terminal_console_has_a_word_for_every_command() -> None:
     lines = ["shoe", "open", "close", "KH", "reveal", "pause", "resume", "cancel", "auto",
-             "void 1", "approve 1", "cards", "ping"]
+             "void 1", "approve 1", "cards", "ping", "say hello", "mute p1 5", "delete 1-1",
+             "dealer Anna"]
     names = set()
     for line in lines:
         command = command_of(line)

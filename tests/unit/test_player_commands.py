@@ -74,6 +74,7 @@ SAMPLES: dict[str, tuple[dict[str, Any], str]] = {
     "ping": ({"t": 1}, "pong"),
     "get_balance": ({}, "balance"),
     "reality_check_ack": ({}, "ack"),
+    "chat_send": ({"client_msg_id": "c1", "text": "   "}, "chat_rejected"),
 }
 
 

@@ -93,3 +93,28 @@ async def test_other_events_under_numbers_delivered_go_through() -> None:
     assert delivered[-1] is other
     await bus._receive(batch(3))  # the new history's next step goes on as usual
     assert delivered[-1].frames == [(3, frame(3))]
+
+
+async def test_a_table_without_events_is_caught_up_under_its_own_epoch() -> None:
+    """A new table's first step (its recovery) stores no event: the Redis and PostgreSQL
+    stores keep the head (0, 0) until one comes, beside the snapshot. Caught up under epoch
+    0, a gateway's feed was replaced by the table's first real step (shoe_started), and
+    every client that joined in between was closed 4011 ("the table's event numbering
+    changed"). The epoch is the snapshot's."""
+    store = LogOnly(seq=0)
+    epoch = store.engine.state.epoch
+    assert epoch > 0
+
+    async def no_events_yet(table: str) -> tuple[int, int, bytes]:
+        return 0, 0, encode(store.engine.snapshot())
+
+    store.load_snapshot = no_events_yet  # type: ignore[method-assign]
+    bus = RedisBus(None, ["t1"], store)  # type: ignore[arg-type]  # _catch_up needs no Redis
+    delivered: list[TableBatch] = []
+    bus.subscribe(delivered.append)
+    await bus._catch_up("t1")
+    assert [(b.epoch, b.seq) for b in delivered] == [(epoch, 0)]
+    first = TableBatch(table="t1", epoch=epoch, seq=1, frames=[(1, frame(1))],
+                       snapshot=b"{}", private=[])
+    await bus._receive(first)
+    assert delivered[-1] is first  # in step: no repair, no new numbering

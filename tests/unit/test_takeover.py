@@ -22,7 +22,7 @@ from test_gateway import FakeWebSocket, settle
 
 from livetable import protocol as p
 from livetable.auth import mint
-from livetable.bus import BATCH_DECODER, BATCH_ENCODER, SessionEnd, TableBatch
+from livetable.bus import BATCH_DECODER, BATCH_ENCODER, SessionEnd, TableBatch, TableNote
 from livetable.bus.redis import RedisBus
 from livetable.clock import now_ms
 from livetable.config import Settings
@@ -63,6 +63,12 @@ class Wire:
         raise AssertionError("engines end no session")
 
     def on_session_end(self, close: Any) -> None:
+        raise AssertionError("engines do not subscribe")
+
+    async def publish_note(self, note: TableNote) -> None:
+        raise AssertionError("engines publish no chat notes")
+
+    def subscribe_notes(self, deliver: Any) -> None:
         raise AssertionError("engines do not subscribe")
 
     async def start(self) -> None:

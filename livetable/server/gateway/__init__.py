@@ -22,6 +22,8 @@ interface; none of them knows the gateway (a :class:`Client` knows only its
 - :mod:`.intake` — :class:`~.intake.Intake`: bets and slips, to their answers;
 - :mod:`.sessions` — :class:`~.sessions.Sessions`: operators' sessions (an ended one
   closed, their limits applied, their figures counted, their reality checks timed);
+- :mod:`.chat` — :class:`~.chat.Chat`: the table chat and the presenter (not table
+  events: notes on the table's channel, kept in a :class:`~livetable.server.chatroom.ChatRoom`);
 - :mod:`.delivery` — :class:`~.delivery.Delivery`: table steps from the bus fanned out,
   private results, resync, repair, heartbeats;
 - :mod:`.codes` — the websocket close codes.
@@ -40,6 +42,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from livetable.bus import SessionEnd, TableBatch
 from livetable.config import Settings
+from livetable.server.chatroom import ChatRoom, MemoryChatRoom
+from livetable.server.gateway.chat import Chat
 from livetable.server.gateway.client import Client, Endpoint
 from livetable.server.gateway.codes import (
     ANSWERED_STRIKES,
@@ -88,7 +92,8 @@ class Gateway:
 
     def __init__(self, settings: Settings, store: Store, execute: Execute, metrics: Metrics,
                  secret: bytes, wallet: SeamlessWallet | None = None,
-                 announce: Announce | None = None) -> None:
+                 announce: Announce | None = None, *,
+                 chat_room: ChatRoom | None = None) -> None:
         """``announce`` tells every gateway that a session ended (the bus's
         ``end_session``); without it, only this one hears."""
         self.settings = settings
@@ -108,12 +113,13 @@ class Gateway:
         players = Players(settings, store, wallet)
         self.delivery = Delivery(settings, store, metrics, self.tables, self.keep)
         self.sessions = Sessions(store, announce or self._announce_here, self.keep)
+        self.chat = Chat(settings, chat_room or MemoryChatRoom(), self.tables, metrics)
         self.admission = Admission(settings, secret, store, metrics, self.tables, players,
-                                   self.sessions)
+                                   self.sessions, self.chat)
         intake = Intake(settings, store, metrics, self.limits, wallet, self.tables.feeds,
                         self.sessions)
         self.commands = Commands(store, self.limits, execute, secret, intake, players,
-                                 self.tables.feeds, self.sessions)
+                                 self.tables.feeds, self.sessions, self.chat)
 
     def deliver(self, batch: TableBatch) -> None:
         """A step from the bus: fanned out, and its settlements counted for the sessions

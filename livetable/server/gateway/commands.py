@@ -1,4 +1,5 @@
-"""Commands other than bets: ping, balance, the Bet Record, and the dealer's commands.
+"""Commands other than bets: ping, balance, the Bet Record, the dealer's commands, and the
+chat's (to :class:`~.chat.Chat`).
 
 A dealer's command goes to the table's runner (:data:`Execute`: in process, or through Redis
 to the engine that holds the table) and its answer back to the console; a card correction
@@ -14,6 +15,7 @@ from typing import assert_never
 from livetable import protocol as p
 from livetable.auth import TokenError, sign_approval, verify_approval
 from livetable.clock import now_ms
+from livetable.server.gateway.chat import Chat
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.feed import TableFeed
 from livetable.server.gateway.intake import Intake
@@ -31,7 +33,7 @@ class Commands:
 
     def __init__(self, store: Store, limits: RateLimits, execute: Execute, secret: bytes,
                  intake: Intake, players: Players, feeds: dict[str, TableFeed],
-                 sessions: Sessions) -> None:
+                 sessions: Sessions, chat: Chat) -> None:
         self.store = store
         #: The tables' feeds: the round in play an approval is issued for.
         self.feeds = feeds
@@ -41,6 +43,7 @@ class Commands:
         self.intake = intake
         self.players = players
         self.sessions = sessions
+        self.chat = chat
 
     async def handle(self, client: Client, command: p.PlayerCommand | p.DealerCommand,
                      arrived_at: int) -> None:
@@ -71,6 +74,14 @@ class Commands:
                   | p.Reveal() | p.Pause() | p.ResumeTable() | p.CallOffRound() | p.SetMode()
                   | p.RoundCards()):
                 client.send_message(await self.execute(_dealers_table(client), command))
+            case p.ChatSend():
+                await self.chat.send(client, command)
+            case p.ChatMute():
+                await self.chat.mute(client, command)
+            case p.ChatDelete():
+                await self.chat.delete(client, command)
+            case p.DealerSignIn():
+                await self.chat.sign_in(client, command)
             case _:
                 assert_never(command)
 

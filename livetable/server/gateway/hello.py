@@ -23,6 +23,7 @@ from livetable.auth import Identity, TokenError, verify
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine.bets import settled_message
+from livetable.server.gateway.chat import Chat
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.codes import (
     CLOSE_FORBIDDEN,
@@ -42,7 +43,7 @@ class Admission:
     """The origin check, hello, the welcome and resume (see the module docstring)."""
 
     def __init__(self, settings: Settings, secret: bytes, store: Store, metrics: Metrics,
-                 tables: Tables, players: Players, sessions: Sessions) -> None:
+                 tables: Tables, players: Players, sessions: Sessions, chat: Chat) -> None:
         self.settings = settings
         self.secret = secret
         self.store = store
@@ -50,6 +51,7 @@ class Admission:
         self.tables = tables
         self.players = players
         self.sessions = sessions
+        self.chat = chat
 
     def origin_allowed(self, ws: WebSocket) -> bool:
         origin = ws.headers.get("origin")
@@ -140,6 +142,7 @@ class Admission:
             settled = await self._recent_results(player.id, table)
         if player is not None and identity is not None:
             player = await self.players.view(identity, player)
+        chat, dealer = await self.chat.welcome_part(client, table)
         # Take the head and register in one synchronous block (after the last await), so
         # that no event falls between the replay and the live frames.
         for _ in range(8):
@@ -170,7 +173,7 @@ class Admission:
         settled = settled[-budget:] if budget else []
         welcome = p.Welcome(v=p.PROTOCOL_VERSION, player=player, table=feed.view(),
                             epoch=feed.epoch, seq=feed.seq, server_time=now_ms(),
-                            resumed=replay is not None)
+                            resumed=replay is not None, chat=chat, dealer=dealer)
         client.table = table
         client.send(p.encode(welcome).decode())
         for _, frame in replay or ():

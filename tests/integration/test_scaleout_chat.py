@@ -1,0 +1,78 @@
+"""The table chat across two gateways on one Redis: a line said on one is heard on the
+other, the last 50 and the presenter are the same from either, and a player's rate window
+and a console's mute hold on both (they live in Redis, not in a gateway)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deployment import running
+from liveserver import WireClient, close_all
+
+pytestmark = [pytest.mark.redis]
+
+
+async def say(client: WireClient, msg_id: str, text: str) -> dict[str, Any]:
+    await client.send({"type": "chat_send", "client_msg_id": msg_id, "text": text})
+    return await client.expect(lambda f: f.get("type") in ("chat_accepted", "chat_rejected")
+                               and f.get("client_msg_id") == msg_id, timeout=10)
+
+
+async def test_chat_goes_from_one_gateway_to_the_other(tmp_path: Path) -> None:
+    async with running(tmp_path, engines=1, gateways=2) as deployment:
+        gw1, gw2 = deployment.gateways
+        token_a, _ = await deployment.guest(gw1)
+        a1 = await WireClient.connect(gw1.ws, "A@gw1")
+        a2 = await WireClient.connect(gw2.ws, "A@gw2")  # the same player on the other one
+        viewer2 = await WireClient.connect(gw2.ws, "viewer@gw2")
+        console2 = await WireClient.connect(gw2.ws_dealer, "console@gw2")
+        clients = [a1, a2, viewer2, console2]
+        try:
+            await a1.hello(token_a)
+            await a2.hello(token_a)
+            await viewer2.hello()
+            await console2.hello(gw2.dealer_token(name="Dee"))
+
+            sent = await say(a1, "a1", "hello from gateway 1")
+            assert sent["type"] == "chat_accepted"
+            line = await viewer2.expect("chat", id=sent["id"])
+            assert line["text"] == "hello from gateway 1" and "player_id" not in line
+            staff = await console2.expect("chat", id=sent["id"])
+            # the rate window is the player's, whichever gateway takes the next line
+            assert (await say(a2, "a2", "and from 2"))["code"] == "rate_limited"
+
+            answer = await console2.command("chat_mute", player_id=staff["player_id"],
+                                            minutes=1)
+            assert answer["type"] == "ack"
+            await a1.expect("chat", role="system")  # said on gw2, heard on gw1
+            await asyncio.sleep(2.1)  # past the rate window: the mute answers
+            assert (await say(a1, "a3", "still here?"))["code"] == "muted"
+
+            answer = await console2.command("chat_delete", id=sent["id"])
+            assert answer["detail"]["kept"] is True
+            await a1.expect("chat_deleted", id=sent["id"])
+            await console2.command("dealer_sign_in", name="Mai")
+            assert (await a1.expect("dealer_changed"))["name"] == "Mai"
+
+            # the last 50 and the presenter, from the other gateway's welcome
+            late = await WireClient.connect(gw1.ws, "late@gw1")
+            clients.append(late)
+            welcome = await late.hello()
+            assert [m["text"] for m in welcome["chat"]] == ["A player was muted for 1 min."]
+            assert welcome["dealer"] == {"name": "Mai", "photo": None}
+            # capped at 50, and nothing of it in the ledger's keys
+            assert await deployment.redis_command("XLEN", "lt:table:{t1}:chat") == 1
+            ledger_keys = await deployment.redis_command("KEYS", "lt:{ledger}:*chat*")
+            assert ledger_keys == []
+            for i in range(55):
+                assert (await say(console2, f"d{i}", f"line {i}"))["type"] == "chat_accepted"
+            assert await deployment.redis_command("XLEN", "lt:table:{t1}:chat") == 50
+            later = await WireClient.connect(gw1.ws, "later@gw1")
+            clients.append(later)
+            lines = (await later.hello())["chat"]
+            assert [m["text"] for m in lines] == [f"line {i}" for i in range(5, 55)]
+        finally:
+            await close_all(clients)
