@@ -60,6 +60,9 @@ def test_sounds_and_voice_are_off_until_turned_on_then_follow_the_game(
         on.page.wait_for_function(
             "window.__said.some((s) => s.text === 'เชิญวางเดิมพัน')", polling=100,
             timeout=30_000)
+        # a round's cards are dealt during its countdown: the next round's may come just
+        # after its call-out
+        on.page.wait_for_function(f"{log}.includes('card')", polling=100, timeout=30_000)
         sounds = on.page.evaluate(log)
         assert {"card", "last"} <= set(sounds), sounds
         # the other page heard the same rounds and made no sound, said nothing

@@ -231,7 +231,7 @@ frames = st.lists(st.one_of(
 def test_every_client_frame_type_is_fuzzed() -> None:
     """The strategy covers the client unions as they are: a new frame is fuzzed too."""
     assert set(PLAYER_FRAMES) == {"hello", "place_bet", "place_bets", "get_bets", "ping",
-                                  "get_balance", "chat_send"}
+                                  "get_balance", "chat_send", "reality_check_ack"}
     assert set(DEALER_FRAMES) == {"hello", *p.DEALER_COMMANDS}
 
 
