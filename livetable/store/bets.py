@@ -9,12 +9,15 @@ one shape of a stored bet (:class:`BetRow`) and the Bet Record line it shows
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import msgspec
 
 from livetable import protocol as p
 from livetable.rules import BetSpot
+from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
 
 # --- settling in chunks ---------------------------------------------------------------------
 
@@ -150,3 +153,26 @@ def limits_dict(limits: p.Limits) -> dict[str, int]:
     return {"min": limits.min, "max": limits.max, "pair_min": limits.pair_min,
             "pair_max": limits.pair_max, "round_max": limits.round_max}
 
+
+
+#: The columns of a stored shoe, in the order :func:`shoe_record` reads them.
+SHOE_COLUMNS = ("table_id, commitment, salt, cut_at, burn_card, burned, card_order, rounds, "
+                "ended_at")
+
+
+def shoe_record(shoe_id: str, row: Sequence[Any],
+                stored: Mapping[str, Sequence[Any]]) -> ShoeRecord:
+    """An ended shoe's record from its row (:data:`SHOE_COLUMNS`) and its rounds as stored
+    (round id → round_no, state, cards as JSON), the same in every store: a settled round
+    shows its cards, and a cancelled round's dealt cards are published too, so the record
+    accounts for every slot of the order."""
+    rounds = []
+    for round_id, dealt in json.loads(row[7]):
+        round_no, state, cards = stored.get(round_id, (0, "unknown", None))
+        rounds.append(ShoeRound(
+            round_id=round_id, round_no=round_no, state=state, dealt=dealt,
+            cards=json.loads(cards) if cards and state == "settled" else None))
+    order = json.loads(row[6])
+    return ShoeRecord(shoe_id=shoe_id, table=row[0], commitment=row[1], salt=row[2],
+                      cut_at=row[3], burn_card=row[4], burned=row[5],
+                      order=order, rounds=publish_rounds(order, rounds), ended_at=row[8])

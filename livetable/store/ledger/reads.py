@@ -9,12 +9,14 @@ import uuid
 
 from livetable import protocol as p
 from livetable.engine.bets import settled_message
-from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
+from livetable.rules.fairness import ShoeRecord
 from livetable.store.base import AuditReport, cursor_of
 from livetable.store.bets import (
+    SHOE_COLUMNS,
     BetRow,
     RoundView,
     record_entry,
+    shoe_record,
 )
 from livetable.store.ledger.core import Ledger
 
@@ -63,27 +65,16 @@ def round_view(ledger: Ledger, round_id: str) -> RoundView | None:
 
 
 def shoe_view(ledger: Ledger, shoe_id: str) -> ShoeRecord | None:
-    row = ledger.db.execute(
-        "SELECT table_id, commitment, salt, cut_at, burn_card, burned, card_order, rounds, "
-        "ended_at FROM shoes WHERE shoe_id = ?", (shoe_id,)).fetchone()
+    row = ledger.db.execute(f"SELECT {SHOE_COLUMNS} FROM shoes WHERE shoe_id = ?",
+                            (shoe_id,)).fetchone()
     if row is None:
         return None
-    taken: list[tuple[str, int]] = [(r, n) for r, n in json.loads(row[7])]
-    marks = ",".join("?" * len(taken))
+    ids = [r for r, _ in json.loads(row[7])]
+    marks = ",".join("?" * len(ids))
     stored = {r[0]: r[1:] for r in ledger.db.execute(
         f"SELECT round_id, round_no, state, cards FROM rounds WHERE round_id IN ({marks})",
-        [r for r, _ in taken])} if taken else {}
-    rounds = []
-    for round_id, dealt in taken:
-        round_no, state, cards = stored.get(round_id, (0, "unknown", None))
-        rounds.append(ShoeRound(
-            round_id=round_id, round_no=round_no, state=state, dealt=dealt,
-            cards=json.loads(cards) if cards and state == "settled" else None))
-    # a cancelled round's dealt cards too: the record accounts for every slot
-    order = json.loads(row[6])
-    return ShoeRecord(shoe_id=shoe_id, table=row[0], commitment=row[1], salt=row[2],
-                      cut_at=row[3], burn_card=row[4], burned=row[5],
-                      order=order, rounds=publish_rounds(order, rounds), ended_at=row[8])
+        ids)} if ids else {}
+    return shoe_record(shoe_id, row, stored)
 
 
 def audit(ledger: Ledger) -> AuditReport:

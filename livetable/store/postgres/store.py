@@ -48,7 +48,7 @@ from livetable.engine.effects import (
     SettleRound,
 )
 from livetable.engine.sessions import SessionRecord
-from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
+from livetable.rules.fairness import ShoeRecord
 from livetable.store.base import (
     AuditReport,
     InsufficientBalance,
@@ -60,10 +60,12 @@ from livetable.store.base import (
     take_in_batches,
 )
 from livetable.store.bets import (
+    SHOE_COLUMNS,
     SQLITE_SETTLE_CHUNK,
     BetRow,
     RoundView,
     record_entry,
+    shoe_record,
 )
 from livetable.store.postgres import ledger, sessions, steps
 from livetable.store.postgres.schema import migrate
@@ -442,27 +444,14 @@ class PostgresStore:
 
     async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
         async with self._connection() as con:
-            row = await con.fetchrow(
-                "SELECT table_id, commitment, salt, cut_at, burn_card, burned, card_order, "
-                "rounds, ended_at FROM shoes WHERE shoe_id = $1", shoe_id)
+            row = await con.fetchrow(f"SELECT {SHOE_COLUMNS} FROM shoes WHERE shoe_id = $1",
+                                     shoe_id)
             if row is None:
                 return None
-            taken: list[tuple[str, int]] = [(r, n) for r, n in json.loads(row[7])]
             stored = {r[0]: r[1:] for r in await con.fetch(
                 "SELECT round_id, round_no, state, cards FROM rounds WHERE round_id = "
-                "ANY($1::text[])", [r for r, _ in taken])}
-        rounds = []
-        for round_id, dealt in taken:
-            round_no, state, cards = stored.get(round_id, (0, "unknown", None))
-            rounds.append(ShoeRound(
-                round_id=round_id, round_no=round_no, state=state, dealt=dealt,
-                cards=json.loads(cards) if cards and state == "settled" else None))
-        # a cancelled round's dealt cards too: the record accounts for every slot
-        order = json.loads(row[6])
-        return ShoeRecord(shoe_id=shoe_id, table=row[0], commitment=row[1], salt=row[2],
-                          cut_at=row[3], burn_card=row[4], burned=row[5],
-                          order=order, rounds=publish_rounds(order, rounds),
-                          ended_at=row[8])
+                "ANY($1::text[])", [r for r, _ in json.loads(row[7])])}
+        return shoe_record(shoe_id, row, stored)
 
     async def audit(self) -> AuditReport:
         """Prove the ledger on one snapshot (a repeatable-read transaction)."""
