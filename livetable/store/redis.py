@@ -454,6 +454,10 @@ class RedisStore:
                          slip.round_id, now,
                          [[b.bet_id, b.spot, b.amount, SPOT_MULTIPLE[b.spot],
                            int(SPOT_IS_PAIR[b.spot])] for b in slip.bets]])
+            if slip.limits is not None:  # the session's, in place of the round's
+                own = slip.limits
+                plan[-1].append([own.min, own.max, own.pair_min, own.pair_max,
+                                 own.round_max])
             keys += k.slip_keys(slip.table, slip.round_id, slip.player_id)
         replies = await self._place_slips_script(keys=keys, args=[msgspec.msgpack.encode(plan)])
         return [_slip_answer(slip, reply) for (slip, _), reply in zip(batch, replies,

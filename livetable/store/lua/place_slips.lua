@@ -4,7 +4,9 @@
 --       round bets, round totals, player bet-ids, player bets, player rounds, player slips,
 --       round players, round bets by player.
 -- ARGV[1]: msgpack list of slips {base, player, slip_id ('' = a place_bet), table, round,
---          now, {{bet_id, spot, amount, deducted multiple, is_pair (0/1)}, ...}}.
+--          now, {{bet_id, spot, amount, deducted multiple, is_pair (0/1)}, ...}[,
+--          {min, max, pair_min, pair_max, round_max}: the session's limits, in place of
+--          the round's]}.
 -- A bet record: {player, bet_id, table, round, spot, amount, deducted, placed_at,
 --                balance_at_accept, state[, outcome, odds, returned, settled_at, balance_after]}
 -- Answers, one per slip: {'accepted', round, balance, {{bet_id, spot, amount, deducted}...}}
@@ -69,7 +71,10 @@ local function take(s)
       or now >= tonumber(r[2]) then
     return {'rejected', 'betting_closed', ''}
   end
-  -- 4. each bet against the limits, counting the slip's earlier bets
+  -- 4. each bet against the limits (the session's, else the round's), counting the slip's
+  --    earlier bets
+  local own = s[8]
+  if own then r[3], r[4], r[5], r[6], r[7] = own[1], own[2], own[3], own[4], own[5] end
   local round_field = '*:' .. pid
   local first_in_round = not redis.call('HGET', TOTALS, round_field)
   local on_round = tonumber(redis.call('HGET', TOTALS, round_field) or '0')
