@@ -111,7 +111,7 @@ class Platform:
 
     def stop(self) -> None:
         self.server.stop()
-        stop(self.operator)  # type: ignore[arg-type]
+        stop(self.operator)
 
 
 @pytest.fixture(scope="module")
