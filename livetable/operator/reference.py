@@ -249,6 +249,36 @@ def create_operator_app(secret: bytes, *, initial_balance: int = 100_000,
     return app
 
 
+def _launcher(registry: Registry, livetable_url: str) -> Callable[[Request], Any]:
+    """``GET /{operator}/launch?player_id=…&currency=…``: the operator puts its player at a
+    table — a launch v2 signed with its first operator secret, livetable's answer back."""
+
+    async def launch(request: Request) -> Response:
+        found = registry.get(request.path_params["operator"])
+        query = request.query_params
+        if found is None or "player_id" not in query or "currency" not in query:
+            return JSONResponse({"error": "GET /{operator}/launch?player_id=…&currency=…"
+                                          "[&name=…&table=…&language=…]"}, status_code=404)
+        fields = {"request_id": f"demo-{uuid.uuid4().hex}", "player_id": query["player_id"],
+                  "name": query.get("name", query["player_id"]),
+                  "currency": query["currency"],
+                  **{key: query[key] for key in ("table", "language") if key in query}}
+        body = msgspec.json.encode(fields)
+        headers = {**signatures.headers(found.operator_secrets[0], body, now_ms(), found.id),
+                   "content-type": "application/json"}
+        try:
+            async with aiohttp.ClientSession(trust_env=False) as http, http.post(
+                    livetable_url.rstrip("/") + "/api/operator/sessions", data=body,
+                    headers=headers) as answer:
+                return Response(await answer.read(), status_code=answer.status,
+                                media_type="application/json")
+        except aiohttp.ClientError as exc:  # not up yet, or elsewhere
+            return JSONResponse({"error": f"livetable at {livetable_url} did not answer: "
+                                          f"{exc}"}, status_code=502)
+
+    return launch
+
+
 def create_operators_app(registry: Registry, livetable_url: str, *,
                          initial_balance: int = 100_000,
                          faults: Faults | None = None) -> Starlette:
@@ -281,30 +311,6 @@ def create_operators_app(registry: Registry, livetable_url: str, *,
         operator_id = request.path_params["operator"]
         forgeries[operator_id] = forgeries.get(operator_id, 0) + 1
 
-    async def launch(request: Request) -> Response:
-        """Put a player at a table: a signed launch v2 to livetable, its answer back."""
-        found = operator(request)
-        query = request.query_params
-        if found is None or "player_id" not in query or "currency" not in query:
-            return JSONResponse({"error": "GET /{operator}/launch?player_id=…&currency=…"
-                                          "[&name=…&table=…&language=…]"}, status_code=404)
-        launch = {"request_id": f"demo-{uuid.uuid4().hex}", "player_id": query["player_id"],
-                  "name": query.get("name", query["player_id"]),
-                  "currency": query["currency"],
-                  **{key: query[key] for key in ("table", "language") if key in query}}
-        body = msgspec.json.encode(launch)
-        headers = {**signatures.headers(found.operator_secrets[0], body, now_ms(), found.id),
-                   "content-type": "application/json"}
-        try:
-            async with aiohttp.ClientSession(trust_env=False) as http, http.post(
-                    livetable_url.rstrip("/") + "/api/operator/sessions", data=body,
-                    headers=headers) as answer:
-                return Response(await answer.read(), status_code=answer.status,
-                                media_type="application/json")
-        except aiohttp.ClientError as exc:  # not up yet, or elsewhere
-            return JSONResponse({"error": f"livetable at {livetable_url} did not answer: "
-                                          f"{exc}"}, status_code=502)
-
     async def state(request: Request) -> Response:
         books: dict[str, dict[str, Any]] = {}
         for (operator_id, currency), kept in ledgers.items():
@@ -314,7 +320,7 @@ def create_operators_app(registry: Registry, livetable_url: str, *,
     app = Starlette(routes=[
         Route("/{operator}/wallet/{method}", _wallet(secrets_of, books_of, chaos, forged),
               methods=["POST"]),
-        Route("/{operator}/launch", launch),
+        Route("/{operator}/launch", _launcher(registry, livetable_url)),
         Route("/state", state)])
     app.state.ledgers = ledgers
     app.state.faults = chaos
