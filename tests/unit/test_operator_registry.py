@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from livetable import protocol as p
 from livetable.cli import main
 from livetable.config import Settings
 from livetable.operator import registry
@@ -68,6 +69,12 @@ def test_a_good_file_gives_every_operator_its_terms(text: str) -> None:
     assert acme.currencies["THB"].chips == (1000, 2500, 5000)
     assert acme.currencies["THB"].symbol("th") == "฿"
     assert acme.blocked_words == ("spam",)
+    # a session's chips and limits: the entry for its currency, in the wire's names
+    terms = acme.terms("JPY")
+    assert terms is not None and terms.chips == (100, 500, 1000)
+    assert terms.limits == p.Limits(min=100, max=50000, pair_min=100, pair_max=10000,
+                                    round_max=200000)
+    assert acme.terms("INR") is None and acme.terms(None) is None  # the table's then
 
 
 @pytest.mark.parametrize(("change", "line", "says"), [
