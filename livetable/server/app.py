@@ -230,7 +230,7 @@ class Services:
                      if self.redis is not None else MemoryChatRoom())
         self.gateway = Gateway(settings, self.store, execute, self.metrics, self.secret,
                                self.wallet, announce=self.bus.end_session,
-                               chat_room=chat_room)
+                               chat_room=chat_room, census=self.bus.watchers_elsewhere)
         # chat lines go by the bus, to every gateway; an operator's players are held to
         # its blocked words (the registry in force, reloaded on SIGHUP)
         self.gateway.chat.publish = self.bus.publish_note
