@@ -1,9 +1,9 @@
 """The values inside frames: a table's snapshot, hands, results, limits, a player.
 
-None of these is a frame of its own (no ``type`` tag): they are the nouns the frames of
-:mod:`livetable.protocol.events` and :mod:`livetable.protocol.private` carry, kept apart so
-that a field added to one (within v1, only ever added) is added once for every frame
-that carries it.
+None of these is a frame of its own (no ``type`` tag): they are the nouns frames carry (a
+hello's resume point, a welcome's snapshot, a settled round's results, a Bet Record's
+entries), kept apart so that a field added to one (within v1, only ever added) is added
+once for every frame that carries it.
 """
 
 from __future__ import annotations
