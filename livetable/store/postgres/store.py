@@ -13,7 +13,8 @@ Durability is the server's: with ``synchronous_commit = on`` and a synchronous s
 WAL, so an acknowledged bet is on two machines before its ``bet_accepted`` leaves.
 
 What runs where: slips in :mod:`.slips` (group commit), steps, fencing and settlement in
-:mod:`.steps`, the schema in :mod:`.schema`; reads and the ledger's own moves here.
+:mod:`.steps`, the schema in :mod:`.schema`, what an outage is in :mod:`.outages`; reads
+and the ledger's own moves here.
 Transactions that meet a deadlock or a serialization failure (the database chose them as
 the victim; nothing of them was written) are run again, a few times.
 """
@@ -29,7 +30,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import asyncpg
-from asyncpg.exceptions import InternalClientError  # TargetServerAttributeNotMatched too
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id
@@ -68,6 +68,10 @@ from livetable.store.bets import (
     shoe_record,
 )
 from livetable.store.postgres import ledger, sessions, steps
+from livetable.store.postgres.outages import RETRY_STATES
+from livetable.store.postgres.outages import (
+    is_pg_outage as is_pg_outage,  # the store's own word for it
+)
 from livetable.store.postgres.schema import migrate
 from livetable.store.postgres.slips import SlipBatch
 from livetable.store.sealing import StateSeal, open_state, seal_state
@@ -80,13 +84,6 @@ DEFAULT_EVENT_RETENTION = 20_000
 MAX_SLIPS_PER_TRANSACTION = 2_000
 #: Batches of slips in flight at once (each its own transaction and connection).
 BATCHES_IN_FLIGHT = 2
-#: SQLSTATE classes of "the database cannot serve us now": connection exceptions (08),
-#: insufficient resources (53), operator intervention (57: shutting down, starting up),
-#: and a read-only transaction (25006: we reached a standby).
-_OUTAGE_STATES = ("08", "53", "57", "25006")
-#: A transaction the server rolled back to break a deadlock or a serialization conflict.
-_RETRY_STATES = ("40001", "40P01")
-
 #: The planner, per connection. The store's queries join a batch's arrays (``unnest``) to
 #: a few rows of large tables: index lookups in a nested loop. With statistics that lag a
 #: burst (a round's bets grow by thousands a second, before autovacuum analyses them),
@@ -97,20 +94,6 @@ PLANNER = {"enable_hashjoin": "off", "enable_mergejoin": "off", "jit": "off"}
 
 _BET_COLUMNS = ("player_id, bet_id, table_id, round_id, spot, amount, deducted, placed_at, "
                 "balance_at_accept, state, outcome, odds, returned, settled_at, balance_after")
-
-
-def is_pg_outage(exc: BaseException) -> bool:
-    """Whether ``exc`` (out of asyncpg) says PostgreSQL cannot serve us now: no connection
-    (refused, dropped, closed under us, timed out, left mid-protocol), no host of the URL
-    taking writes yet (a failover under way: ``TargetServerAttributeNotMatched``), or the
-    server's own word (see ``_OUTAGE_STATES``)."""
-    if isinstance(exc, OSError | TimeoutError | asyncpg.PostgresConnectionError
-                  | InternalClientError):
-        return True  # InternalClientError: a connection left mid-protocol by a lost server
-    if isinstance(exc, asyncpg.InterfaceError):  # also a bug's ("another operation …")
-        return "closed" in str(exc) or "connection" in str(exc)
-    state = getattr(exc, "sqlstate", None)
-    return isinstance(state, str) and state.startswith(_OUTAGE_STATES)
 
 
 @surface_outages(is_pg_outage)
@@ -193,7 +176,7 @@ class PostgresStore:
                     await transaction.commit()
                     return result
             except asyncpg.PostgresError as exc:
-                if getattr(exc, "sqlstate", None) not in _RETRY_STATES or attempt == 4:
+                if getattr(exc, "sqlstate", None) not in RETRY_STATES or attempt == 4:
                     raise
                 await asyncio.sleep(0.01 * (attempt + 1))
         raise AssertionError("unreachable")
