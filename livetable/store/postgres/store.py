@@ -60,11 +60,14 @@ from livetable.store.base import (
     take_in_batches,
 )
 from livetable.store.bets import (
+    BET_COLUMNS,
+    ROUND_COLUMNS,
     SHOE_COLUMNS,
     SQLITE_SETTLE_CHUNK,
     BetRow,
     RoundView,
-    record_entry,
+    record_page,
+    round_view_of,
     shoe_record,
 )
 from livetable.store.postgres import ledger, sessions, steps
@@ -91,10 +94,6 @@ BATCHES_IN_FLIGHT = 2
 #: a sequential scan of every bet, per batch and per settlement chunk). The audit, which
 #: reads whole tables, turns them back on for its transaction. No JIT: every query is short.
 PLANNER = {"enable_hashjoin": "off", "enable_mergejoin": "off", "jit": "off"}
-
-_BET_COLUMNS = ("player_id, bet_id, table_id, round_id, spot, amount, deducted, placed_at, "
-                "balance_at_accept, state, outcome, odds, returned, settled_at, balance_after")
-
 
 @surface_outages(is_pg_outage)
 class PostgresStore:
@@ -391,7 +390,7 @@ class PostgresStore:
             return []
         async with self._connection() as con:
             rows = await con.fetch(
-                f"SELECT {_BET_COLUMNS} FROM bets WHERE player_id = $1 AND round_id = "
+                f"SELECT {BET_COLUMNS} FROM bets WHERE player_id = $1 AND round_id = "
                 f"ANY($2::text[]) AND state != 'accepted' ORDER BY seq", player_id, round_ids)
         return [settled_message(BetRow(*r)) for r in rows]
 
@@ -399,31 +398,20 @@ class PostgresStore:
                          before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
         limit = max(1, min(limit, 200))
         cursor = cursor_of(before)
-        columns = ", ".join(f"b.{c}" for c in _BET_COLUMNS.split(", "))
+        columns = ", ".join(f"b.{c}" for c in BET_COLUMNS.split(", "))
         async with self._connection() as con:
             rows = await con.fetch(
                 f"SELECT b.seq, r.shoe_id, r.round_no, r.cards, {columns} FROM bets b "
                 f"JOIN rounds r USING (round_id) WHERE b.player_id = $1 AND "
                 f"($2::bigint IS NULL OR b.seq < $2) ORDER BY b.seq DESC LIMIT $3",
                 player_id, cursor, limit + 1)
-        entries = [record_entry(BetRow(*row[4:]), row[1], row[2],
-                                json.loads(row[3]) if row[3] else None) for row in rows[:limit]]
-        next_cursor = str(rows[limit - 1][0]) if len(rows) > limit else None
-        return entries, next_cursor
+        return record_page(rows, limit)
 
     async def round_view(self, round_id: str) -> RoundView | None:
         async with self._connection() as con:
             row = await con.fetchrow(
-                "SELECT round_id, table_id, shoe_id, round_no, state, cards, spots, reason, "
-                "opened_at, ended_at FROM rounds WHERE round_id = $1", round_id)
-        if row is None:
-            return None
-        spots = json.loads(row[6]) if row[6] else None
-        return RoundView(round_id=row[0], table=row[1], shoe_id=row[2], round_no=row[3],
-                         state=row[4], cards=json.loads(row[5]) if row[5] else None,
-                         spots={s: (r[0], r[1], r[2]) for s, r in spots.items()}
-                         if spots else None,
-                         reason=row[7], opened_at=row[8], ended_at=row[9])
+                f"SELECT {ROUND_COLUMNS} FROM rounds WHERE round_id = $1", round_id)
+        return None if row is None else round_view_of(row)
 
     async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
         async with self._connection() as con:
