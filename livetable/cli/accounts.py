@@ -3,7 +3,8 @@
 Why together: both are an operator's side of an account in its simplest form — a signed
 token for a player (or a dealer's or supervisor's, naming the tables they may drive), and a
 credit to a player's account. Both check the id against the ledger's namespace
-(:mod:`livetable.accounts`) before anything is minted or opened.
+(:mod:`livetable.accounts`) before anything is minted or opened: never an internal account,
+and never a demo guest's ``g_…`` id, which only the server makes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from livetable.cli.arguments import Commands, UsageError, add_store_flags, setti
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from livetable.accounts import AccountError
+    from livetable.accounts import AccountError, check_not_guest
     from livetable.auth import mint
 
     settings = settings_of(args)
@@ -25,6 +26,11 @@ def cmd_token(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         raise UsageError(f"{exc} (start the server once, or pass --data-dir)") from None
     ttl = args.ttl if args.ttl is not None else settings.token_ttl
+    if args.player is not None:
+        try:  # guest ids are the server's to make (POST /api/guest), whatever the kind
+            check_not_guest(args.player)
+        except AccountError as exc:
+            raise UsageError(str(exc)) from None
     if args.dealer or args.supervisor:
         kind: Literal["dealer", "supervisor"] = "supervisor" if args.supervisor else "dealer"
         if args.all_tables == bool(args.tables):
@@ -41,8 +47,6 @@ def cmd_token(args: argparse.Namespace) -> int:
             raise UsageError("--tables and --all-tables are for --dealer or --supervisor")
         if not args.player:
             raise UsageError("give --player ID (and --name NAME), or --dealer")
-        if args.player.startswith("g_"):
-            raise UsageError(f"player id {args.player!r} is reserved (g_… ids are guests')")
         try:
             token = mint(secret, "player", args.player, args.name or args.player, ttl)
         except AccountError as exc:  # an id in the ledger's own namespace, e.g. hold:…
