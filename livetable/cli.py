@@ -26,7 +26,7 @@ from livetable.rules.cards import CardError, parse_cards
 
 if TYPE_CHECKING:
     from livetable.config import Settings
-    from livetable.server.app import Role
+    from livetable.server.services import Role
 from livetable.rules.hands import Hand, hand_of
 from livetable.rules.settlement import BetSettlement, BetSpot, settle_bet
 
@@ -281,8 +281,9 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     import uvicorn
 
     from livetable.config import SettingsError, masked_url
-    from livetable.server.app import Services, create_app
+    from livetable.server.app import create_app
     from livetable.server.gcpolicy import Collector
+    from livetable.server.services import Services
 
     settings = _settings(args)
     if settings.redis_url and not settings.secret:
