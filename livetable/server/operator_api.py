@@ -71,7 +71,6 @@ class ReportRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     daily: bool = False
 
 
-
 OperatorRequest = TypeVar("OperatorRequest", bound=msgspec.Struct)
 
 

@@ -101,9 +101,8 @@ class Services:
     runs both in one process.
     """
 
-    #: The ledger (SQLite, PostgreSQL, or PostgreSQL with Redis for scale-out) and the bus
-    #: the tables publish on, as the deployment wires them (``_embedded``, ``_postgres``,
-    #: ``_scaleout``).
+    #: The ledger and the bus the tables publish on, as the deployment wires them
+    #: (``_embedded``, ``_postgres``, ``_scaleout``).
     store: Store
     bus: Bus
 
@@ -161,8 +160,8 @@ class Services:
         return StateSeal(key)
 
     def _embedded(self, store: Store | None, bus: Bus | None) -> None:
-        """The default, one process: the SQLite ledger (or the store given, in tests) and
-        the in-process bus."""
+        """The default, one process: the SQLite ledger (or the store given: tests pass
+        their own) and the in-process bus (or the bus given)."""
         settings = self.settings
         self.store = store or SQLiteStore(settings.db_path, settings.event_log_size * 4,
                                           seal=self.seal, synchronous=settings.sqlite_sync,
