@@ -24,7 +24,7 @@ from livetable.cli.arguments import (
 
 if TYPE_CHECKING:
     from livetable.config import Settings
-    from livetable.server.app import Role
+    from livetable.server.services import Role
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -50,10 +50,11 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
 
     from livetable.config import SettingsError
     from livetable.operator.registry import RegistryError
-    from livetable.server.app import Services, create_app
+    from livetable.server.app import create_app
     from livetable.server.framed_ws import FramedWebSocketProtocol
     from livetable.server.gcpolicy import Collector
     from livetable.server.guard import ConnectionGuard
+    from livetable.server.services import Services
 
     settings = settings_of(args)
     _check_scale_out(settings, roles)
