@@ -491,6 +491,35 @@ def _add_deposit(commands: Commands) -> None:
     p.set_defaults(handler=cmd_deposit)
 
 
+def cmd_migrate_store(args: argparse.Namespace) -> int:
+    """Copy a Redis deployment's money into PostgreSQL (livetable/store/migrate.py)."""
+    import asyncio
+
+    from livetable.clock import now_ms
+    from livetable.store.migrate import MigrationRefused, migrate_store
+
+    settings = _settings(args)
+    if not settings.redis_url or not settings.postgres_url:
+        raise UsageError("give --redis URL (the old ledger) and --postgres URL")
+    try:
+        ok, lines = asyncio.run(migrate_store(settings.redis_url, settings.postgres_url,
+                                              now_ms()))
+    except MigrationRefused as refused:
+        print("livetable migrate-store: refused, nothing written:", *refused.reasons,
+              sep="\n  ", file=sys.stderr)
+        return 1
+    print("\n".join(lines))
+    return 0 if ok else 3
+
+
+def _add_migrate_store(commands: Commands) -> None:
+    p = commands.add_parser("migrate-store", help="copy a Redis deployment's money into "
+                            "PostgreSQL, and check it (engines stopped)")
+    _setting(p, "--redis", "redis_url", "the Redis that holds the old ledger")
+    _setting(p, "--postgres", "postgres_url", "the PostgreSQL to copy it into")
+    p.set_defaults(handler=cmd_migrate_store)
+
+
 def _add_token(commands: Commands) -> None:
     p = commands.add_parser("token", help="mint a signed player, dealer or supervisor token")
     p.add_argument("--player", help="player id (a dealer's or supervisor's id with those)")
@@ -889,6 +918,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dealer(commands)
     _add_roles(commands)
     _add_deposit(commands)
+    _add_migrate_store(commands)
     _add_verify_shoe(commands)
     _add_test_stream(commands)
     _add_operator_demo(commands)
