@@ -13,6 +13,7 @@ Why it refuses rather than copies, before writing anything:
   (runs the engine on Redis until it does) and migrates between rounds;
 * a seamless wallet debit not closed by a credit or a rollback: money in doubt at the
   operator, which only the sweeper resolves;
+* an engine still holding a table's lease: it could open a round while the copy is made;
 * a Redis without a store identity (a wiped or foreign Redis), or whose accounts do not
   sum to 0 (run the audit first): no copy can be checked against it;
 * a PostgreSQL that already holds other money for these accounts, other tables, rounds or
@@ -86,6 +87,9 @@ def refusals(source: RedisLedger) -> list[str]:
     if source.identity is None:
         out.append("the Redis holds no store identity (lt:{ledger}:identity): a wiped Redis "
                    "or not a livetable ledger; a copy could not be told from another")
+    out += [f"table {table}'s lease is held by {owner}: an engine still runs on this Redis. "
+            "Stop every engine and gateway (a lease lapses within seconds once its engine "
+            "stops), then run this again" for table, owner in sorted(source.engines.items())]
     for r in source.rounds:
         if r.state not in ENDED:
             out.append(f"table {r.table_id}: round {r.round_id} is {r.state}, not settled: "

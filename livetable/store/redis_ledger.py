@@ -32,8 +32,6 @@ class Layout:
         self.names, self.created = f"{money}:names", f"{money}:created"
         self.journal, self.identity = f"{money}:journal", f"{money}:identity"
         self.bets, self.rounds, self.shoes = f"{money}:bets", f"{money}:rounds", f"{money}:shoes"
-        self._tables = re.compile(re.escape(f"{prefix}:table:{{") + r"([^{}]+)\}:state")
-        self._wallets = re.compile(re.escape(f"{prefix}:wallet:{{") + r"([^{}]+)\}:calls")
 
     def table(self, table: str, name: str) -> str:
         return f"{self.prefix}:table:{{{table}}}:{name}"
@@ -44,15 +42,14 @@ class Layout:
     def wallet(self, table: str, name: str) -> str:
         return f"{self.prefix}:wallet:{{{table}}}:{name}"
 
-    async def tables(self, redis: Redis) -> list[str]:
-        """Every table with a stored engine state."""
-        found = {m.group(1) for key in await _scan(redis, f"{self.prefix}:table:*:state")
-                 if (m := self._tables.fullmatch(key))}
-        return sorted(found)
-
-    async def wallet_tables(self, redis: Redis) -> list[str]:
-        found = {m.group(1) for key in await _scan(redis, f"{self.prefix}:wallet:*:calls")
-                 if (m := self._wallets.fullmatch(key))}
+    async def tagged(self, redis: Redis, kind: str, suffix: str) -> list[str]:
+        """The tables that have a ``<prefix>:<kind>:{<t>}:<suffix>`` key (``table``
+        ``state``: a stored engine state; ``wallet`` ``calls``: a wallet log; ``lease``
+        ``owner``: an engine holding the table now)."""
+        exact = re.compile(re.escape(f"{self.prefix}:{kind}:{{") + r"([^{}]+)\}:"
+                           + re.escape(suffix))
+        found = {m.group(1) for key in await _scan(redis, f"{self.prefix}:{kind}:*:{suffix}")
+                 if (m := exact.fullmatch(key))}
         return sorted(found)
 
 
@@ -178,6 +175,8 @@ class RedisLedger(msgspec.Struct, kw_only=True):
     rounds: list[Round]
     shoes: list[Shoe]
     tables: list[Table]
+    #: table -> the engine holding its lease now (none once the engines are stopped).
+    engines: dict[str, str]
     wallet: list[WalletRow]
     bets: int
 
@@ -217,7 +216,10 @@ async def read_redis(redis: Redis, keys: Layout) -> RedisLedger:
         identity=None if identity is None else _s(identity), players=players, others=others,
         outside=outside, journal=journal, rounds=await _read_rounds(redis, keys),
         shoes=await _read_shoes(redis, keys),
-        tables=[await _read_table(redis, keys, t) for t in await keys.tables(redis)],
+        tables=[await _read_table(redis, keys, t)
+                for t in await keys.tagged(redis, "table", "state")],
+        engines={t: _s(await redis.get(f"{keys.prefix}:lease:{{{t}}}:owner") or b"?")
+                 for t in await keys.tagged(redis, "lease", "owner")},
         wallet=await _read_wallet(redis, keys), bets=int(await redis.hlen(keys.bets)))
 
 
@@ -246,26 +248,37 @@ _ROUND_FIELDS = ["shoe_id", "round_no", "state", "closes_at", "min", "max", "pai
 
 
 async def _read_rounds(redis: Redis, keys: Layout) -> list[Round]:
-    index = _text(await redis.hgetall(keys.rounds))
+    index = sorted(_text(await redis.hgetall(keys.rounds)).items())
     rounds = []
-    for round_id, table in sorted(index.items()):
-        values = await redis.hmget(keys.round(table, round_id, "info"), _ROUND_FIELDS)
-        info = {f: _s(v) for f, v in zip(_ROUND_FIELDS, values, strict=True) if v is not None}
-        if not info:
-            continue
-        limits = {name: int(info[name]) for name in ("min", "max", "pair_min", "pair_max",
-                                                     "round_max")}
-        rounds.append(Round(
-            round_id=round_id, table_id=table, shoe_id=info["shoe_id"],
-            round_no=int(info["round_no"]), state=info["state"],
-            closes_at=_int(info.get("closes_at")), limits=msgspec.json.encode(limits).decode(),
-            cards=info.get("cards") or None, spots=info.get("spots") or None,
-            reason=info.get("reason"), opened_at=int(info["opened_at"]),
-            ended_at=_int(info.get("ended_at")),
-            players=int(await redis.llen(keys.round(table, round_id, "players"))),
-            bets=int(await redis.llen(keys.round(table, round_id, "bets"))),
-            cursor=int(info.get("cursor") or 0)))
+    for start in range(0, len(index), 500):  # pipelined: one round trip per 500 rounds
+        chunk = index[start:start + 500]
+        async with redis.pipeline(transaction=False) as pipe:
+            for round_id, table in chunk:
+                pipe.hmget(keys.round(table, round_id, "info"), _ROUND_FIELDS)
+                pipe.llen(keys.round(table, round_id, "players"))
+                pipe.llen(keys.round(table, round_id, "bets"))
+            replies = await pipe.execute()
+        for n, (round_id, table) in enumerate(chunk):
+            values, players, bets = replies[3 * n:3 * n + 3]
+            info = {f: _s(v) for f, v in zip(_ROUND_FIELDS, values, strict=True)
+                    if v is not None}
+            if info:
+                rounds.append(_round(round_id, table, info, int(players), int(bets)))
     return rounds
+
+
+def _round(round_id: str, table: str, info: dict[str, str], players: int,
+           bets: int) -> Round:
+    limits = {name: int(info[name]) for name in ("min", "max", "pair_min", "pair_max",
+                                                 "round_max")}
+    return Round(
+        round_id=round_id, table_id=table, shoe_id=info["shoe_id"],
+        round_no=int(info["round_no"]), state=info["state"],
+        closes_at=_int(info.get("closes_at")), limits=msgspec.json.encode(limits).decode(),
+        cards=info.get("cards") or None, spots=info.get("spots") or None,
+        reason=info.get("reason"), opened_at=int(info["opened_at"]),
+        ended_at=_int(info.get("ended_at")), players=players, bets=bets,
+        cursor=int(info.get("cursor") or 0))
 
 
 async def _read_shoes(redis: Redis, keys: Layout) -> list[Shoe]:
@@ -296,7 +309,7 @@ _WALLET = msgspec.msgpack.Decoder(WalletRow)
 
 async def _read_wallet(redis: Redis, keys: Layout) -> list[WalletRow]:
     calls = []
-    for table in await keys.wallet_tables(redis):
+    for table in await keys.tagged(redis, "wallet", "calls"):
         metas = await redis.hgetall(keys.wallet(table, "calls"))
         bodies = {_s(k): _b(v) for k, v in
                   (await redis.hgetall(keys.wallet(table, "bodies"))).items()}

@@ -224,3 +224,11 @@ def test_a_wallet_debit_in_doubt_is_refused(
     redis.hset(calls, "d-5b0d1c2e", msgspec.msgpack.encode(debit))
     err = _refused(redis_server, pg_url, capsys, on_pg(pg_url, ledger_of))
     assert "wallet debit d-5b0d1c2e of acme~p-1 (round t1.1.1) is unknown" in err
+
+
+def test_an_engine_still_running_on_redis_is_refused(
+        redis: Redis, redis_server: RedisServer, pg_url: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    redis.set("lt:lease:{t1}:owner", "engine-a", px=60_000)
+    err = _refused(redis_server, pg_url, capsys, on_pg(pg_url, ledger_of))
+    assert "table t1's lease is held by engine-a: an engine still runs on this Redis" in err
