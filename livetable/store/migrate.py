@@ -165,8 +165,8 @@ async def _copy(con: Any, source: RedisLedger, moves: list[Transfer]) -> None:
         "0, $3) ON CONFLICT (id) DO UPDATE SET name = excluded.name, "
         "created_at = excluded.created_at",
         [(p.id, p.name, p.created_at) for p in source.players])
-    for t in moves:  # the store's own ledger path: double entry, once by id
-        await ledger.transfer(con, t.id, t.debit, t.credit, t.amount, t.kind, t.ref, t.at)
+    if moves:  # the store's own ledger path: double entry, each once by its id
+        await ledger.transfer_all(con, [msgspec.structs.astuple(t) for t in moves])
     await con.executemany(
         f"INSERT INTO rounds ({', '.join(Round.__struct_fields__)}) VALUES "
         f"({', '.join(f'${n}' for n in range(1, len(Round.__struct_fields__) + 1))})",
