@@ -256,7 +256,8 @@ def summary(source: RedisLedger, written: bool, problems: list[str]) -> list[str
     ]
     if problems:
         lines += ["CHECK FAILED:", *problems] if written else [
-            "PostgreSQL has moved on since (the engines ran on it):", *problems]
+            "CHECK FAILED: PostgreSQL and Redis differ since the copy (engines ran on one "
+            "of them after it):", *problems]
     else:
         lines.append("checked: every balance in PostgreSQL equals Redis's, totals equal, "
                      "PostgreSQL's audit passes")
@@ -275,4 +276,4 @@ async def migrate_store(redis_url: str, postgres_url: str, now: int, *,
     finally:
         await redis.aclose()
         await store.close()
-    return not (problems and written), summary(source, written, problems)
+    return not problems, summary(source, written, problems)

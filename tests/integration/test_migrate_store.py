@@ -232,3 +232,22 @@ def test_an_engine_still_running_on_redis_is_refused(
     redis.set("lt:lease:{t1}:owner", "engine-a", px=60_000)
     err = _refused(redis_server, pg_url, capsys, on_pg(pg_url, ledger_of))
     assert "table t1's lease is held by engine-a: an engine still runs on this Redis" in err
+
+
+def test_a_run_after_the_engines_moved_money_on_postgres_writes_nothing_and_says_so(
+        redis: Redis, redis_server: RedisServer, pg_url: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert migrate(redis_server, pg_url) == 0
+
+    async def deposit(store: PostgresStore) -> dict[str, Any]:
+        await store.deposit("after-move", "bob", 900, 5)
+        return await ledger_of(store)
+
+    moved = on_pg(pg_url, deposit)
+    capsys.readouterr()
+    assert migrate(redis_server, pg_url) == 3
+    out = capsys.readouterr().out
+    assert "was copied here before: nothing written" in out
+    assert "CHECK FAILED: PostgreSQL and Redis differ since the copy" in out
+    assert f"bob: PostgreSQL holds {BALANCES['bob'] + 900}, Redis {BALANCES['bob']}" in out
+    assert on_pg(pg_url, ledger_of) == moved
