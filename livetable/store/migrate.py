@@ -1,10 +1,10 @@
 """Moving a Redis deployment's money to PostgreSQL: ``livetable migrate-store``.
 
-Scale-out used to keep its ledger in Redis (Lua scripts over the keys below); PostgreSQL is
-now the one scale-out store for money. It reads the old layout directly
-(:mod:`livetable.store.redis_ledger`: the old store is gone) and writes it into a
-:class:`~livetable.store.postgres.PostgresStore` in **one transaction**, so a run either
-copies everything or nothing.
+Scale-out used to keep its ledger in Redis (the RedisStore and its Lua scripts, retired);
+PostgreSQL is now the one scale-out store for money. The command reads the old layout
+directly (:mod:`livetable.store.redis_ledger`, which needs nothing of the old store) and
+writes it into a :class:`~livetable.store.postgres.PostgresStore` in **one transaction**,
+so a run either copies everything or nothing.
 
 Why it refuses rather than copies, before writing anything:
 
@@ -40,8 +40,9 @@ and a credit id is never made twice; the operator sees one installation before a
 
 What stays in Redis: the bets themselves (the Bet Record) and the journal of play
 transfers. They are history, not money: the summary counts them, and the operator keeps
-the Redis's RDB snapshot (docs/operations.md). Running it again after a success writes
-nothing and says so (a marker in ``meta``).
+the Redis's RDB snapshot (docs/operations.md). Operators' sessions (players launch again),
+the chat and the leases are not the ledger's and start afresh. Running it again after a
+success writes nothing and says so (a marker in ``meta``).
 """
 
 from __future__ import annotations

@@ -21,9 +21,26 @@ from livetable.store.keys import DEFAULT_PREFIX
 
 
 class Layout:
-    """The retired Redis ledger's key names (the RedisStore's layout, kept here only to
-    read it back): ``lt:{ledger}:…`` for money, ``lt:table:{<t>}:…`` per table,
-    ``lt:wallet:{<t>}:…`` for the seamless wallet's log."""
+    """The retired Redis ledger's key names, kept here only to read them back (``lt`` the
+    prefix, ``<t>`` a table, ``<r>`` a round, ``<s>`` a shoe)::
+
+        lt:{ledger}:identity            string the store's identity (the installation id)
+        lt:{ledger}:accounts            hash   account -> kind (player house external hold)
+        lt:{ledger}:balances            hash   account -> balance
+        lt:{ledger}:names / created     hash   player -> name / created_at
+        lt:{ledger}:journal             stream every transfer: id debit credit amount kind
+                                               ref at
+        lt:{ledger}:rounds / shoes      hash   round / ended shoe id -> its table
+        lt:{ledger}:bets                hash   bet seq -> bet record (counted, not copied)
+        lt:table:{<t>}:state            hash   state (sealed), epoch, seq, snapshot
+        lt:table:{<t>}:events           stream epoch seq frame
+        lt:table:{<t>}:round:<r>:info   hash   the round: state closes_at min max … cards
+                                               spots reason opened_at ended_at cursor
+        lt:table:{<t>}:round:<r>:players / bets  list  its players / its bet seqs
+        lt:table:{<t>}:shoe:<s>:info    hash   an ended shoe: commitment salt cut_at order …
+        lt:lease:{<t>}:owner            string the engine holding the table (expires)
+        lt:wallet:{<t>}:calls / bodies  hash   tx_id -> a wallet call (msgpack map) / its body
+    """
 
     def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
         self.prefix = prefix
@@ -38,6 +55,9 @@ class Layout:
 
     def round(self, table: str, round_id: str, name: str) -> str:
         return self.table(table, f"round:{round_id}:{name}")
+
+    def lease_owner(self, table: str) -> str:
+        return f"{self.prefix}:lease:{{{table}}}:owner"
 
     def wallet(self, table: str, name: str) -> str:
         return f"{self.prefix}:wallet:{{{table}}}:{name}"
@@ -218,7 +238,7 @@ async def read_redis(redis: Redis, keys: Layout) -> RedisLedger:
         shoes=await _read_shoes(redis, keys),
         tables=[await _read_table(redis, keys, t)
                 for t in await keys.tagged(redis, "table", "state")],
-        engines={t: _s(await redis.get(f"{keys.prefix}:lease:{{{t}}}:owner") or b"?")
+        engines={t: _s(await redis.get(keys.lease_owner(t)) or b"?")
                  for t in await keys.tagged(redis, "lease", "owner")},
         wallet=await _read_wallet(redis, keys), bets=int(await redis.hlen(keys.bets)))
 
