@@ -89,9 +89,9 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             started = time.perf_counter()
             source = await read_redis(redis, Layout())
             read = time.perf_counter()
-            assert await copy(store, source, 10)
+            bets = await copy(store, redis, Layout(), source, 10)
             copied = time.perf_counter()
-            problems = await check(store, source)
+            problems = await check(store, source, bets)
             checked = time.perf_counter()
             assert not problems, problems
         finally:

@@ -38,11 +38,13 @@ they are: a seal binds a state to its table, not to a store), the rounds and the
 copied together: the tables go on with the next round id, under the same installation,
 and a credit id is never made twice; the operator sees one installation before and after.
 
-What stays in Redis: the bets themselves (the Bet Record) and the journal of play
-transfers. They are history, not money: the summary counts them, and the operator keeps
-the Redis's RDB snapshot (docs/operations.md). Operators' sessions (players launch again),
-the chat and the leases are not the ledger's and start afresh. Running it again after a
-success writes nothing and says so (a marker in ``meta``).
+The bets come too, with their seqs and the slips they were taken in: a player's Bet
+Record goes on across the move, and a slip sent again is answered as it first was. What
+stays in Redis is the journal of play transfers — history, summed per player above: the
+summary counts them, and the operator keeps the Redis's RDB snapshot
+(docs/operations.md). Operators' sessions (players launch again), the chat and the leases
+are not the ledger's and start afresh. Running it again after a success writes nothing
+and says so (a marker in ``meta``).
 """
 
 from __future__ import annotations
@@ -58,12 +60,15 @@ from livetable.accounts import GUEST_PREFIX, HOLD_PREFIX
 from livetable.store.keys import DEFAULT_PREFIX
 from livetable.store.postgres import PostgresStore, ledger
 from livetable.store.redis_ledger import (
+    Bet,
     Layout,
     RedisLedger,
     Round,
     Shoe,
     Transfer,
     WalletRow,
+    bet_batches,
+    named_slips,
     read_redis,
 )
 
@@ -72,6 +77,8 @@ MARKER = "migrated_from_redis"
 #: An advisory lock: two runs against one database take turns.
 MIGRATE_LOCK = 0x6D696772  # "migr"
 ENDED = ("settled", "cancelled")
+BET_COLUMNS = ["seq", *Bet.__struct_fields__, "slip_seq"]
+SLIP_COLUMNS = ["seq", "player_id", "slip_id", "round_id", "deducted", "balance", "placed_at"]
 
 
 class MigrationRefused(Exception):
@@ -125,6 +132,9 @@ async def _pg_refusals(con: Any, source: RedisLedger, moves: list[Transfer]) -> 
         out.append(f"PostgreSQL is the ledger of installation {found} (the Redis's is "
                    f"{source.identity}) and already holds transfers, rounds, tables or wallet "
                    "calls of its own: two ledgers are never merged")
+    if await con.fetchval("SELECT EXISTS (SELECT 1 FROM bets)"):
+        out.append("PostgreSQL already holds bets of its own: the Bet Record is copied only "
+                   "into a ledger without any")
     redis_has = {p.id: p.balance for p in source.players} | {"house": source.balance("house")}
     for account, kind, balance in await con.fetch(
             "SELECT id, kind, balance FROM accounts WHERE id = ANY($1::text[]) AND "
@@ -189,24 +199,55 @@ async def _copy(con: Any, source: RedisLedger, moves: list[Transfer]) -> None:
         [msgspec.structs.astuple(c) for c in source.wallet])
 
 
-async def copy(store: PostgresStore, source: RedisLedger, now: int) -> bool:
-    """Copy ``source`` into ``store`` in one transaction: True if written, False if this
-    Redis was copied here before (nothing written). Raises :class:`MigrationRefused`."""
+async def _copy_bets(con: Any, redis: Redis, keys: Layout, source: RedisLedger) -> int:
+    """The Bet Record: every bet with its seq (the Record's order, and its cursor), and the
+    slips they were taken in (a slip sent again is answered as it first was); then the
+    sequences past them. Read in batches inside the copy's transaction."""
+    named = await named_slips(redis, keys, [p.id for p in source.players])
+    slips: dict[object, list[Any]] = {}  # (player, slip_id), or a place_bet's seq -> row
+    count = top = 0
+    async for batch in bet_batches(redis, keys):
+        rows = []
+        for seq, bet in batch:
+            key: object = named.get(seq, seq)
+            slip = slips.get(key)
+            if slip is None:
+                slip = slips[key] = [len(slips) + 1, bet.player_id,
+                                     key[1] if isinstance(key, tuple) else None, bet.round_id,
+                                     0, bet.balance_at_accept, bet.placed_at]
+            slip[4] += bet.deducted
+            rows.append((seq, *msgspec.structs.astuple(bet), slip[0]))
+            top = max(top, seq)
+        await con.copy_records_to_table("bets", records=rows, columns=BET_COLUMNS)
+        count += len(rows)
+    await con.copy_records_to_table("slips", records=[tuple(s) for s in slips.values()],
+                                    columns=SLIP_COLUMNS)
+    for sequence, last in (("bet_seqs", top), ("slip_seqs", len(slips))):
+        if last:
+            await con.execute(f"SELECT setval('{sequence}', $1)", last)
+    return count
+
+
+async def copy(store: PostgresStore, redis: Redis, keys: Layout, source: RedisLedger,
+               now: int) -> int | None:
+    """Copy ``source`` (read from ``redis``) into ``store`` in one transaction: the number
+    of bets copied, or None if this Redis was copied here before (nothing written). Raises
+    :class:`MigrationRefused`."""
     reasons = refusals(source)
     if reasons:
         raise MigrationRefused(reasons)
     moves = source.transfers(now)
 
-    async def work(con: Any) -> bool:
+    async def work(con: Any) -> int | None:
         await con.execute("SELECT pg_advisory_xact_lock($1)", MIGRATE_LOCK)
         if await con.fetchval("SELECT value FROM meta WHERE key = $1",
                               MARKER) == source.identity:
-            return False
+            return None
         reasons = await _pg_refusals(con, source, moves)
         if reasons:
             raise MigrationRefused(reasons)
         await _copy(con, source, moves)
-        return True
+        return await _copy_bets(con, redis, keys, source)
 
     return await store._transaction(work)
 
@@ -214,8 +255,9 @@ async def copy(store: PostgresStore, source: RedisLedger, now: int) -> bool:
 # --- the check, and what the operator is told -----------------------------------------------
 
 
-async def check(store: PostgresStore, source: RedisLedger) -> list[str]:
-    """Every balance of the Redis in PostgreSQL, the totals, and PostgreSQL's audit."""
+async def check(store: PostgresStore, source: RedisLedger, bets: int | None) -> list[str]:
+    """Every balance of the Redis in PostgreSQL, the totals, the bets copied (``bets``,
+    None: by an earlier run) and PostgreSQL's audit."""
     wanted = {p.id: p.balance for p in source.players}
     wanted |= {a: source.balance(a) for a in ("house", "external")}
     async with store._connection() as con:
@@ -227,41 +269,46 @@ async def check(store: PostgresStore, source: RedisLedger) -> list[str]:
     in_pg = sum(found.get(p.id) or 0 for p in source.players)
     if in_pg != players:
         problems.append(f"players hold {in_pg} in PostgreSQL, {players} in Redis")
+    if bets is not None and bets != source.bets:
+        problems.append(f"{bets} bets copied, Redis holds {source.bets}")
     audit = await store.audit()
     return problems + [f"PostgreSQL's audit: {p}" for p in audit.problems]
 
 
-def summary(source: RedisLedger, written: bool, problems: list[str]) -> list[str]:
+def summary(source: RedisLedger, bets: int | None, problems: list[str]) -> list[str]:
+    """What the operator is told: what was copied (``bets`` None: by an earlier run), what
+    was not, and the check."""
     players = source.players
     guests = sum(p.id.startswith(GUEST_PREFIX) for p in players)
     operators = sum("~" in p.id for p in players)
     owed = [c for c in source.wallet if c.state == "queued"]
     currencies = Counter(c.currency for c in owed)
     lines = [
-        (f"copied the Redis ledger {source.identity} into PostgreSQL" if written else
-         f"the Redis ledger {source.identity} was copied here before: nothing written"),
+        (f"copied the Redis ledger {source.identity} into PostgreSQL" if bets is not None
+         else f"the Redis ledger {source.identity} was copied here before: nothing written"),
         f"players: {len(players)} (guests {guests}, of operators {operators}), holding "
         f"{sum(p.balance for p in players)}; house {source.balance('house')}; deposits "
         f"{-source.balance('external')} (the ledger's one currency)",
         f"transfers: {len(source.outside)} deposits and withdrawals as they were, one "
         f"'migrate:' transfer per player for what play left",
-        f"rounds {len(source.rounds)}, shoes {len(source.shoes)}, tables "
-        f"{len(source.tables)} (engine state and {sum(len(t.events) for t in source.tables)} "
-        f"events), store identity {source.identity}",
+        f"bets: {source.bets} (the Bet Record, with their slips); rounds "
+        f"{len(source.rounds)}, shoes {len(source.shoes)}, tables {len(source.tables)} "
+        f"(engine state and {sum(len(t.events) for t in source.tables)} events), store "
+        f"identity {source.identity}",
         f"wallet calls: {len(source.wallet)}, of which {len(owed)} still owed to the operator "
         f"(delivered from PostgreSQL): "
         + (", ".join(f"{c} {n}" for c, n in sorted(currencies.items())) or "none"),
-        f"not copied: {source.bets} bets (the Bet Record before the move) and "
-        f"{source.journal - len(source.outside)} transfers of play stay in Redis: keep its "
-        "RDB snapshot; operators' sessions, chat and leases start afresh",
+        f"not copied: {source.journal - len(source.outside)} transfers of play (stakes, "
+        "payouts, refunds: summed per player above) stay in Redis, keep its RDB snapshot; "
+        "operators' sessions, chat and leases start afresh",
     ]
     if problems:
-        lines += ["CHECK FAILED:", *problems] if written else [
+        lines += ["CHECK FAILED:", *problems] if bets is not None else [
             "CHECK FAILED: PostgreSQL and Redis differ since the copy (engines ran on one "
             "of them after it):", *problems]
     else:
         lines.append("checked: every balance in PostgreSQL equals Redis's, totals equal, "
-                     "PostgreSQL's audit passes")
+                     "every bet copied, PostgreSQL's audit passes")
     return lines
 
 
@@ -270,11 +317,12 @@ async def migrate_store(redis_url: str, postgres_url: str, now: int, *,
     """The command: (ok, the lines to print). Raises :class:`MigrationRefused`."""
     redis = Redis.from_url(redis_url)
     store = PostgresStore(postgres_url, max_connections=2)
+    keys = Layout(prefix)
     try:
-        source = await read_redis(redis, Layout(prefix))
-        written = await copy(store, source, now)
-        problems = await check(store, source)
+        source = await read_redis(redis, keys)
+        bets = await copy(store, redis, keys, source, now)
+        problems = await check(store, source, bets)
     finally:
         await redis.aclose()
         await store.close()
-    return not problems, summary(source, written, problems)
+    return not problems, summary(source, bets, problems)

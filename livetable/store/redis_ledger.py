@@ -5,13 +5,15 @@ scripts are gone, and this module is all that still knows their layout — the k
 (:class:`Layout`, from the RedisStore's own list of its keys) and how each value was
 written — so that a deployment can move its money (:mod:`livetable.store.migrate`). It
 only reads, with plain commands, and expects the engines stopped: nothing moves while it
-reads. Each thing read is a Struct shaped as the PostgreSQL row it becomes.
+reads. Each thing read is a Struct shaped as the PostgreSQL row it becomes; the bets,
+which may be millions, are read in batches (:func:`bet_batches`) as they are copied.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import msgspec
@@ -31,7 +33,8 @@ class Layout:
         lt:{ledger}:journal             stream every transfer: id debit credit amount kind
                                                ref at
         lt:{ledger}:rounds / shoes      hash   round / ended shoe id -> its table
-        lt:{ledger}:bets                hash   bet seq -> bet record (counted, not copied)
+        lt:{ledger}:bets                hash   bet seq -> bet record (msgpack array: Bet)
+        lt:{ledger}:player:<p>:slips    hash   slip_id -> its bet seqs (msgpack)
         lt:table:{<t>}:state            hash   state (sealed), epoch, seq, snapshot
         lt:table:{<t>}:events           stream epoch seq frame
         lt:table:{<t>}:round:<r>:info   hash   the round: state closes_at min max … cards
@@ -55,6 +58,9 @@ class Layout:
 
     def round(self, table: str, round_id: str, name: str) -> str:
         return self.table(table, f"round:{round_id}:{name}")
+
+    def player_slips(self, player: str) -> str:
+        return f"{self.prefix}:{{ledger}}:player:{player}:slips"
 
     def lease_owner(self, table: str) -> str:
         return f"{self.prefix}:lease:{{{table}}}:owner"
@@ -340,3 +346,54 @@ async def _read_wallet(redis: Redis, keys: Layout) -> list[WalletRow]:
     return sorted(calls, key=lambda c: (c.created_at, c.tx_id))
 
 
+
+
+# --- the bets: history, read in batches (a ledger holds millions) ---------------------------
+
+
+class Bet(msgspec.Struct, array_like=True, frozen=True):
+    """A bet record as the old scripts packed it (place_slips.lua, settle.lua)."""
+
+    player_id: str
+    bet_id: str
+    table_id: str
+    round_id: str
+    spot: str
+    amount: int
+    deducted: int
+    placed_at: int
+    balance_at_accept: int
+    state: str
+    outcome: str | None = None
+    odds: int | None = None
+    returned: int | None = None
+    settled_at: int | None = None
+    balance_after: int | None = None
+
+
+_BET = msgspec.msgpack.Decoder(Bet)
+BET_BATCH = 5_000
+
+
+async def bet_batches(redis: Redis, keys: Layout) -> AsyncIterator[list[tuple[int, Bet]]]:
+    """Every bet with its seq, a batch at a time (``HSCAN``: each bet once, in no order)."""
+    batch: list[tuple[int, Bet]] = []
+    async for seq, raw in redis.hscan_iter(keys.bets, count=BET_BATCH):
+        batch.append((int(seq), _BET.decode(_b(raw))))
+        if len(batch) >= BET_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+async def named_slips(redis: Redis, keys: Layout,
+                      players: Iterable[str]) -> dict[int, tuple[str, str]]:
+    """Bet seq -> (player, slip_id) of every bet placed in a slip with an id (a
+    ``place_bet`` has none: its bet is a slip of one)."""
+    named: dict[int, tuple[str, str]] = {}
+    for player in players:
+        for slip_id, packed in (await redis.hgetall(keys.player_slips(player))).items():
+            for seq in msgspec.msgpack.decode(_b(packed)):
+                named[int(seq)] = (player, _s(slip_id))
+    return named

@@ -105,7 +105,7 @@ async def ledger_of(store: PostgresStore) -> dict[str, Any]:
     async with store._connection() as con:
         return {table: sorted(tuple(r) for r in await con.fetch(f"SELECT * FROM {table}"))
                 for table in ("accounts", "transfers", "rounds", "tables", "events",
-                              "wallet_calls", "meta", "shoes")}
+                              "wallet_calls", "meta", "shoes", "bets", "slips")}
 
 
 def test_every_balance_is_copied_and_checked_and_a_second_run_changes_nothing(
@@ -116,7 +116,7 @@ def test_every_balance_is_copied_and_checked_and_a_second_run_changes_nothing(
     assert f"copied the Redis ledger {IDENTITY}" in out
     assert "checked: every balance in PostgreSQL equals Redis's" in out
     assert "players: 5 (guests 1, of operators 1)" in out
-    assert "not copied: 44 bets" in out
+    assert "bets: 44 (the Bet Record, with their slips)" in out
 
     async def read(store: PostgresStore) -> tuple[Any, ...]:
         players = {pid: await store.player(pid) for pid in PLAYERS}
@@ -251,3 +251,36 @@ def test_a_run_after_the_engines_moved_money_on_postgres_writes_nothing_and_says
     assert "CHECK FAILED: PostgreSQL and Redis differ since the copy" in out
     assert f"bob: PostgreSQL holds {BALANCES['bob'] + 900}, Redis {BALANCES['bob']}" in out
     assert on_pg(pg_url, ledger_of) == moved
+
+
+def _bets_of(player: str) -> list[tuple[int, list[Any]]]:
+    """The fixture's bets of ``player``, as the old scripts packed them, by seq."""
+    seqs = [int(m) for m, _ in KEYS[f"lt:{{ledger}}:player:{player}:bets"]["value"]]
+    packed = KEYS["lt:{ledger}:bets"]["value"]
+    return [(seq, msgspec.msgpack.decode(_bytes(packed[str(seq)]))) for seq in sorted(seqs)]
+
+
+def test_the_bet_record_and_the_slips_go_on_across_the_move(
+        redis: Redis, redis_server: RedisServer, pg_url: str) -> None:
+    assert migrate(redis_server, pg_url) == 0
+    bets = _bets_of("acme~p-1")
+    slip_id, packed = next(iter(KEYS["lt:{ledger}:player:acme~p-1:slips"]["value"].items()))
+    in_slip = {int(seq) for seq in msgspec.msgpack.decode(_bytes(packed))}
+    first = [b for seq, b in bets if seq in in_slip]
+
+    async def read(store: PostgresStore) -> tuple[Any, ...]:
+        record, cursor = await store.bet_record("acme~p-1", 200, None)
+        again = await store.place_slip(SlipRequest(
+            player_id="acme~p-1", table="t1", slip_id=slip_id, round_id=first[0][3],
+            bets=tuple(p.SlipBet(bet_id=b[1], spot=b[4], amount=b[5]) for b in first)), 1)
+        return record, cursor, again
+
+    record, cursor, again = on_pg(pg_url, read)
+    assert cursor is None
+    assert [(e.bet_id, e.state, e.returned, e.balance_after) for e in record] == [
+        (b[1], b[9], b[12], b[14]) for _, b in reversed(bets)]
+    assert all(e.cards is not None for e in record if e.state == "settled")
+    # a slip of before the move, sent again: its first answer, not a second stake
+    assert isinstance(again, p.SlipAccepted), again
+    assert (again.balance, [b.bet_id for b in again.bets]) == (first[0][8],
+                                                               [b[1] for b in first])
