@@ -1,15 +1,16 @@
 """How long ``livetable migrate-store`` takes on a large Redis ledger.
 
     .venv/bin/python bench/migrate_bench.py [--players 20000] [--rounds 5000]
-                                            [--play 10] [--events 2000]
+                                            [--play 10] [--events 2000] [--bets 200000]
 
 Writes a synthetic ledger in the retired Redis layout (livetable/store/redis_ledger.py)
 into a redis-server of its own: ``--players`` players each with one deposit and
 ``--play`` transfers of play in the journal, ``--rounds`` ended rounds over four tables
-(each with an engine state and ``--events`` events), the house holding what the players
-lost. Then copies it into a fresh PostgreSQL of its own (tests/pg_util.py, a primary
-without standby) and times the three parts: reading the Redis, the copy's one transaction,
-the check. Prints JSON.
+(each with an engine state and ``--events`` events), ``--bets`` settled bets (half of them
+in slips with an id), the house holding what the players lost. Then copies it into a
+fresh PostgreSQL of its own (tests/pg_util.py, a primary without standby) and times the
+three parts: reading the Redis, the copy's one transaction (the bets read from Redis as
+they are copied), the check. Prints JSON.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+import msgspec
 from pg_util import start_pg  # the tests' helpers
 from redis.asyncio import Redis
 from redis_util import start_redis
@@ -70,6 +72,15 @@ async def fill(redis: Redis, args: argparse.Namespace, rng: random.Random) -> No
             "cards": "{}", "spots": "{}", "opened_at": 1, "ended_at": 9, "cursor": 1})
         if r % 1000 == 999:
             await pipe.execute()
+    for seq in range(1, args.bets + 1):
+        r, pid = seq % max(args.rounds, 1), f"p{seq % args.players}"
+        bet = [pid, f"b{seq}", TABLES[r % 4], f"{TABLES[r % 4]}.1.{r}", "P1", 100, 100, 3,
+               1_000, "settled", "lose", 1, 0, 9, 900]
+        pipe.hset(keys.bets, str(seq), msgspec.msgpack.encode(bet))
+        if seq % 2:  # half of them in a slip with an id, of one bet
+            pipe.hset(keys.player_slips(pid), f"s{seq}", msgspec.msgpack.encode([str(seq)]))
+        if seq % 1000 == 0:
+            await pipe.execute()
     for table in TABLES:
         pipe.hset(keys.table(table, "state"), mapping={
             "state": rng.randbytes(2_000), "epoch": 1, "seq": args.events})
@@ -99,6 +110,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             await store.close()
             cluster.stop()
     return {"players": args.players, "journal": source.journal, "rounds": args.rounds,
+            "bets": bets,
             "events": args.events * len(TABLES), "read_s": round(read - started, 2),
             "copy_s": round(copied - read, 2), "check_s": round(checked - copied, 2)}
 
@@ -109,6 +121,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5_000)
     parser.add_argument("--play", type=int, default=10, help="play transfers per player")
     parser.add_argument("--events", type=int, default=2_000, help="events per table")
+    parser.add_argument("--bets", type=int, default=200_000, help="bets in the Bet Record")
     print(json.dumps(asyncio.run(run(parser.parse_args()))))
 
 

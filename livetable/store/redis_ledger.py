@@ -392,8 +392,15 @@ async def named_slips(redis: Redis, keys: Layout,
     """Bet seq -> (player, slip_id) of every bet placed in a slip with an id (a
     ``place_bet`` has none: its bet is a slip of one)."""
     named: dict[int, tuple[str, str]] = {}
-    for player in players:
-        for slip_id, packed in (await redis.hgetall(keys.player_slips(player))).items():
-            for seq in msgspec.msgpack.decode(_b(packed)):
-                named[int(seq)] = (player, _s(slip_id))
+    players = list(players)
+    for start in range(0, len(players), 500):  # pipelined: one round trip per 500 players
+        chunk = players[start:start + 500]
+        async with redis.pipeline(transaction=False) as pipe:
+            for player in chunk:
+                pipe.hgetall(keys.player_slips(player))
+            replies = await pipe.execute()
+        for player, slips in zip(chunk, replies, strict=True):
+            for slip_id, packed in slips.items():
+                for seq in msgspec.msgpack.decode(_b(packed)):
+                    named[int(seq)] = (player, _s(slip_id))
     return named
