@@ -284,3 +284,21 @@ def test_the_bet_record_and_the_slips_go_on_across_the_move(
     assert isinstance(again, p.SlipAccepted), again
     assert (again.balance, [b.bet_id for b in again.bets]) == (first[0][8],
                                                                [b[1] for b in first])
+
+
+def test_a_postgres_a_process_started_on_takes_the_redis_identity(
+        redis: Redis, redis_server: RedisServer, pg_url: str) -> None:
+    async def started(store: PostgresStore) -> str | None:
+        return await store.identity(create=True)  # as Services.start does: no money yet
+
+    assert on_pg(pg_url, started) != IDENTITY
+    assert migrate(redis_server, pg_url) == 0
+    assert on_pg(pg_url, lambda store: store.identity()) == IDENTITY
+
+
+def test_a_redis_ledger_that_does_not_sum_to_zero_is_refused(
+        redis: Redis, redis_server: RedisServer, pg_url: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    redis.hincrby("lt:{ledger}:balances", "alice", 1)
+    err = _refused(redis_server, pg_url, capsys, on_pg(pg_url, ledger_of))
+    assert "the Redis ledger's accounts sum to 1, not 0: run the audit" in err
