@@ -13,6 +13,7 @@ the commands about one thing, with their parsers:
 - :mod:`.operators` — ``operator-demo``, ``operators check``: a reference operator and the
   registry's check;
 - :mod:`.wallet` — ``wallet report``: the seamless wallet's calls and totals;
+- :mod:`.migrate` — ``migrate-store``: a Redis deployment's money moved into PostgreSQL;
 - :mod:`.arguments` — what they share: :class:`~.arguments.UsageError`, the parser class,
   the settings flags and :func:`~.arguments.settings_of`.
 
@@ -38,6 +39,7 @@ from livetable.cli.accounts import add_deposit, add_token
 from livetable.cli.arguments import EXIT_USAGE, Handler, Parser, UsageError
 from livetable.cli.console import add_dealer
 from livetable.cli.figures import add_rtp, add_settle, add_simulate
+from livetable.cli.migrate import add_migrate_store
 from livetable.cli.operators import add_operator_demo, add_operators
 from livetable.cli.serve import add_roles, add_serve
 from livetable.cli.shoe import add_verify_shoe
@@ -58,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_dealer(commands)
     add_roles(commands)
     add_deposit(commands)
+    add_migrate_store(commands)
     add_verify_shoe(commands)
     add_test_stream(commands)
     add_operator_demo(commands)
