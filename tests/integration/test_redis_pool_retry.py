@@ -17,7 +17,7 @@ import pytest
 from redis_util import RedisServer
 
 from livetable.config import Settings
-from livetable.server.app import Services
+from livetable.server.services import Services
 from livetable.store.redis import RedisStore
 
 pytestmark = [pytest.mark.redis]
