@@ -54,7 +54,7 @@ import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import msgspec
 
@@ -72,6 +72,7 @@ __all__ = [
     "InsufficientBalance",
     "OutOfStep",
     "Settled",
+    "SlipQueue",
     "StepRefused",
     "Store",
     "StoreError",
@@ -219,6 +220,54 @@ class Unanswered:
         """Return once every slip handed over so far is answered, or after ``most`` s."""
         if self.futures:
             await asyncio.wait(set(self.futures), timeout=most)
+
+
+class SlipQueue(Generic[A]):
+    """The slips a store is handed, taken ``most`` at a time by its ``take`` (one
+    transaction or one writer call a batch: the group commit), and the wait for them that
+    a settling step makes (:class:`Unanswered`). One object for every store, so that a
+    store only says how it takes a batch.
+
+    :meth:`place` is what a store's ``place_slip`` awaits; a batch starts when the slips
+    before it are taken (:func:`take_in_batches`), so slips that come while the store is
+    busy share the next one.
+    """
+
+    def __init__(self, take: Callable[[list[tuple[SlipRequest, int]]], Awaitable[list[A]]],
+                 most: int, in_flight: int = 1) -> None:
+        self._take = take
+        self._most = most
+        self._in_flight = in_flight
+        self._pending: list[tuple[SlipRequest, int, asyncio.Future[A]]] = []
+        self._unanswered = Unanswered()
+        self._draining: asyncio.Task[None] | None = None
+
+    async def place(self, slip: SlipRequest, now: int) -> A:
+        """``slip``'s answer, once the batch it joins is taken."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[A] = loop.create_future()
+        self._pending.append((slip, now, future))
+        self._unanswered.add(future)
+        if self._draining is None:
+            self._draining = loop.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            await take_in_batches(self._pending, self._take, self._most,
+                                  in_flight=self._in_flight)
+        finally:
+            self._draining = None
+
+    async def answered(self, most: float = SETTLE_WAITS_FOR_SLIPS) -> None:
+        """Every slip handed over so far answered (or ``most`` s gone): a settling step
+        waits for them (see :class:`Unanswered`)."""
+        await self._unanswered.answered(most)
+
+    async def drained(self) -> None:
+        """The batches under way taken (a store closing)."""
+        if self._draining is not None:
+            await self._draining
 
 
 async def take_in_batches(

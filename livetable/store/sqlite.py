@@ -41,9 +41,8 @@ from livetable.store.base import (
     AuditReport,
     Head,
     Settled,
+    SlipQueue,
     StoreUnavailable,
-    Unanswered,
-    take_in_batches,
 )
 from livetable.store.bets import SQLITE_SETTLE_CHUNK, RoundView
 from livetable.store.ledger import calls as c
@@ -88,11 +87,12 @@ class SQLiteStore:
         #: Bets settled per call of :meth:`settle_pending` (and in the settling step).
         self.settle_chunk = settle_chunk
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="livetable-sqlite")
-        self._pending: list[tuple[SlipRequest, int, asyncio.Future[SlipAnswer]]] = []
-        self._unanswered = Unanswered()
+        # two batches in flight to a writer process: it takes the next while this
+        # process reads the answers of the last (store/writer.py)
+        self.slips = SlipQueue(self._take_batch, MAX_SLIPS_PER_TRANSACTION,
+                               in_flight=1 if self.process is None else 2)
         #: table -> its head after the last step this store wrote (see out_of_step)
         self._left: dict[str, Head] = {}
-        self._draining: asyncio.Task[None] | None = None
         #: Why the last write failed as an outage (a full disk, the file locked), until a
         #: write succeeds: reads may still work meanwhile, so this is what readiness asks.
         self.outage: str | None = None
@@ -163,22 +163,7 @@ class SQLiteStore:
         bad = precheck(slip)
         if bad is not None:
             return bad
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[SlipAnswer] = loop.create_future()
-        self._pending.append((slip, now, future))
-        self._unanswered.add(future)
-        if self._draining is None:
-            self._draining = loop.create_task(self._drain_slips())
-        return await future
-
-    async def _drain_slips(self) -> None:
-        try:
-            # two batches in flight to a writer process: it takes the next while this
-            # process reads the answers of the last (store/writer.py)
-            await take_in_batches(self._pending, self._take_batch, MAX_SLIPS_PER_TRANSACTION,
-                                  in_flight=1 if self.process is None else 2)
-        finally:
-            self._draining = None
+        return await self.slips.place(slip, now)
 
     async def _take_batch(self, batch: list[tuple[SlipRequest, int]]) -> list[SlipAnswer]:
         return await self._run(c.TakeSlips(batch))
@@ -191,7 +176,7 @@ class SQLiteStore:
         # ``snapshot`` is for gateways of other processes (Redis): the embedded gateway
         # runs beside its engine.
         if any(isinstance(effect, SettleRound) for effect in effects):
-            await self._unanswered.answered()  # slips that came before it go first
+            await self.slips.answered()  # slips that came before it go first
         left = self._left.pop(table, None)  # unknown until this call answers
         settled = await self._run(c.CommitStep(table, state, events, effects, now,
                                                self.settle_chunk, left))
@@ -270,8 +255,7 @@ class SQLiteStore:
         return await self._run(c.RealityChecked(session_id, now))
 
     async def close(self) -> None:
-        if self._draining is not None:
-            await self._draining
+        await self.slips.drained()
         if self.process is not None:
             await self.process.close()
         else:
