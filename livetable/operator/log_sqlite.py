@@ -86,15 +86,14 @@ class SQLiteWalletLog:
         self.synchronous = check_synchronous(synchronous)
         self.process = writer if self.path != ":memory:" else None
         #: This process's connection: made here (the table, the move from an older
-        #: layout), then kept only if the batches run on this log's thread.
-        self.db: sqlite3.Connection | None = w.connect(path, synchronous)
+        #: layout), then closed if the batches run in the writer process.
+        self.db = w.connect(path, synchronous)
         if moved_from is not None and Path(moved_from).exists() \
                 and Path(moved_from).resolve() != Path(path).resolve():
             _move_from(self.db, Path(moved_from))
         self.writer: ThreadPoolExecutor | None = None
         if self.process is not None:
             self.db.close()
-            self.db = None
         else:
             self.writer = ThreadPoolExecutor(max_workers=1,
                                              thread_name_prefix="livetable-wallet-log")
@@ -116,10 +115,9 @@ class SQLiteWalletLog:
     async def _run(self, steps: list[w.AnyStep]) -> list[w.Outcome]:
         if self.process is not None:
             return await self.process.call(WalletLogBatch(self.path, self.synchronous, steps))
-        db = self.db
-        assert db is not None and self.writer is not None
+        assert self.writer is not None
         return await asyncio.get_running_loop().run_in_executor(
-            self.writer, w.apply, db, steps)
+            self.writer, w.apply, self.db, steps)
 
     async def _drain(self) -> None:
         try:
@@ -188,6 +186,6 @@ class SQLiteWalletLog:
     async def close(self) -> None:
         if self._draining is not None:
             await self._draining
-        if self.writer is not None and self.db is not None:
+        if self.writer is not None:
             await asyncio.get_running_loop().run_in_executor(self.writer, self.db.close)
             self.writer.shutdown(wait=True)
