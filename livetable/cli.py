@@ -703,11 +703,12 @@ def _add_test_stream(commands: Commands) -> None:
 
 
 def cmd_operator_demo(args: argparse.Namespace) -> int:
+    import logging
     import os
 
-    import uvicorn
+    from aiohttp import web
 
-    from livetable.operator.reference import Faults, create_operator_app
+    from livetable.operator.reference import Faults, create_operator_server
 
     secret = args.secret or os.environ.get("LIVETABLE_WALLET_SECRET", "")
     if not secret:
@@ -717,12 +718,13 @@ def cmd_operator_demo(args: argparse.Namespace) -> int:
         faults = Faults.parse(args.fault or [], seed=args.seed, hang=args.hang, slow=args.slow)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    app = create_operator_app(secret.encode(), initial_balance=args.initial_balance,
-                              faults=faults)
+    app = create_operator_server(secret.encode(), initial_balance=args.initial_balance,
+                                 faults=faults)
     print(f"operator-demo: wallet at http://{args.host}:{args.port}/wallet "
           f"(livetable --wallet seamless --wallet-url http://{args.host}:{args.port}/wallet); "
           f"books at /state", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    logging.basicConfig(level=args.log_level.upper())
+    web.run_app(app, host=args.host, port=args.port, print=None, access_log=None)
     return 0
 
 

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+from aiohttp import web
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -36,6 +38,7 @@ from livetable.operator import signatures
 
 FAULT_KINDS = ("timeout", "error", "lost", "garbage", "slow", "duplicate")
 METHODS = ("balance", "debit", "credit", "rollback")
+JSON = "application/json"
 
 
 class Faults:
@@ -172,40 +175,51 @@ def _answer(status: str, balance: int | None = None) -> bytes:
     return msgspec.json.encode(body)
 
 
+#: The books of an aiohttp operator server (``app[BOOKS]``).
+BOOKS = web.AppKey("books", Books)
+
+
+async def respond(books: Books, chaos: Faults, secret: bytes, method: str, body: bytes,
+                  headers: Mapping[str, str]) -> tuple[int, bytes, str]:
+    """One wallet call, whichever server carries it: (HTTP status, body, content type)."""
+    if method not in METHODS:
+        return 404, _answer("unknown_method"), JSON
+    if signatures.check((secret,), body, headers, now_ms()) is not None:
+        books.forged += 1
+        return 200, _answer("invalid_signature"), JSON
+    try:
+        call = _CALL.decode(body)
+    except msgspec.DecodeError as exc:
+        return 400, msgspec.json.encode({"status": "bad_request", "message": str(exc)}), JSON
+    fault = chaos.draw(method)
+    if fault == "timeout":
+        await asyncio.sleep(chaos.hang)  # the client gave up; the call lands anyway
+    elif fault == "slow":
+        await asyncio.sleep(chaos.slow * (0.5 + chaos.rng.random()))
+    elif fault == "error":
+        return 500, b"internal error", "text/plain"
+    answer = books.handle(method, call)
+    if fault == "duplicate":
+        again = books.handle(method, call)
+        assert again == answer, "a repeated tx_id must get the first answer"
+    if fault == "lost":
+        return 500, b"upstream reset", "text/plain"
+    if fault == "garbage":
+        return 200, b"<html>502 Bad Gateway</html>", "text/html"
+    return 200, answer, JSON
+
+
 def create_operator_app(secret: bytes, *, initial_balance: int = 100_000,
                         faults: Faults | None = None) -> Starlette:
+    """The reference operator as an ASGI app (what the tests serve in-process)."""
     books = Books(initial_balance)
     chaos = faults or Faults()
 
     async def wallet(request: Request) -> Response:
-        method = request.path_params["method"]
-        if method not in METHODS:
-            return JSONResponse({"status": "unknown_method"}, status_code=404)
-        body = await request.body()
-        if signatures.check((secret,), body, request.headers, now_ms()) is not None:
-            books.forged += 1
-            return Response(_answer("invalid_signature"), media_type="application/json")
-        try:
-            call = _CALL.decode(body)
-        except msgspec.DecodeError as exc:
-            return JSONResponse({"status": "bad_request", "message": str(exc)},
-                                status_code=400)
-        fault = chaos.draw(method)
-        if fault == "timeout":
-            await asyncio.sleep(chaos.hang)  # the client gave up; the call lands anyway
-        elif fault == "slow":
-            await asyncio.sleep(chaos.slow * (0.5 + chaos.rng.random()))
-        elif fault == "error":
-            return Response(b"internal error", status_code=500)
-        answer = books.handle(method, call)
-        if fault == "duplicate":
-            again = books.handle(method, call)
-            assert again == answer, "a repeated tx_id must get the first answer"
-        if fault == "lost":
-            return Response(b"upstream reset", status_code=500)
-        if fault == "garbage":
-            return Response(b"<html>502 Bad Gateway</html>", media_type="text/html")
-        return Response(answer, media_type="application/json")
+        status, content, kind = await respond(books, chaos, secret,
+                                              request.path_params["method"],
+                                              await request.body(), request.headers)
+        return Response(content, status_code=status, media_type=kind)
 
     async def state(request: Request) -> Response:
         return JSONResponse({**books.state(), "faults": chaos.seen})
@@ -214,4 +228,29 @@ def create_operator_app(secret: bytes, *, initial_balance: int = 100_000,
                             Route("/state", state)])
     app.state.books = books
     app.state.faults = chaos
+    return app
+
+
+def create_operator_server(secret: bytes, *, initial_balance: int = 100_000,
+                           faults: Faults | None = None) -> web.Application:
+    """The same operator on aiohttp's server (what ``livetable operator-demo`` runs): its
+    HTTP parser is C, where uvicorn's h11 is Python — the bench's wallet must not be the
+    bottleneck it measures (docs/benchmarks.md: about 300 µs of CPU a call on
+    Starlette/h11)."""
+    books = Books(initial_balance)
+    chaos = faults or Faults()
+
+    async def wallet(request: web.Request) -> web.Response:
+        status, content, kind = await respond(books, chaos, secret,
+                                              request.match_info["method"],
+                                              await request.read(), request.headers)
+        return web.Response(body=content, status=status, content_type=kind)
+
+    async def state(request: web.Request) -> web.Response:
+        return web.json_response({**books.state(), "faults": chaos.seen})
+
+    app = web.Application()
+    app.router.add_post("/wallet/{method}", wallet)
+    app.router.add_get("/state", state)
+    app[BOOKS] = books
     return app
