@@ -569,12 +569,21 @@ def _spy(pid: int, out: Path, start_ns: int, seconds: float) -> threading.Thread
     (``pip install py-spy``)."""
     spy = Path(PYTHON).parent / "py-spy"
 
+    def record(target: int, to: Path) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([str(spy), "record", "--pid", str(target), "--idle",
+                                 "--threads", "--format", "raw", "--rate", "100",
+                                 "--nonblocking", "--duration", str(int(seconds + 0.999)),
+                                 "--output", str(to)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     def run() -> None:
         time.sleep(max(0.0, start_ns / 1e9 - time.time() - 0.2))
-        subprocess.run([str(spy), "record", "--pid", str(pid), "--idle", "--threads",
-                        "--format", "raw", "--rate", "100", "--nonblocking",
-                        "--duration", str(int(seconds + 0.999)), "--output", str(out)],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        # the server, and its children (the SQLite writer process) each to a file
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        spies = [record(pid, out)] + [record(int(c), out.with_suffix(f".child-{c}.txt"))
+                                      for c in children]
+        for one in spies:
+            one.wait()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
