@@ -329,6 +329,8 @@ class LivetableServe:
             # with --redis every process must share LIVETABLE_SECRET (no file is written)
             self.env_secret = secrets.token_urlsafe(32).encode()
             env["LIVETABLE_SECRET"] = self.env_secret.decode()
+            # ... and the shoe key (an engine with --redis refuses to start without one)
+            env.setdefault("LIVETABLE_SHOE_KEY", secrets.token_hex(32))
         self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=open(self.log, "ab"),  # noqa: SIM115
                                      stderr=subprocess.STDOUT, env=env)
         try:

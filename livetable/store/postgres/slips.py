@@ -128,13 +128,14 @@ class SlipBatch:
             self.rounds[row[0]] = RoundFacts(table=row[1], state=row[2], closes_at=row[3],
                                              limits=limits)
             self.players_in[row[0]] = row[5]
-        players = {slip.player_id for slip, _ in batch}
-        paid = any(slip.deposit is not None for slip, _ in batch)
+        players = sorted({slip.player_id for slip, _ in batch})
         for pid, kind, balance in await con.fetch(
                 "SELECT id, kind, balance FROM accounts WHERE id = ANY($1::text[]) "
-                "ORDER BY id FOR UPDATE", sorted(players | {"external"} if paid else players)):
+                "ORDER BY id FOR UPDATE", players):
             self.accounts[pid] = [kind, balance]
-        if paid:
+        if any(slip.deposit is not None for slip, _ in batch):
+            # ``external``'s row is taken last, after the players', as every other move
+            # out of it takes it (a deposit, a withdrawal: the player first)
             await self._deposit()
         pairs = sorted({(slip.round_id, slip.player_id) for slip, _ in batch
                         if slip.round_id in self.rounds})
