@@ -68,6 +68,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--wallet-players", type=int,
                         help="--only wallet: players (each sends --wallet-bets bets)")
     parser.add_argument("--wallet-bets", type=int, help="--only wallet: bets per player")
+    parser.add_argument("--wallet-latencies",
+                        help="--only wallet: the points, e.g. internal,0,20,100 (internal: "
+                             "the internal wallet; a number: seamless at that many ms)")
+    parser.add_argument("--wallet-store", choices=["sqlite", "postgres"], default="sqlite",
+                        help="--only wallet: the store of the server")
+    parser.add_argument("--spy", action="store_true",
+                        help="--only wallet: sample the server with py-spy (--idle, so "
+                             "waits show) over each burst, to <results>/<stamp>-spy-*.txt")
+    parser.add_argument("--wallet-profile", action="store_true",
+                        help="--only wallet: cProfile the server's event loop over each "
+                             "burst, to <results>/<stamp>-wallet-*.prof")
     parser.add_argument("--sizes", help="fan-out viewer counts, e.g. 1000,5000")
     parser.add_argument("--kinds", help="fan-out servers, of livetable,ws,sio "
                                          "(default: all; --quick: livetable,ws,sio)")
@@ -108,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg["wallet_players"] = args.wallet_players
     if args.wallet_bets:
         cfg["wallet_bets_per_player"] = args.wallet_bets
+    points: list[float | None] = [None, *cfg["wallet_latencies"]]
+    if args.wallet_latencies:
+        points = [None if x == "internal" else float(x)
+                  for x in args.wallet_latencies.split(",") if x]
+    cfg["wallet_points"] = points
     if args.sizes:
         cfg["sizes"] = [int(x) for x in args.sizes.split(",")]
     # the wallet part is asked for by name (--only wallet): it runs a second server per
@@ -127,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "command": command.strip(), "quick": args.quick, "config": cfg, "parts": parts,
         "machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "git": git_state(),
+        "git": git_state(), "stamp": stamp,
     }
     t_start = time.monotonic()
     out = args.out / f"{stamp}{'-quick' if args.quick else ''}.json"
@@ -230,10 +246,15 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
         results["wallet"] = []
         # the internal wallet first, at the same load: the CPU per bet a seamless bet is
         # compared with (None: no wallet)
-        for latency in [None, *cfg["wallet_latencies"]]:
-            r = guarded("wallet", lambda ms=latency: sc.bet_intake(  # type: ignore[misc]
+        for i, latency in enumerate(cfg["wallet_points"]):
+            spy = (args.out / f"{results['stamp']}-spy-{i}-{latency}.txt" if args.spy
+                   else None)
+            prof = (args.out / f"{results['stamp']}-wallet-{i}-{latency}.prof"
+                    if args.wallet_profile else None)
+            r = guarded("wallet", lambda ms=latency, spy=spy, prof=prof: sc.bet_intake(  # type: ignore[misc]
                 lg, work, cfg["wallet_players"], cfg["wallet_bets_per_player"],
-                cfg["betting_seconds"], wallet_latency_ms=ms), latency_ms=latency)
+                cfg["betting_seconds"], store=args.wallet_store, wallet_latency_ms=ms,
+                spy_to=spy, profile_to=prof), latency_ms=latency)
             results["wallet"].append(r)
             if "error" not in r:
                 sc._log(f"  wallet {latency} ms: {r['codes']} ack {r['ack_ms']} "

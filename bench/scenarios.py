@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from array import array
 from collections import Counter
@@ -40,6 +41,7 @@ from bench.common import (
     ServerProcess,
     cpu_seconds,
     free_port,
+    loadavg,
     rss_bytes,
     stat_cpu_seconds,
     stop_process,
@@ -327,6 +329,8 @@ class LivetableServe:
             # with --redis every process must share LIVETABLE_SECRET (no file is written)
             self.env_secret = secrets.token_urlsafe(32).encode()
             env["LIVETABLE_SECRET"] = self.env_secret.decode()
+            # ... and the shoe key (an engine with --redis refuses to start without one)
+            env.setdefault("LIVETABLE_SHOE_KEY", secrets.token_hex(32))
         self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=open(self.log, "ab"),  # noqa: SIM115
                                      stderr=subprocess.STDOUT, env=env)
         try:
@@ -446,7 +450,8 @@ def start_postgres() -> Any:
 def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s: float,
                window_s: float = 2.0, store: str = "sqlite",
                profile_to: Path | None = None,
-               wallet_latency_ms: float | None = None) -> dict[str, Any]:
+               wallet_latency_ms: float | None = None,
+               spy_to: Path | None = None) -> dict[str, Any]:
     """Bet intake; with ``wallet_latency_ms``, in seamless mode against the reference
     operator (``livetable operator-demo``) answering each debit after about that long
     (uniform in [0.5, 1.5] × the latency: its ``slow`` fault at rate 1)."""
@@ -494,6 +499,8 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
         serve.profile(True)
         if redis is not None:
             redis.slowlog_start()
+        spy = _spy(serve.pid, spy_to, start_ns, window_s + 6) if spy_to is not None else None
+        load0 = loadavg()
         cpu0, main0 = tree_cpu_seconds(serve.pid), cpu_seconds(serve.pid)
         op0 = cpu_seconds(operator.pid) if operator is not None else 0.0
         answers = lg.call("bets", round_id=snap["round_id"], start_ns=start_ns, end_ns=end_ns,
@@ -502,6 +509,8 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
         cpu1, main1 = tree_cpu_seconds(serve.pid), cpu_seconds(serve.pid)
         op1 = cpu_seconds(operator.pid) if operator is not None else 0.0
         serve.profile(False)
+        if spy is not None:
+            spy.join()
         # the round's close and settlement too: wait for the next round to open
         time.sleep(max(0.0, (closes + 1_500) / 1000 - time.time()) + 3.0)
         slowlog = redis.slowlog_longest() if redis is not None else None
@@ -535,6 +544,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             "server_main_cpu_s": round(main1 - main0, 3),
             "server_cpu_us_per_bet": round((cpu1 - cpu0) / sent * 1e6, 1) if sent else None,
             "wallet_latency_ms": wallet_latency_ms,
+            "loadavg": [load0[0], loadavg()[0]],  # the machine's 1-min load, before/after
             # the reference operator's own CPU over the same burst: the bench measures
             # livetable only while this stays well below a core
             "operator_cpu_s": round(op1 - op0, 3) if operator is not None else None,
@@ -549,6 +559,37 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             redis.stop()
         if database is not None:
             database.stop()
+        if spy_to is not None:  # the logs beside the samples
+            for log in (serve.log, work / "operator.log"):
+                if log.exists():
+                    shutil.copy(log, spy_to.with_suffix(f".{log.stem}.log"))
+
+
+def _spy(pid: int, out: Path, start_ns: int, seconds: float) -> threading.Thread:
+    """py-spy sampling ``pid`` (every thread, idle ones too: a server that waits shows
+    where) from ``start_ns`` (wall clock) for ``seconds``, collapsed stacks to ``out``
+    (``pip install py-spy``)."""
+    spy = Path(PYTHON).parent / "py-spy"
+
+    def record(target: int, to: Path) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([str(spy), "record", "--pid", str(target), "--idle",
+                                 "--threads", "--format", "raw", "--rate", "100",
+                                 "--nonblocking", "--duration", str(int(seconds + 0.999)),
+                                 "--output", str(to)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def run() -> None:
+        time.sleep(max(0.0, start_ns / 1e9 - time.time() - 0.2))
+        # the server, and its children (the SQLite writer process) each to a file
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        spies = [record(pid, out)] + [record(int(c), out.with_suffix(f".child-{c}.txt"))
+                                      for c in children]
+        for one in spies:
+            one.wait()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
 
 
 def ack_timeline(start_ns: int, sent_at: array[int], acks: array[int],

@@ -18,12 +18,18 @@ from livetable.cli.arguments import Commands, UsageError, add_table_flags, setti
 
 
 def cmd_operator_demo(args: argparse.Namespace) -> int:
+    import logging
     import os
 
     import uvicorn
+    from aiohttp import web
 
     from livetable.operator import registry
-    from livetable.operator.reference import Faults, create_operator_app, create_operators_app
+    from livetable.operator.reference import (
+        Faults,
+        create_operator_server,
+        create_operators_app,
+    )
 
     try:
         faults = Faults.parse(args.fault or [], seed=args.seed, hang=args.hang, slow=args.slow)
@@ -46,10 +52,14 @@ def cmd_operator_demo(args: argparse.Namespace) -> int:
         if not secret:
             raise UsageError("give --secret or LIVETABLE_WALLET_SECRET (livetable signs "
                              "wallet calls with it), or --operators FILE")
-        app = create_operator_app(secret.encode(), initial_balance=args.initial_balance,
-                                  faults=faults)
+        server = create_operator_server(secret.encode(), initial_balance=args.initial_balance,
+                                        faults=faults)
         print(f"operator-demo: wallet at {here}/wallet (livetable --wallet seamless "
               f"--wallet-url {here}/wallet); books at /state", flush=True)
+        # one operator, as the bench runs it: on aiohttp's server (operator/reference.py)
+        logging.basicConfig(level=args.log_level.upper())
+        web.run_app(server, host=args.host, port=args.port, print=None, access_log=None)
+        return 0
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 

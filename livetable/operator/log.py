@@ -25,54 +25,20 @@ and Redis (:mod:`livetable.operator.log_redis`).
 from __future__ import annotations
 
 import hashlib
-from typing import Literal, Protocol
+from typing import Protocol
 
-import msgspec
+# The records live with the SQL that keeps them in the ledger's writer process (the store
+# layer, which imports nothing of the operator's); every log and caller reads them here.
+from livetable.store.ledger.wallet import (
+    CallRecord,
+    CallState,
+    CallSummary,
+    Method,
+    WalletCall,
+)
 
-Method = Literal["balance", "debit", "credit", "rollback"]
-#: debit: pending ok refused unknown; credit and rollback: queued ok
-CallState = Literal["pending", "ok", "refused", "unknown", "queued"]
-
-
-class CallSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """What every record of a wallet call holds: which call, for whom, how much, and how it
-    stands. Fields at their default are left out of an encoded call."""
-
-    tx_id: str
-    method: Method
-    player_id: str
-    currency: str
-    table_id: str
-    round_id: str
-    amount: int
-    state: CallState
-    #: The operator's last answer (or why there was none: "timeout", "http 500" …).
-    answer: str | None = None
-    attempts: int = 0
-    created_at: int = 0
-    updated_at: int = 0
-
-
-class CallRecord(CallSummary, kw_only=True, omit_defaults=True):
-    """A wallet call without its body (which never changes): the Redis log's msgpack map.
-    Its fields keep their order, so that a call encodes to the same bytes as ever."""
-
-    #: Debit: the slip's idempotency key, and until when its answer may accept the slip.
-    slip_key: str | None = None
-    deadline: int = 0
-    #: Debit: the tx_id of the credit or rollback that closes it ("refused": no money moved).
-    closed_by: str | None = None
-    #: Credit and rollback: when the next delivery is due.
-    next_at: int = 0
-    #: Rollback: the debit it undoes; credit: the debits it closes (comma-separated).
-    debits: str = ""
-
-
-class WalletCall(CallRecord, kw_only=True):
-    """One wallet call as the log keeps it."""
-
-    #: The exact JSON body sent (and re-sent: a retry is byte for byte the same call).
-    body: bytes
+__all__ = ["CallRecord", "CallState", "CallSummary", "Method", "WalletCall", "WalletLog",
+           "credit_tx_id", "mirror_id", "rollback_tx_id"]
 
 
 def _digest(*parts: str) -> str:

@@ -30,12 +30,13 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import msgspec
+from aiohttp import web
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -184,47 +185,58 @@ def _answer(status: str, balance: int | None = None) -> bytes:
 
 
 #: Where one call's books are, or None (an operator this server does not play).
-BooksOf = Callable[[Request, Call], "Books | None"]
+BooksOf = Callable[[Call], "Books | None"]
+JSON = "application/json"
 
 
-def _wallet(secrets_of: Callable[[Request], Sequence[bytes] | None], books_of: BooksOf,
-            chaos: Faults, forged: Callable[[Request], None]) -> Callable[[Request], Any]:
-    """The wallet endpoint: the signature checked first, over the raw body, with
-    ``secrets_of(request)`` (any one; ``forged`` counts a failure); then the call applied
-    to ``books_of(request, call)``, faults drawn from ``chaos``."""
+async def respond(secrets: Sequence[bytes] | None, books_of: BooksOf, chaos: Faults,
+                  forged: Callable[[], None], method: str, body: bytes,
+                  headers: Mapping[str, str]) -> tuple[int, bytes, str]:
+    """One wallet call, whichever HTTP server carries it: (status, body, content type).
+
+    The signature is checked first, over the raw body, with any of ``secrets`` (None: an
+    operator not played here; ``forged`` counts a failure); then the call is applied to
+    ``books_of(call)``, faults drawn from ``chaos``."""
+    if method not in METHODS or secrets is None:
+        return 404, _answer("unknown_method"), JSON
+    if signatures.check(secrets, body, headers, now_ms()) is not None:
+        forged()
+        return 200, _answer("invalid_signature"), JSON
+    try:
+        call = _CALL.decode(body)
+    except msgspec.DecodeError as exc:
+        return 400, msgspec.json.encode({"status": "bad_request", "message": str(exc)}), JSON
+    books = books_of(call)
+    assert books is not None  # secrets were found: the operator is played here
+    fault = chaos.draw(method)
+    if fault == "timeout":
+        await asyncio.sleep(chaos.hang)  # the client gave up; the call lands anyway
+    elif fault == "slow":
+        await asyncio.sleep(chaos.slow * (0.5 + chaos.rng.random()))
+    elif fault == "error":
+        return 500, b"internal error", "text/plain"
+    answer = books.handle(method, call)
+    if fault == "duplicate":
+        again = books.handle(method, call)
+        assert again == answer, "a repeated tx_id must get the first answer"
+    if fault == "lost":
+        return 500, b"upstream reset", "text/plain"
+    if fault == "garbage":
+        return 200, b"<html>502 Bad Gateway</html>", "text/html"
+    return 200, answer, JSON
+
+
+def _wallet(secrets_of: Callable[[Request], Sequence[bytes] | None],
+            books_of: Callable[[Request, Call], Books | None], chaos: Faults,
+            forged: Callable[[Request], None]) -> Callable[[Request], Any]:
+    """The wallet endpoint on Starlette (:func:`respond` for the request's operator)."""
 
     async def wallet(request: Request) -> Response:
-        method = request.path_params["method"]
-        secrets = secrets_of(request)
-        if method not in METHODS or secrets is None:
-            return JSONResponse({"status": "unknown_method"}, status_code=404)
-        body = await request.body()
-        if signatures.check(secrets, body, request.headers, now_ms()) is not None:
-            forged(request)
-            return Response(_answer("invalid_signature"), media_type="application/json")
-        try:
-            call = _CALL.decode(body)
-        except msgspec.DecodeError as exc:
-            return JSONResponse({"status": "bad_request", "message": str(exc)},
-                                status_code=400)
-        books = books_of(request, call)
-        assert books is not None  # secrets_of answered: the operator is played here
-        fault = chaos.draw(method)
-        if fault == "timeout":
-            await asyncio.sleep(chaos.hang)  # the client gave up; the call lands anyway
-        elif fault == "slow":
-            await asyncio.sleep(chaos.slow * (0.5 + chaos.rng.random()))
-        elif fault == "error":
-            return Response(b"internal error", status_code=500)
-        answer = books.handle(method, call)
-        if fault == "duplicate":
-            again = books.handle(method, call)
-            assert again == answer, "a repeated tx_id must get the first answer"
-        if fault == "lost":
-            return Response(b"upstream reset", status_code=500)
-        if fault == "garbage":
-            return Response(b"<html>502 Bad Gateway</html>", media_type="text/html")
-        return Response(answer, media_type="application/json")
+        status, content, kind = await respond(
+            secrets_of(request), lambda call: books_of(request, call), chaos,
+            lambda: forged(request), request.path_params["method"], await request.body(),
+            request.headers)
+        return Response(content, status_code=status, media_type=kind)
 
     return wallet
 
@@ -234,6 +246,7 @@ def create_operator_app(secret: bytes, *, initial_balance: int = 100_000,
     """One operator's wallet at ``/wallet/{method}``, its books at ``/state``."""
     books = Books(initial_balance)
     chaos = faults or Faults()
+
     def forged(request: Request) -> None:
         books.forged += 1
 
@@ -246,6 +259,39 @@ def create_operator_app(secret: bytes, *, initial_balance: int = 100_000,
                             Route("/state", state)])
     app.state.books = books
     app.state.faults = chaos
+    return app
+
+
+#: The books of an aiohttp operator server (``app[BOOKS]``).
+BOOKS = web.AppKey("books", Books)
+
+
+def create_operator_server(secret: bytes, *, initial_balance: int = 100_000,
+                           faults: Faults | None = None) -> web.Application:
+    """One operator on aiohttp's server (what ``livetable operator-demo`` runs for one
+    operator): its HTTP parser is C, where uvicorn's h11 is Python — the bench's wallet
+    must not be the bottleneck it measures (docs/benchmarks.md: about 300 µs of CPU a call
+    on Starlette/h11). The several-operator demo (:func:`create_operators_app`) stays on
+    Starlette: it is for a first look, not for the bench."""
+    books = Books(initial_balance)
+    chaos = faults or Faults()
+
+    def count_forged() -> None:
+        books.forged += 1
+
+    async def wallet(request: web.Request) -> web.Response:
+        status, content, kind = await respond(
+            (secret,), lambda call: books, chaos, count_forged, request.match_info["method"],
+            await request.read(), request.headers)
+        return web.Response(body=content, status=status, content_type=kind)
+
+    async def state(request: web.Request) -> web.Response:
+        return web.json_response({**books.state(), "faults": chaos.seen})
+
+    app = web.Application()
+    app.router.add_post("/wallet/{method}", wallet)
+    app.router.add_get("/state", state)
+    app[BOOKS] = books
     return app
 
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Coroutine
@@ -74,6 +73,7 @@ from livetable.operator.log import (
     mirror_id,
     rollback_tx_id,
 )
+from livetable.operator.outbox import Outbox
 from livetable.operator.registry import operator_player_id
 from livetable.operator.wallets import OperatorWallets
 from livetable.rules import BetSpot
@@ -104,13 +104,6 @@ class _Turn:
     users: int = 0
 
 
-def backoff_ms(attempts: int, cap_seconds: float, rng: random.Random) -> int:
-    """Wait before delivery number ``attempts + 1``: 0.25 s doubling, capped, with jitter
-    (so that a wallet coming back is not hit by every queued call at once)."""
-    base = min(cap_seconds, 0.25 * 2 ** min(attempts, 20))
-    return int(base * 1000 * (0.5 + rng.random() / 2))
-
-
 class SeamlessWallet:
     def __init__(self, settings: Settings, store: Store, wallet_log: WalletLog,
                  client: WalletClient | OperatorWallets, metrics: Metrics, *,
@@ -126,12 +119,11 @@ class SeamlessWallet:
                         else OperatorWallets.one(client, outbox_client or client))
         self.metrics = metrics
         self.clock = clock
-        self.rng = random.Random()
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
-        #: tx_ids of the credits and rollbacks being delivered, and their tasks
-        self._sending: set[str] = set()
-        self._deliveries: set[asyncio.Task[bool]] = set()
+        #: credits and rollbacks on their way (operator/outbox.py)
+        self.outbox = Outbox(settings, wallet_log, self.wallets, metrics, clock,
+                             self._heard, self._wake.set)
         self._sweep_asked = False
         self._installation: str | None = None
         #: Calls in a row whose outcome was unknown (no answer, a non-200, garbage), and
@@ -430,71 +422,15 @@ class SeamlessWallet:
             await self._credit(round_id, player_id, theirs, settled, now)
 
     async def deliver(self) -> int:
-        """Send every queued credit and rollback that is due (at most
-        :attr:`outbox_limit` at once) and wait for their answers; returns how many were
-        answered ``ok``. For tools and tests: the loop (:meth:`run`) never waits."""
-        tasks = await self._send_due()
-        return sum(await asyncio.gather(*tasks))
-
-    @property
-    def outbox_limit(self) -> int:
-        """Credits and rollbacks in flight at once: the outbox client's connections."""
-        return self.wallets.outbox_connections
-
-    async def _send_due(self) -> list[asyncio.Task[bool]]:
-        """Start the delivery of what is due, up to the free places of the outbox: each
-        call on its own, so a wallet slow to answer one player holds one place (for at
-        most the call's deadline), never the others' deliveries."""
-        free = self.outbox_limit - len(self._sending)
-        if free <= 0:
-            return []
-        now = self.clock()
-        # a call in flight is still queued in the log: ask for enough to skip them
-        due = [c for c in await self.log.due(now, free + len(self._sending))
-               if c.tx_id not in self._sending][:free]
-        tasks = []
-        for call in due:
-            self._sending.add(call.tx_id)
-            task = asyncio.create_task(self._deliver_one(call), name=f"wallet-{call.tx_id}")
-            self._deliveries.add(task)
-            task.add_done_callback(self._delivered)
-            tasks.append(task)
-        return tasks
-
-    def _delivered(self, task: asyncio.Task[bool]) -> None:
-        self._deliveries.discard(task)
-        self._wake.set()  # a place came free: the loop looks for more to send
+        """Send every queued credit and rollback that is due (at most the outbox's limit
+        at once) and wait for their answers; returns how many were answered ``ok``. For
+        tools and tests: the loop (:meth:`run`) never waits."""
+        return sum(await asyncio.gather(*await self.outbox.send_due()))
 
     def _ask_sweep(self) -> None:
         """A rollback was queued: deliver it now, not at the next interval."""
         self._sweep_asked = True
         self._wake.set()
-
-    async def _deliver_one(self, call: WalletCall) -> bool:
-        try:
-            reply = self._heard(await self.wallets.of(call.player_id).outbox.call(
-                call.method, call.body))
-            now = self.clock()
-            # "rolled_back" to a credit cannot happen (only debits are rolled back); any
-            # status but ok is retried: the operator must end up saying ok to this tx_id
-            wait = backoff_ms(call.attempts, self.settings.wallet_retry_max, self.rng)
-            await self.log.delivered(call, reply.ok, reply.text, now + wait, now)
-            self.metrics.inc(f"livetable_wallet_{call.method}s_"
-                             f"{'ok' if reply.ok else 'retried'}_total")
-            if not reply.ok:
-                log.warning("wallet %s %s: %s; next attempt in %.1f s", call.method,
-                            call.tx_id, reply.text[:120], wait / 1000)
-            return reply.ok
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # the log could not take the answer (the store down): the call stays queued
-            # and is sent again, the same tx_id, once the store is back
-            log.exception("wallet %s %s: delivery not recorded; retried", call.method,
-                          call.tx_id)
-            return False
-        finally:
-            self._sending.discard(call.tx_id)
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -515,7 +451,7 @@ class SeamlessWallet:
                     self._sweep_asked = False
                     swept = loop.time()
                     await self.sweep()
-                await self._send_due()
+                await self.outbox.send_due()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -526,6 +462,6 @@ class SeamlessWallet:
     async def stop(self) -> None:
         await cancel(self._task)
         self._task = None
-        for task in list(self._deliveries):
+        for task in list(self.outbox.deliveries):
             await cancel(task)  # still queued in the log: sent again after a restart
         await self.wallets.aclose()

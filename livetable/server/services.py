@@ -349,8 +349,12 @@ class Services:
         else:
             from livetable.operator.log_sqlite import SQLiteWalletLog
 
+            # its batches in the ledger's writer process, if it has one (off this
+            # process's interpreter lock: operator/log_sqlite.py)
             self.wallet_log = SQLiteWalletLog(settings.wallet_db_path, settings.sqlite_sync,
-                                              moved_from=settings.db_path)
+                                              moved_from=settings.db_path,
+                                              writer=self.store.process if isinstance(
+                                                  self.store, SQLiteStore) else None)
 
         # each operator's players to its own wallet (operator/wallets.py); the
         # single-operator deployment's is --wallet-url, as the operator "default"

@@ -8,10 +8,12 @@ an engine before and after a restart) share one database.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +35,9 @@ from test_store_contract import (
     settle_effect,
 )
 
+from livetable import protocol as p
+from livetable.engine.bets import MirrorDeposit, SlipRequest
+from livetable.rules import BetSpot
 from livetable.store import Store
 from livetable.store.base import FenceRefused, OutOfStep
 from livetable.store.postgres import PostgresStore
@@ -144,3 +149,42 @@ async def test_a_crash_in_the_middle_of_a_chunked_settlement(
 
     store = await contract.crash_in_the_middle_of_a_settlement(stores(), reopen)
     assert (await store.audit()).ok
+
+
+async def test_a_seamless_slip_is_one_batch_with_its_mirror_deposit(
+        stores: Callable[[], PostgresStore]) -> None:
+    """100 seamless slips at once: each one's mirror deposit (its debit entering the
+    ledger) is made in the slips' group commit, not in a transaction of its own — and
+    once, whoever sends it again."""
+    store = stores()
+    players = [f"p{n:03d}" for n in range(100)]
+    for player in players:
+        await store.ensure_player(player, player, 0, T0)  # the operator holds the money
+    await open_round(store)
+    deducted = 100 * BetSpot.P1.deducted_multiple
+
+    def slip(player: str) -> SlipRequest:
+        return SlipRequest(player_id=player, table=TABLE, slip_id=f"s-{player}", round_id=R1,
+                           bets=(p.SlipBet(bet_id="b1", spot="P1", amount=100),),
+                           deposit=MirrorDeposit(f"wallet:d-{player}", deducted, T0 + 1))
+
+    transactions = 0
+    run = store._transaction
+
+    async def counted(work: Any) -> Any:
+        nonlocal transactions
+        transactions += 1
+        return await run(work)
+
+    store._transaction = counted  # type: ignore[method-assign]
+    answers = await asyncio.gather(*(store.place_slip(slip(pl), T0 + 1) for pl in players))
+    assert all(isinstance(a, p.SlipAccepted) and a.balance == 0 for a in answers), answers[:3]
+    # before: one transaction per deposit and a batch for the slips (101 or more)
+    assert transactions <= 10, f"{transactions} transactions for 100 seamless slips"
+    store._transaction = run  # type: ignore[method-assign]
+    again = await store.place_slip(slip(players[0]), T0 + 2)  # the same slip, sent again
+    assert isinstance(again, p.SlipAccepted) and again.balance == 0
+    assert [await contract.balance(store, pl) for pl in players[:3]] == [0, 0, 0]
+    audit = await store.audit()
+    assert audit.ok, audit.problems
+    assert audit.deposits == 100 * deducted  # each deposit once

@@ -29,7 +29,6 @@ MAX_FUNCTION_LINES = 60
 OWNED_BY_OTHERS = frozenset({
     "livetable/store/redis.py",
     "livetable/server/scaleout.py",
-    "livetable/operator/seamless.py",
     "livetable/operator/log_redis.py",
 })
 

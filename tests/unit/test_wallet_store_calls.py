@@ -115,3 +115,42 @@ async def test_the_wallet_log_never_blocks_the_event_loop(tmp_path: Path) -> Non
     assert waited > 1.0  # it did wait for the lock (else this test proves nothing)
     assert max(stalls) < 0.5, f"the event loop stalled {max(stalls):.2f} s"
     await wallet_log.close()
+
+
+async def test_the_wallet_log_runs_in_the_ledgers_writer_process(tmp_path: Path) -> None:
+    """Under ``livetable serve`` the log's batches run in the ledger's writer process (off
+    the server's interpreter lock): no thread of the log in this process, every call
+    answered as on the thread, and the rows in the log's own file."""
+    from livetable.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "lt.db", writer="process")
+    await store.identity(create=True)  # the child is up
+    wallet_log = SQLiteWalletLog(tmp_path / "lt-wallet.db", writer=store.process)
+    try:
+        debit = WalletCall(tx_id="d-1", method="debit", player_id="alice", currency="THB",
+                           table_id="t1", round_id="r1", amount=100, body=b'{"a":1}',
+                           state="pending", created_at=T0, updated_at=T0, slip_key="bet:b1",
+                           deadline=T0 + 3000)
+        firsts = await asyncio.gather(wallet_log.begin_debit(debit),
+                                      wallet_log.begin_debit(debit))
+        assert firsts[0] is None and firsts[1] is not None and firsts[1].tx_id == "d-1"
+        assert await wallet_log.answer_debit(debit, "ok", '{"status":"ok"}', T0 + 1)
+        assert not await wallet_log.answer_debit(debit, "unknown", "late", T0 + 2)
+        again = await wallet_log.debit_of("alice", "t1", "bet:b1")
+        assert again is not None and again.state == "ok" and again.body == b'{"a":1}'
+        credit = WalletCall(tx_id="c-1", method="credit", player_id="alice", currency="THB",
+                            table_id="t1", round_id="r1", amount=190, body=b"{}",
+                            state="queued", created_at=T0, updated_at=T0, next_at=T0)
+        await wallet_log.enqueue([credit], ["d-1"], T0 + 3)
+        assert [c.tx_id for c in await wallet_log.due(T0 + 4, 10)] == ["c-1"]
+        assert await wallet_log.open_debits(10) == []  # closed by the credit
+        await wallet_log.delivered(credit, True, '{"status":"ok"}', T0 + 5, T0 + 5)
+        assert await wallet_log.backlog() == 0
+        assert [c.tx_id for c in await wallet_log.calls(round_id="r1")] == ["d-1", "c-1"]
+        assert not [t for t in threading.enumerate() if "wallet-log" in t.name]
+    finally:
+        await wallet_log.close()
+        await store.close()
+    rows = sqlite3.connect(tmp_path / "lt-wallet.db").execute(
+        "SELECT tx_id, state, closed_by FROM wallet_calls ORDER BY tx_id").fetchall()
+    assert rows == [("c-1", "ok", None), ("d-1", "ok", "c-1")]

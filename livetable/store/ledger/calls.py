@@ -26,7 +26,7 @@ from livetable.engine.sessions import SessionRecord
 from livetable.rules.fairness import ShoeRecord
 from livetable.store.base import AuditReport, Settled
 from livetable.store.bets import RoundView
-from livetable.store.ledger import accounts, reads, sessions, slips, steps
+from livetable.store.ledger import accounts, reads, sessions, slips, steps, wallet
 from livetable.store.ledger.core import Ledger
 
 A = TypeVar("A")
@@ -163,15 +163,27 @@ class RealityChecked(Call[SessionRecord | None], frozen=True, tag="reality_check
     now: int
 
 
+class WalletLogBatch(Call[list[wallet.Outcome]], frozen=True, tag="wallet_log"):
+    """A batch of the seamless wallet log's steps, on the log's own file beside the
+    ledger's, in the writer's process (store/ledger/wallet.py says why)."""
+
+    writes = True
+    path: str
+    synchronous: str
+    steps: list[wallet.AnyStep]
+
+
 class CloseLedger(Call[None], frozen=True, tag="close"):
     pass
 
 
+#: The calls about an operator's session.
+SessionCall = OpenSession | ReadSession | EndSession | CountSession | RealityChecked
 #: Every call, as the writer process decodes them.
 LedgerCall = (EnsurePlayer | ReadPlayer | Deposit | Withdraw | TakeSlips | CommitStep
               | SettlePending | LoadTable | EventsAfter | SettlementsForRounds | BetRecord
               | ReadRound | ReadShoe | Audit | Identity | OpenSession | ReadSession
-              | EndSession | CountSession | RealityChecked | CloseLedger)
+              | EndSession | CountSession | RealityChecked | WalletLogBatch | CloseLedger)
 
 
 def perform(ledger: Ledger, call: LedgerCall) -> object:
@@ -207,6 +219,20 @@ def perform(ledger: Ledger, call: LedgerCall) -> object:
             return reads.audit(ledger)
         case Identity(create):
             return reads.identity(ledger, create)
+        case OpenSession() | ReadSession() | EndSession() | CountSession() | RealityChecked():
+            return _perform_session(ledger, call)
+        case WalletLogBatch(path, synchronous, batch):
+            return wallet.apply_at(path, synchronous, batch)
+        case CloseLedger():
+            ledger.close()
+            return None
+        case _:
+            assert_never(call)
+
+
+def _perform_session(ledger: Ledger, call: SessionCall) -> object:
+    """The calls about an operator's session (responsible gaming: store/ledger/sessions.py)."""
+    match call:
         case OpenSession(record):
             sessions.open_session(ledger, record)
             return None
@@ -218,9 +244,6 @@ def perform(ledger: Ledger, call: LedgerCall) -> object:
             return sessions.count(ledger, session_id, round_id, staked, returned)
         case RealityChecked(session_id, now):
             return sessions.reality_checked(ledger, session_id, now)
-        case CloseLedger():
-            ledger.close()
-            return None
         case _:
             assert_never(call)
 

@@ -10,7 +10,10 @@ network round trip) per slip. So the slips waiting together are taken as one bat
    or a batch and a settlement chunk, wait for each other and never deadlock). The round's
    lock orders a batch against the step that closes or settles it: a batch that comes
    after the settling step sees the round ``settling`` and refuses the slip, one before it
-   is in the hold that the step settles;
+   is in the hold that the step settles. A seamless slip's mirror deposit (the operator's
+   debit entering the ledger, ``external`` → the player) is made here, under the same
+   locks, once by its id, in one statement for the whole batch — not a transaction of its
+   own per slip before the batch, which had made a seamless slip cost two commits;
 2. read the facts every slip is judged by — its player's amounts in its round, the bet ids
    and slip ids it names — in three queries over the batch's keys (one JSON parameter);
 3. judge each slip in order with :func:`~livetable.store.bets.judge_slip`, keeping the
@@ -68,6 +71,22 @@ UPDATE accounts SET balance = accounts.balance + (x->>1)::bigint
 FROM d, jsonb_array_elements(d.j->5) x WHERE accounts.id = x->>0
 """
 
+#: The batch's mirror deposits, each once by its transfer id; the balances they move.
+_DEPOSIT = """
+WITH d AS (SELECT $1::jsonb AS j),
+ins AS (
+    INSERT INTO transfers (id, debit, credit, amount, kind, ref, at)
+    SELECT r->>0, 'external', r->>1, (r->>2)::bigint, 'deposit', r->>1, (r->>3)::bigint
+    FROM d, jsonb_array_elements(d.j) r
+    ON CONFLICT (id) DO NOTHING RETURNING credit, amount
+), moved AS (
+    SELECT credit AS id, sum(amount)::bigint AS delta FROM ins GROUP BY credit
+    UNION ALL SELECT 'external', -sum(amount)::bigint FROM ins HAVING count(*) > 0
+)
+UPDATE accounts SET balance = accounts.balance + moved.delta FROM moved
+WHERE accounts.id = moved.id RETURNING accounts.id, accounts.balance
+"""
+
 _TAKEN = "bets.bet_id, bets.round_id, bets.spot, bets.amount, bets.deducted, " \
          "bets.balance_at_accept"
 
@@ -114,6 +133,10 @@ class SlipBatch:
                 "SELECT id, kind, balance FROM accounts WHERE id = ANY($1::text[]) "
                 "ORDER BY id FOR UPDATE", players):
             self.accounts[pid] = [kind, balance]
+        if any(slip.deposit is not None for slip, _ in batch):
+            # ``external``'s row is taken last, after the players', as every other move
+            # out of it takes it (a deposit, a withdrawal: the player first)
+            await self._deposit()
         pairs = sorted({(slip.round_id, slip.player_id) for slip, _ in batch
                         if slip.round_id in self.rounds})
         for rid, pid, spot, amount, deducted in await con.fetch(
@@ -139,6 +162,23 @@ class SlipBatch:
                     f"JOIN bets ON bets.slip_seq = s.seq ORDER BY bets.seq",
                     _json(named)):
                 self.prior.setdefault((pid, sid), []).append(TakenBet(*row))
+
+    async def _deposit(self) -> None:
+        """The seamless slips' mirror deposits, before any slip is judged (as the SQLite
+        ledger makes them: :func:`livetable.store.ledger.slips.take_slips`): to player
+        accounts only, each once by its id (a re-send, or a second gateway, finds it
+        made)."""
+        rows: dict[str, tuple[str, str, int, int]] = {}
+        for slip, _ in self.batch:
+            deposit, account = slip.deposit, self.accounts.get(slip.player_id)
+            if deposit is not None and deposit.amount > 0 and account is not None \
+                    and account[0] == "player":
+                tid = f"deposit:{deposit.transfer_id}"
+                rows[tid] = (tid, slip.player_id, deposit.amount, deposit.at)
+        if rows:
+            for account_id, balance in await self.con.fetch(_DEPOSIT, _json(list(rows.values()))):
+                if account_id in self.accounts:
+                    self.accounts[account_id][1] = balance
 
     def _facts(self, slip: SlipRequest) -> SlipFacts:
         pid, key = slip.player_id, (slip.round_id, slip.player_id)

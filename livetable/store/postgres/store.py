@@ -263,12 +263,8 @@ class PostgresStore:
         bad = precheck(slip)
         if bad is not None:
             return bad
-        if slip.deposit is not None:  # a seamless slip's debit, in the ledger before its
-            # bets: a call of its own, idempotent by its id (not yet in the batch's
-            # transaction, as the SQLite ledger does it)
-            with contextlib.suppress(UnknownPlayer):
-                await self.deposit(slip.deposit.transfer_id, slip.player_id,
-                                   slip.deposit.amount, slip.deposit.at)
+        # a seamless slip's mirror deposit is made in the batch's transaction, before its
+        # bets are judged (SlipBatch._deposit)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[SlipAnswer] = loop.create_future()
         self._pending.append((slip, now, future))

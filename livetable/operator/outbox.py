@@ -1,0 +1,119 @@
+"""The seamless wallet's outbox: credits and rollbacks delivered to the operator until it
+answers ``ok`` (docs/design.md §5).
+
+A round's credits and a refused debit's rollbacks are queued in the wallet log before
+their first attempt (:meth:`livetable.operator.seamless.SeamlessWallet._credit`); this
+module only delivers what the log says is due, and records each answer there. Apart
+from the debits' path so that it can be read and bounded on its own:
+
+* **Concurrent, bounded.** Each call is a task of its own, at most :attr:`Outbox.limit`
+  at once (the outbox client's connections, a quarter of the wallet's pool): a wallet
+  that trickles one player's answer holds one place for at most the call's deadline,
+  never the other players' credits. (One call at a time, a trickled credit had held the
+  next three rounds' credits for 33, 25 and 17 s.)
+* **Never lost, never doubled.** A call stays ``queued`` in the log until an ``ok`` is
+  recorded, and is sent again — byte for byte, the same ``tx_id`` — after a back-off
+  (:func:`backoff_ms`); the operator applies a ``tx_id`` once.
+* **Never waited on.** The wallet's loop starts deliveries and goes on; a delivery ending
+  wakes it to send more (``on_free``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+
+from livetable.config import Settings
+from livetable.operator.client import Reply
+from livetable.operator.log import WalletCall, WalletLog
+from livetable.operator.wallets import OperatorWallets
+from livetable.server.metrics import Metrics
+
+log = logging.getLogger("livetable.wallet")
+
+
+def backoff_ms(attempts: int, cap_seconds: float, rng: random.Random) -> int:
+    """Wait before delivery number ``attempts + 1``: 0.25 s doubling, capped, with jitter
+    (so that a wallet coming back is not hit by every queued call at once)."""
+    base = min(cap_seconds, 0.25 * 2 ** min(attempts, 20))
+    return int(base * 1000 * (0.5 + rng.random() / 2))
+
+
+class Outbox:
+    """Deliveries of queued credits and rollbacks (see the module's docstring).
+    ``heard`` counts each reply for the wallet's health; ``on_free`` is called when a
+    delivery ends (a place came free)."""
+
+    def __init__(self, settings: Settings, wallet_log: WalletLog, wallets: OperatorWallets,
+                 metrics: Metrics, clock: Callable[[], int], heard: Callable[[Reply], Reply],
+                 on_free: Callable[[], None]) -> None:
+        self.settings = settings
+        self.log = wallet_log
+        #: each player's operator's wallet (operator/wallets.py): a credit goes to theirs
+        self.wallets = wallets
+        self.metrics = metrics
+        self.clock = clock
+        self.heard = heard
+        self.on_free = on_free
+        self.rng = random.Random()
+        #: tx_ids of the credits and rollbacks being delivered, and their tasks
+        self.sending: set[str] = set()
+        self.deliveries: set[asyncio.Task[bool]] = set()
+
+    @property
+    def limit(self) -> int:
+        """Credits and rollbacks in flight at once: the outbox clients' connections,
+        every operator's together."""
+        return self.wallets.outbox_connections
+
+    async def send_due(self) -> list[asyncio.Task[bool]]:
+        """Start the delivery of what is due, up to the free places: each call on its own,
+        so a wallet slow to answer one player holds one place (for at most the call's
+        deadline), never the others' deliveries."""
+        free = self.limit - len(self.sending)
+        if free <= 0:
+            return []
+        now = self.clock()
+        # a call in flight is still queued in the log: ask for enough to skip them
+        due = [c for c in await self.log.due(now, free + len(self.sending))
+               if c.tx_id not in self.sending][:free]
+        tasks = []
+        for call in due:
+            self.sending.add(call.tx_id)
+            task = asyncio.create_task(self._deliver_one(call), name=f"wallet-{call.tx_id}")
+            self.deliveries.add(task)
+            task.add_done_callback(self._delivered)
+            tasks.append(task)
+        return tasks
+
+    def _delivered(self, task: asyncio.Task[bool]) -> None:
+        self.deliveries.discard(task)
+        self.on_free()
+
+    async def _deliver_one(self, call: WalletCall) -> bool:
+        try:
+            reply = self.heard(await self.wallets.of(call.player_id).outbox.call(
+                call.method, call.body))
+            now = self.clock()
+            # "rolled_back" to a credit cannot happen (only debits are rolled back); any
+            # status but ok is retried: the operator must end up saying ok to this tx_id
+            wait = backoff_ms(call.attempts, self.settings.wallet_retry_max, self.rng)
+            await self.log.delivered(call, reply.ok, reply.text, now + wait, now)
+            self.metrics.inc(f"livetable_wallet_{call.method}s_"
+                             f"{'ok' if reply.ok else 'retried'}_total")
+            if not reply.ok:
+                log.warning("wallet %s %s: %s; next attempt in %.1f s", call.method,
+                            call.tx_id, reply.text[:120], wait / 1000)
+            return reply.ok
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # the log could not take the answer (the store down): the call stays queued
+            # and is sent again, the same tx_id, once the store is back
+            log.exception("wallet %s %s: delivery not recorded; retried", call.method,
+                          call.tx_id)
+            return False
+        finally:
+            self.sending.discard(call.tx_id)
