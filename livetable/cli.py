@@ -281,10 +281,12 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     import uvicorn
 
     from livetable.config import SettingsError, masked_url
-    from livetable.server.app import Services, create_app
+    from livetable.server.app import SCALE_OUT_NEEDS_POSTGRES, Services, create_app
     from livetable.server.gcpolicy import Collector
 
     settings = _settings(args)
+    if settings.redis_url and not settings.postgres_url:
+        raise UsageError(SCALE_OUT_NEEDS_POSTGRES)
     if settings.redis_url and not settings.secret:
         raise UsageError("with --redis every process must share LIVETABLE_SECRET (tokens "
                          "minted by one must verify on all)")
@@ -308,9 +310,7 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     app = create_app(settings, services, roles=roles)
     shown = "localhost" if settings.host in ("0.0.0.0", "127.0.0.1", "::") else settings.host
     store = (f"PostgreSQL {masked_url(settings.postgres_url)}"
-             if settings.postgres_url
-             else f"Redis {masked_url(settings.redis_url)}" if settings.redis_url
-             else f"embedded, database {settings.db_path}")
+             if settings.postgres_url else f"embedded, database {settings.db_path}")
     print(f"livetable {'+'.join(roles)}: tables {','.join(settings.table_names)}; {store}",
           flush=True)
     if "gateway" in roles:
@@ -341,7 +341,8 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
     _setting(p, "--port", "port", "port")
     _add_store_flags(p)
     _setting(p, "--redis-pubsub-cluster", "redis_pubsub_cluster",
-             "a Redis Cluster node URL for pub/sub only (sharded); the ledger stays on --redis")
+             "a Redis Cluster node URL for pub/sub only (sharded); the leases and commands "
+             "stay on --redis")
     _add_table_flags(p)
     _setting(p, "--stream", "streams", "the table's live video: URL of its HLS playlist, "
              "absolute or a path on this origin (repeatable; replaces the variable's "
@@ -374,10 +375,11 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
 def _add_store_flags(p: argparse.ArgumentParser) -> None:
     _setting(p, "--db", "db", "SQLite file")
     _setting(p, "--data-dir", "data_dir", "data directory: database and signing secret")
-    _setting(p, "--redis", "redis_url", "Redis URL: scale-out mode")
+    _setting(p, "--redis", "redis_url",
+             "Redis URL: scale-out mode, its bus, commands and leases (needs --postgres)")
     _setting(p, "--postgres", "postgres_url",
              "PostgreSQL URL (libpq; several hosts with target_session_attrs=read-write "
-             "follow a failover): the ledger of scale-out, Redis staying the bus")
+             "follow a failover): the money of scale-out, Redis staying the bus")
 
 
 def _add_table_flags(p: argparse.ArgumentParser) -> None:
@@ -443,7 +445,7 @@ def cmd_deposit(args: argparse.Namespace) -> int:
 
     from livetable.accounts import AccountError, check_not_guest, check_player_id
     from livetable.clock import now_ms
-    from livetable.store.base import AmountOverflow, Store
+    from livetable.store.base import Store
 
     if args.amount <= 0:
         raise UsageError("--amount must be a positive integer")
@@ -459,10 +461,10 @@ def cmd_deposit(args: argparse.Namespace) -> int:
             from livetable.store.postgres import PostgresStore
 
             store = PostgresStore(settings.postgres_url)
-        elif settings.redis_url:
-            from livetable.store.redis import RedisStore
+        elif settings.redis_url:  # Redis holds no money: never a local file in its stead
+            from livetable.server.app import SCALE_OUT_NEEDS_POSTGRES
 
-            store = RedisStore.from_url(settings.redis_url)
+            raise UsageError(SCALE_OUT_NEEDS_POSTGRES)
         else:
             from livetable.store.sqlite import SQLiteStore
 
@@ -470,7 +472,7 @@ def cmd_deposit(args: argparse.Namespace) -> int:
         try:
             await store.ensure_player(args.player, args.name or "", 0, now_ms())
             return await store.deposit(args.id, args.player, args.amount, now_ms())
-        except (AccountError, AmountOverflow) as exc:  # a reserved account id; too much
+        except AccountError as exc:  # a reserved account id
             raise UsageError(str(exc)) from None
         finally:
             await store.close()
@@ -768,14 +770,10 @@ def cmd_wallet_report(args: argparse.Namespace) -> int:
                 return await PostgresWalletLog(store).calls(args.round, args.player)
             finally:
                 await store.close()
-        if settings.redis_url:
-            from livetable.operator.log_redis import RedisWalletLog
+        if settings.redis_url:  # Redis holds no money: never a local file in its stead
+            from livetable.server.app import SCALE_OUT_NEEDS_POSTGRES
 
-            redis_log = RedisWalletLog.from_url(settings.redis_url, settings.table_names)
-            try:
-                return await redis_log.calls(args.round, args.player)
-            finally:
-                await redis_log.close()
+            raise UsageError(SCALE_OUT_NEEDS_POSTGRES)
         from livetable.operator.log_sqlite import SQLiteWalletLog
 
         if not settings.db_path.exists():

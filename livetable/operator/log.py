@@ -19,7 +19,7 @@ engine after a failover — writes the same one, and writing it twice is a no-op
 
 Two implementations keep the one contract (tests/unit/test_wallet_log.py): SQLite
 (:mod:`livetable.operator.log_sqlite`, table ``wallet_calls`` in the embedded database file)
-and Redis (:mod:`livetable.operator.log_redis`).
+and PostgreSQL (:mod:`livetable.operator.log_postgres`, beside the scale-out ledger).
 """
 
 from __future__ import annotations
@@ -54,8 +54,7 @@ class CallSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class CallRecord(CallSummary, kw_only=True, omit_defaults=True):
-    """A wallet call without its body (which never changes): the Redis log's msgpack map.
-    Its fields keep their order, so that a call encodes to the same bytes as ever."""
+    """A wallet call without its body (which never changes)."""
 
     #: Debit: the slip's idempotency key, and until when its answer may accept the slip.
     slip_key: str | None = None

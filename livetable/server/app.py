@@ -35,9 +35,10 @@ from livetable import protocol as p
 from livetable.accounts import AccountError, check_not_guest, is_operator_player_id
 from livetable.auth import Identity, TokenError, mint, new_guest_id, verify
 from livetable.bus import Bus, MemoryBus, SessionEnd
+from livetable.bus.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.chat import NO_WORDS, BlockedWords, blocked_words
 from livetable.clock import now_ms
-from livetable.config import Settings
+from livetable.config import Settings, SettingsError
 from livetable.engine import Timing
 from livetable.engine.sessions import NO_LIMITS, SessionLimits, SessionRecord
 from livetable.operator import registry, signatures
@@ -55,7 +56,6 @@ from livetable.server.ratelimit import RateLimits
 from livetable.server.records import record_totals
 from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import Store, StoreUnavailable, UnknownPlayer
-from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import SQLiteStore
 from livetable.tasks import cancel
@@ -93,6 +93,13 @@ def stream_of(settings: Settings, table: str) -> p.StreamView | None:
 Role = Literal["gateway", "engine"]
 
 
+#: Why ``--redis`` alone is refused: Redis holds no money since the Redis ledger was retired.
+SCALE_OUT_NEEDS_POSTGRES = (
+    "scale-out keeps the money in PostgreSQL: --redis needs --postgres URL (or "
+    "LIVETABLE_POSTGRES_URL) as well; Redis is the bus, the dealer commands and the leases "
+    "only. A deployment whose money is still in a Redis ledger copies it to PostgreSQL "
+    "first with `livetable migrate-store` (docs/operations.md)")
+
 #: A table is busy this long after a table event went out (private results may follow).
 QUIET_AFTER_EVENT = 1.0
 #: ... and from this long before betting closes (the burst of late bets).
@@ -103,7 +110,8 @@ class Services:
     """What one process runs, started and stopped together.
 
     Embedded (no Redis URL): the SQLite store, the in-process bus, a runner per table and
-    the gateway. With a Redis URL: the Redis store and bus; the ``engine`` role holds table
+    the gateway. With a Redis URL (scale-out): the PostgreSQL store for the money
+    (``postgres_url``, required) and the Redis bus; the ``engine`` role holds table
     leases and runs the tables it holds, the ``gateway`` role serves clients; ``serve``
     runs both in one process.
     """
@@ -129,8 +137,6 @@ class Services:
         self.runners: dict[str, TableRunner] = {}
         self.leases: LeasedTables | None = None
         self.redis: Any = None
-        #: Redis only: the check of the store's identity on every new connection.
-        self.identity_check: Any = None
         self.pubsub_redis: Any = None
         self.lease_redis: Any = None
         self.subscriber_redis: Any = None
@@ -149,39 +155,27 @@ class Services:
             from redis.asyncio.cluster import RedisCluster
 
             from livetable.bus.redis import RedisBus
+            from livetable.bus.redis_conn import connection_pool
             from livetable.server.scaleout import LeasedTables, RedisControl
             from livetable.store.base import FenceRefused
             from livetable.store.postgres import PostgresStore
-            from livetable.store.redis import FencedOut, IdentityCheck, RedisStore, connection_pool
 
+            if not settings.postgres_url:
+                raise SettingsError(SCALE_OUT_NEEDS_POSTGRES)
             # Pooled connections retry a command on a dropped connection (after a Redis
             # restart the first command on each of them fails): see connection_pool.
-            # A round's settlement is one Lua script: a round of 100,000 bets keeps Redis
-            # busy for seconds (docs/benchmarks.md), past redis-py's 5 s default timeout.
-            # Every new connection checks the store's identity first (once start has read
-            # it): a Redis that came back empty is refused before anything is written.
-            check = self.identity_check = IdentityCheck()
             self.redis = Redis(connection_pool=connection_pool(
                 settings.redis_url, max_connections=512, timeout=10,
-                health_check_interval=5, socket_timeout=60,
-                redis_connect_func=check.on_connect))
+                health_check_interval=5, socket_timeout=60))
             self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
                                       if settings.redis_pubsub_cluster else None)
-            fenced: RedisStore | PostgresStore
-            if settings.postgres_url:
-                # the ledger in PostgreSQL; Redis is the bus, the commands and the leases
-                # (PostgreSQL checks its own identity: it is not in Redis)
-                fenced = PostgresStore(settings.postgres_url,
-                                       event_retention=settings.event_log_size * 4,
-                                       seal=self.seal, max_connections=32)
-                fatal: tuple[type[BaseException], ...] = (FenceRefused,)
-            else:
-                fenced = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
-                                    seal=self.seal)
-                check.key = fenced.keys.identity
-                fatal = (FencedOut,)
+            # the money in PostgreSQL; Redis is the bus, the commands and the leases
+            fenced = PostgresStore(settings.postgres_url,
+                                   event_retention=settings.event_log_size * 4,
+                                   seal=self.seal, max_connections=32)
+            fatal: tuple[type[BaseException], ...] = (FenceRefused,)
             self.store: Store = fenced
-            # one prefix for every name: the store's (livetable/store/keys.py)
+            # one prefix for every Redis name (livetable/bus/keys.py)
             self.redis_prefix = prefix = DEFAULT_PREFIX
             # the subscription on connections of its own that do not retry (see RedisBus)
             self.subscriber_redis = None if self.pubsub_redis else Redis(
@@ -197,7 +191,7 @@ class Services:
                 # must never delay a lease renewal
                 self.lease_redis = Redis(connection_pool=connection_pool(
                     settings.redis_url, max_connections=len(settings.table_names) + 8,
-                    timeout=5, health_check_interval=5, redis_connect_func=check.on_connect))
+                    timeout=5, health_check_interval=5))
                 self.leases = LeasedTables(self.lease_redis, fenced, settings.table_names,
                                            lambda t: self._runner(t, fatal),
                                            keys=RedisKeys(prefix))
@@ -280,8 +274,8 @@ class Services:
         return True
 
     def _seamless(self) -> None:
-        """The operator's wallet: its log next to the ledger (same SQLite file, the same
-        PostgreSQL database, or the same Redis), one client for debits and balances and
+        """The operator's wallet: its log next to the ledger (same SQLite file, or the same
+        PostgreSQL database), one client for debits and balances and
         one for the outbox, so that a backlog of credits never takes the connections a bet
         is waiting for."""
         from livetable.operator.client import WalletClient
@@ -297,11 +291,6 @@ class Services:
             from livetable.operator.log_postgres import PostgresWalletLog
 
             self.wallet_log = PostgresWalletLog(self.store)
-        elif self.redis is not None:
-            from livetable.operator.log_redis import RedisWalletLog
-
-            self.wallet_log = RedisWalletLog(self.redis, settings.table_names,
-                                             prefix=self.redis_prefix)
         else:
             from livetable.operator.log_sqlite import SQLiteWalletLog
 
@@ -355,8 +344,6 @@ class Services:
         if pinned and pinned != self.store_identity:
             raise RuntimeError(f"the store's identity is {self.store_identity}, not the "
                                f"LIVETABLE_STORE_ID {pinned}: a wiped or different store")
-        if self.identity_check is not None:
-            self.identity_check.expected = self.store_identity
         log.info("store identity %s", self.store_identity)
         self.metrics.set_gauge("livetable_ledger_ok", 1.0)
         if "engine" in self.roles and self.settings.audit_interval > 0:
@@ -394,14 +381,7 @@ class Services:
 
     async def check_ledger(self) -> str | None:
         """One audit (and identity check); returns the problem found, if any."""
-        try:
-            current = await self.store.identity()
-        except StoreUnavailable as exc:  # a new connection found another store: no outage
-            from livetable.store.redis import StoreIdentityChanged
-
-            if not isinstance(exc.__cause__, StoreIdentityChanged):
-                raise
-            current = exc.__cause__.found
+        current = await self.store.identity()
         pause = True
         problem: str | None
         if current != self.store_identity:
@@ -466,7 +446,7 @@ class Services:
                 await client.aclose()
 
     def _store_name(self) -> str:
-        """What the store is, as an operator names it: "Redis", "SQLite" (its class's)."""
+        """What the store is, as an operator names it: "Postgres", "SQLite" (its class's)."""
         return type(self.store).__name__.removesuffix("Store")
 
     async def ready(self) -> tuple[bool, dict[str, Any]]:
