@@ -288,7 +288,6 @@ def livetable_scripts() -> dict[str, str]:
     """SHA → name of the Lua scripts livetable's Redis store registers (``place_slips``,
     ``settle_chunk``, …), read off a store that never connects."""
     import redis.asyncio
-
     from livetable.store.redis import RedisStore
 
     store = RedisStore(redis.asyncio.Redis())

@@ -109,11 +109,11 @@ class PgServer:
         self.kill()
         raise RuntimeError(f"postgres on port {self.port} did not answer; see {self.log}")
 
-    def sql(self, query: str, *, check: bool = True) -> str:
+    def sql(self, query: str, *, check: bool = True, database: str = "postgres") -> str:
         """Run ``query`` with psql; its output, unaligned (empty if it failed unchecked)."""
         done = subprocess.run(
             [self._bin("psql"), "-X", "-h", "127.0.0.1", "-p", str(self.port), "-U", USER,
-             "-d", "postgres", "-Atc", query], capture_output=True, text=True, timeout=30)
+             "-d", database, "-Atc", query], capture_output=True, text=True, timeout=30)
         if check and done.returncode != 0:
             raise RuntimeError(f"psql on port {self.port}: {done.stderr.strip()}")
         return done.stdout.strip() if done.returncode == 0 else ""
