@@ -67,5 +67,5 @@ class _Scripts:
 def test_every_lua_file_is_loaded() -> None:
     files = {path.read_text() for path in (ROOT / "livetable").rglob("*.lua")}
     client = _Scripts()
-    LeasedTables(client, None, ["t1"], lambda table: None)  # type: ignore[arg-type]
+    LeasedTables(client, None, ["t1"], print)  # type: ignore[arg-type]  # none is called
     assert files and set(client.scripts) == files
