@@ -309,8 +309,9 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
         on_collect=services.metrics.gc_pause.observe) if settings.gc_interval > 0 else None
     app = create_app(settings, services, roles=roles)
     shown = "localhost" if settings.host in ("0.0.0.0", "127.0.0.1", "::") else settings.host
-    store = (f"PostgreSQL {masked_url(settings.postgres_url)}"
-             if settings.postgres_url else f"embedded, database {settings.db_path}")
+    store = (f"embedded, database {settings.db_path}" if not settings.postgres_url
+             else f"PostgreSQL {masked_url(settings.postgres_url)}" + (
+                 f", bus Redis {masked_url(settings.redis_url)}" if settings.redis_url else ""))
     print(f"livetable {'+'.join(roles)}: tables {','.join(settings.table_names)}; {store}",
           flush=True)
     if "gateway" in roles:
