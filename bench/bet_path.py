@@ -71,6 +71,13 @@ def _module(frame: FrameType | None) -> str:
     return frame.f_globals.get("__name__", "") if frame is not None else ""
 
 
+def _ours(module: str) -> bool:
+    """A module of livetable's that says something of the design: not a helper, nor a
+    module of a helper package (the protocol is one: ``livetable.protocol.codec``)."""
+    return module.startswith("livetable") and not any(
+        module == helper or module.startswith(helper + ".") for helper in HELPERS)
+
+
 def _starts(code: CodeType) -> int:
     """The offset of ``code``'s first RESUME: a frame at it has just started (a coroutine
     resumed after an await is at a later one)."""
@@ -90,7 +97,7 @@ class Recorder:
         if event != "call":
             return
         module = _module(frame)
-        if not module.startswith("livetable") or module in HELPERS:
+        if not _ours(module):
             return
         code = frame.f_code
         start = self._start.get(code)
@@ -99,8 +106,7 @@ class Recorder:
         if frame.f_lasti != start:
             return  # resumed after an await
         caller = frame.f_back
-        while caller is not None and not (_module(caller).startswith("livetable")
-                                          and _module(caller) not in HELPERS):
+        while caller is not None and not _ours(_module(caller)):
             caller = caller.f_back
         if caller is None or _module(caller) != module:
             self.entries.append(module)

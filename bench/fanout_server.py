@@ -175,7 +175,8 @@ async def run_livetable(bench: Bench, args: argparse.Namespace) -> None:
 
     from livetable.bus import TableBatch
     from livetable.config import load_settings
-    from livetable.server.app import Services, create_app
+    from livetable.server.app import create_app
+    from livetable.server.services import Services
 
     settings = msgspec.structs.replace(load_settings(), host="127.0.0.1", port=args.port,
                                        data_dir=Path(args.data_dir), mode="manual",

@@ -13,6 +13,10 @@ chat message, a deletion, a change of dealer (livetable/server/gateway/chat.py).
 same way to every gateway, on the same channel, and no gap repair applies to it: a note lost
 on the way is a chat line missed, never money.
 
+It also sums the players online: each gateway counts the connections watching a table; the
+bus gives it every other gateway's count (:meth:`Bus.watchers_elsewhere`), so that a
+table's ``presence`` frame says the same number on every gateway.
+
 Embedded mode uses :class:`MemoryBus` (a direct call); scale-out uses the Redis bus
 (``livetable.bus.redis``).
 """
@@ -83,6 +87,11 @@ class Bus(Protocol):
 
     def subscribe_notes(self, deliver: Callable[[TableNote], None]) -> None: ...
 
+    async def watchers_elsewhere(self, table: str, here: int) -> int | None:
+        """Tell the other gateways that ``here`` connections watch ``table`` on this one,
+        and return how many watch it on all the others (None: not known now)."""
+        ...
+
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
@@ -116,6 +125,9 @@ class MemoryBus:
     async def publish_note(self, note: TableNote) -> None:
         for deliver in self._note_subscribers:
             deliver(note)
+
+    async def watchers_elsewhere(self, table: str, here: int) -> int | None:
+        return 0  # one process: there is no other gateway
 
     async def start(self) -> None:
         return None

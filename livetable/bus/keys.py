@@ -17,6 +17,9 @@ Key layout (``lt`` is the default prefix; ``<t>`` a table id, ``<p>`` a player i
                                          entry id is the message's id)
     lt:table:{<t>}:chat-mute:<p>  string a player muted at the table (SET PX: the mute)
     lt:table:{<t>}:presenter      string who is dealing: {name, photo} (JSON)
+    lt:table:{<t>}:watchers       hash   gateway id -> "<count> <stale after, ms>": each
+                                         gateway's connections watching the table (the
+                                         players online summed over gateways: bus/redis.py)
     lt:chat-turn:<p>              string a player's chat window (SET NX PX 2000: the rate)
     lt:lease:{<t>}:owner          string who holds the table's lease (SET NX PX)
     lt:lease:{<t>}:counter        string the last lease token handed out (INCR)
@@ -81,6 +84,10 @@ class RedisKeys:
 
     def presenter(self, table: str) -> str:
         return f"{self.table(table)}:presenter"
+
+    def watchers(self, table: str) -> str:
+        """Each gateway's count of the table's connections (players online, summed)."""
+        return f"{self.table(table)}:watchers"
 
     def chat_turn(self, player_id: str) -> str:
         """A player's chat rate window, one for every table (a player has one voice)."""

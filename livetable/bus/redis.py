@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -58,6 +59,11 @@ _SNAPSHOT_EPOCH = msgspec.json.Decoder(_Epoch)
 
 #: Events remembered per table (see RedisBus._delivered): far more than a step holds.
 RECENT_FRAMES = 512
+#: How long a gateway's count of a table's watchers holds without being told again (it is
+#: told every ``PRESENCE_EVERY`` s): a gateway killed without a goodbye leaves the sum after
+#: this. Longer than a few presence intervals, so that a gateway's late tick (a busy loop)
+#: and the gateways' clocks a second or two apart do not make its players blink out.
+WATCHERS_STALE_AFTER_MS = 10_000
 
 
 class RedisBus:
@@ -88,6 +94,9 @@ class RedisBus:
         #: events under the same numbers by them
         self._recent: dict[str, deque[tuple[int, bytes]]] = {}
         self._task: asyncio.Task[None] | None = None
+        #: This gateway's name in the tables' watcher counts (one per process).
+        self.gateway_id = uuid.uuid4().hex
+        self._counted: set[str] = set()  # tables this gateway told a count of
         self.healthy = False
         self.reconnects = 0
         #: The ended-sessions channel's name as a message may carry it (bytes or text).
@@ -128,6 +137,37 @@ class RedisBus:
                 raise StoreUnavailable(f"Redis bus: {exc}") from exc
             raise
 
+    async def watchers_elsewhere(self, table: str, here: int) -> int | None:
+        """Every other gateway's watchers of ``table``, having told them this one's ``here``:
+        one round trip (a field of the table's hash each: count and when it goes stale, see
+        :data:`WATCHERS_STALE_AFTER_MS`). Stale fields are left out and deleted. None when
+        Redis cannot be reached: the count shown stays as it was — players online is
+        a courtesy, never worth an error."""
+        key = self.keys.watchers(table)
+        now = int(time.time() * 1000)
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hset(key, self.gateway_id, f"{here} {now + WATCHERS_STALE_AFTER_MS}")
+            pipe.hgetall(key)
+            _, fields = await pipe.execute()
+            self._counted.add(table)
+            total, stale = _sum_watchers(fields, self.gateway_id, now)
+            if stale:
+                await self.redis.hdel(key, *stale)
+        except Exception as exc:
+            if is_redis_outage(exc):
+                return None
+            raise
+        return total
+
+    async def _forget_watchers(self) -> None:
+        """A gateway that stops takes its counts out at once (if Redis answers)."""
+        for table in self._counted:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    self.redis.hdel(self.keys.watchers(table), self.gateway_id), 1.0)
+        self._counted.clear()
+
     async def start(self) -> None:
         if self._subscribers and self._task is None:
             self._task = asyncio.create_task(self._listen(), name="redis-bus")
@@ -140,6 +180,7 @@ class RedisBus:
         await cancel(self._task)
         self._task = None
         self.healthy = False
+        await self._forget_watchers()
 
     # --- the subscription --------------------------------------------------------------
 
@@ -288,3 +329,20 @@ class RedisBus:
             return  # nothing missed
         self._deliver(TableBatch(table=table, epoch=epoch, seq=seq, frames=frames,
                                  snapshot=snapshot, private=[], repair=True))
+
+
+def _sum_watchers(fields: dict[Any, Any], own: str, now: int) -> tuple[int, list[Any]]:
+    """The sum of the other gateways' fresh counts in a table's watcher hash, and the
+    fields gone stale (or unreadable: nothing of ours writes them so) to delete."""
+    total, stale = 0, []
+    for gateway, value in fields.items():
+        name = gateway.decode() if isinstance(gateway, bytes) else str(gateway)
+        if name == own:
+            continue
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        count, _, until = text.partition(" ")
+        if not (count.isdigit() and until.isdigit()) or int(until) < now:
+            stale.append(gateway)
+            continue
+        total += int(count)
+    return total, stale

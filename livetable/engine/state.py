@@ -39,7 +39,7 @@ class ShoeState(msgspec.Struct, kw_only=True):
 
 class Timing(msgspec.Struct, kw_only=True):
     """How a table paces its rounds. These defaults are the only ones: the process's
-    settings (livetable/config.py) take theirs from here, in seconds."""
+    settings (livetable/config/settings.py) take theirs from here, in seconds."""
 
     betting_ms: int = 15_000
     deal_interval_ms: int = 150

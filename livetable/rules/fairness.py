@@ -25,7 +25,7 @@ from collections import Counter
 
 import msgspec
 
-from livetable.rules.cards import DECK, CardError, parse_card
+from livetable.rules.cards import DECK, Card, CardError, parse_card
 from livetable.rules.settlement import DEAL_ORDER
 from livetable.rules.shoe import CARDS_PER_ROUND, DECKS, ROUND_SLOTS
 
@@ -112,6 +112,20 @@ def check_shoe(shoe: ShoeRecord, seen_commitment: str | None = None) -> list[str
     Without it the check proves that the record is consistent, not that the server committed
     to this order before the bets (it could have published another commitment then).
     """
+    problems = _commitment_problems(shoe, seen_commitment)
+    try:
+        cards = [parse_card(c) for c in shoe.order]
+    except CardError as exc:
+        return [*problems, f"order: {exc}"]
+    problems += _order_problems(shoe, cards)
+    if not cards:
+        return problems
+    problems += _opening_problems(shoe, cards[0])
+    return problems + _round_problems(shoe, cards, 1 + cards[0].burn_count)
+
+
+def _commitment_problems(shoe: ShoeRecord, seen_commitment: str | None) -> list[str]:
+    """The salt, the commitment, and whether the commitment is the hash of the record."""
     problems: list[str] = []
     if seen_commitment is not None and seen_commitment.lower() != shoe.commitment:
         problems.append(f"the record's commitment {shoe.commitment} is not the one published "
@@ -124,11 +138,13 @@ def check_shoe(shoe: ShoeRecord, seen_commitment: str | None = None) -> list[str
     if computed != shoe.commitment:
         problems.append(f"SHA-256 of salt:cut_at:order is {computed}, not the commitment "
                         f"{shoe.commitment}: the order, the cut card or the salt was changed")
+    return problems
+
+
+def _order_problems(shoe: ShoeRecord, cards: list[Card]) -> list[str]:
+    """Whether the order is full decks, written as on the wire, with the cut card inside."""
+    problems: list[str] = []
     size = 52 * DECKS
-    try:
-        cards = [parse_card(c) for c in shoe.order]
-    except CardError as exc:
-        return [*problems, f"order: {exc}"]
     if [str(c) for c in cards] != shoe.order:
         problems.append("order: cards are not written as on the wire (e.g. 10D, KH)")
     if len(cards) != size:
@@ -140,21 +156,26 @@ def check_shoe(shoe: ShoeRecord, seen_commitment: str | None = None) -> list[str
                         f"{' …' if len(wrong) > 8 else ''} do not appear {DECKS} times")
     if not 0 < shoe.cut_at < len(cards):
         problems.append(f"cut_at {shoe.cut_at} is outside the shoe")
-    if not cards:
-        return problems
+    return problems
 
-    # The opening: one card face up, then burn its value (A=1 … 9=9, 10/J/Q/K=10).
-    opening = cards[0]
+
+def _opening_problems(shoe: ShoeRecord, opening: Card) -> list[str]:
+    """The opening: one card face up, then burn its value (A=1 … 9=9, 10/J/Q/K=10)."""
+    problems: list[str] = []
     if shoe.burn_card is not None and shoe.burn_card != str(opening):
         problems.append(f"shoe_started showed {shoe.burn_card} face up, but the order opens "
                         f"with {opening}")
     if shoe.burned is not None and shoe.burned != opening.burn_count:
         problems.append(f"{shoe.burned} cards were burned after the opening {opening}, the "
                         f"rules say {opening.burn_count}")
-    at = 1 + opening.burn_count
+    return problems
 
-    # Each round: one burn, then P1 … P5, Banker, twice — the next slots of the order.
-    # The round in which the cut card comes out (or the first after it) is the shoe's last.
+
+def _round_problems(shoe: ShoeRecord, cards: list[Card], at: int) -> list[str]:
+    """Each round from slot ``at``: one burn, then P1 … P5, Banker, twice — the next slots of
+    the order. The round in which the cut card comes out (or the first after it) is the
+    shoe's last."""
+    problems: list[str] = []
     cut_out = shoe.cut_at < at
     ended = False
     for index, rnd in enumerate(shoe.rounds, start=1):
@@ -177,20 +198,27 @@ def check_shoe(shoe: ShoeRecord, seen_commitment: str | None = None) -> list[str
         if at + rnd.dealt > len(cards):
             problems.append(f"{where}: deals past the end of the order")
             return problems
-        if rnd.cards is None:
-            problems.append(f"{where}: no cards published for the {rnd.dealt} slots it took "
-                            f"({at} …): a record must account for every slot of the order")
-        else:
-            dealt = dealt_hands(shoe.order, at, rnd.dealt)
-            for pos in DEAL_ORDER:
-                shown = rnd.cards.get(pos.value)
-                if shown != dealt[pos.value]:
-                    problems.append(f"{where}: {pos.value} was revealed as {shown}, but the "
-                                    f"order deals it {dealt[pos.value]} (slots {at} …)")
-            extra = sorted(set(rnd.cards) - set(dealt))
-            if extra:
-                problems.append(f"{where}: cards for {', '.join(extra)}, which is no hand")
+        problems += _round_card_problems(shoe, rnd, at)
         cut_out = cut_out or at <= shoe.cut_at < at + rnd.dealt
         ended = cut_out
         at += rnd.dealt
+    return problems
+
+
+def _round_card_problems(shoe: ShoeRecord, rnd: ShoeRound, at: int) -> list[str]:
+    """Whether the hands a round revealed are the ones its slots of the order deal."""
+    where = f"round {rnd.round_id}"
+    if rnd.cards is None:
+        return [f"{where}: no cards published for the {rnd.dealt} slots it took "
+                f"({at} …): a record must account for every slot of the order"]
+    problems: list[str] = []
+    dealt = dealt_hands(shoe.order, at, rnd.dealt)
+    for pos in DEAL_ORDER:
+        shown = rnd.cards.get(pos.value)
+        if shown != dealt[pos.value]:
+            problems.append(f"{where}: {pos.value} was revealed as {shown}, but the "
+                            f"order deals it {dealt[pos.value]} (slots {at} …)")
+    extra = sorted(set(rnd.cards) - set(dealt))
+    if extra:
+        problems.append(f"{where}: cards for {', '.join(extra)}, which is no hand")
     return problems

@@ -145,6 +145,33 @@ class RoundView(msgspec.Struct, kw_only=True):
     ended_at: int | None = None
 
 
+#: The columns of a stored bet, in :class:`BetRow`'s order (both SQL stores select them so).
+BET_COLUMNS = ("player_id, bet_id, table_id, round_id, spot, amount, deducted, placed_at, "
+               "balance_at_accept, state, outcome, odds, returned, settled_at, balance_after")
+#: The columns of a stored round, in the order :func:`round_view_of` reads them.
+ROUND_COLUMNS = ("round_id, table_id, shoe_id, round_no, state, cards, spots, reason, "
+                 "opened_at, ended_at")
+
+
+def round_view_of(row: Sequence[Any]) -> RoundView:
+    """A round's row (:data:`ROUND_COLUMNS`, JSON as text) as the store shows it."""
+    spots = json.loads(row[6]) if row[6] else None
+    return RoundView(round_id=row[0], table=row[1], shoe_id=row[2], round_no=row[3],
+                     state=row[4], cards=json.loads(row[5]) if row[5] else None,
+                     spots={s: (r[0], r[1], r[2]) for s, r in spots.items()} if spots else None,
+                     reason=row[7], opened_at=row[8], ended_at=row[9])
+
+
+def record_page(rows: Sequence[Sequence[Any]], limit: int
+                ) -> tuple[list[p.BetRecordEntry], str | None]:
+    """A page of a player's Bet Record from up to ``limit + 1`` rows of ``seq, shoe_id,
+    round_no, cards`` and :data:`BET_COLUMNS`, newest first: the entries and the cursor
+    of the next page (None on the last)."""
+    entries = [record_entry(BetRow(*row[4:]), row[1], row[2],
+                            json.loads(row[3]) if row[3] else None) for row in rows[:limit]]
+    return entries, str(rows[limit - 1][0]) if len(rows) > limit else None
+
+
 def limits_dict(limits: p.Limits) -> dict[str, int]:
     return {"min": limits.min, "max": limits.max, "pair_min": limits.pair_min,
             "pair_max": limits.pair_max, "round_max": limits.round_max}

@@ -34,8 +34,9 @@ from livetable import protocol as p
 from livetable.config import Settings
 from livetable.engine import TableEngine
 from livetable.rules.fairness import ShoeRecord, check_shoe
-from livetable.server.app import Services, create_app
+from livetable.server.app import create_app
 from livetable.server.runner import TableRunner
+from livetable.server.services import Services
 from livetable.store.postgres import PostgresStore
 from livetable.store.sealing import SealError, StateSeal
 

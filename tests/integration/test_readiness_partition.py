@@ -24,7 +24,8 @@ from pg_util import fresh_database, shared_pg
 from redis_util import RedisServer
 
 from livetable.config import Settings
-from livetable.server.app import Services, create_app
+from livetable.server.app import create_app
+from livetable.server.services import Services
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from tcpproxy import TcpProxy  # tests/e2e is not a package

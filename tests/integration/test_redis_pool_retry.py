@@ -20,7 +20,7 @@ from redis_util import RedisServer
 
 from livetable.bus.redis_conn import connection_pool
 from livetable.config import Settings
-from livetable.server.app import Services
+from livetable.server.services import Services
 
 pytestmark = [pytest.mark.redis]
 

@@ -21,6 +21,7 @@ from livetable.bus import TableBatch
 from livetable.config import Settings
 from livetable.server.framed_ws import EXTENSION
 from livetable.server.gateway import CLOSE_INTERNAL_ERROR, CLOSE_RESYNC, CLOSE_TOO_SLOW, Gateway
+from livetable.server.gateway.delivery import Census
 from livetable.server.metrics import Metrics
 from livetable.store.base import StoreUnavailable
 from livetable.store.sqlite import SQLiteStore
@@ -105,7 +106,7 @@ async def settle(predicate: Any, timeout: float = 2.0) -> None:
             await asyncio.sleep(0.001)
 
 
-def _gateway(tmp_path: Path, heartbeat: float) -> Gateway:
+def _gateway(tmp_path: Path, heartbeat: float, census: Census | None = None) -> Gateway:
     """A gateway on its own SQLite store, with table t1 known and no dealer."""
     settings = Settings(data_dir=tmp_path, send_queue=SEND_QUEUE, secret=b"s" * 32,
                         event_log_size=100, frames_per_second=1000, heartbeat=heartbeat)
@@ -114,7 +115,7 @@ def _gateway(tmp_path: Path, heartbeat: float) -> Gateway:
         return p.Error(code="no", message="no dealer here")  # type: ignore[arg-type]
 
     gw = Gateway(settings, SQLiteStore(tmp_path / "db.sqlite3"), execute, Metrics(),
-                 b"s" * 32)
+                 b"s" * 32, census=census)
     gw.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[], snapshot=snapshot(0)))
     return gw
 
@@ -492,6 +493,46 @@ async def test_players_online_go_out_when_the_count_changes_at_most_every_interv
         await settle(lambda: counts(first_ws) == [1, 2, 1])
         await asyncio.sleep(0.5)
         assert counts(first_ws) == [1, 2, 1]  # nothing changed: nothing sent
+    finally:
+        await gw.shutdown()
+        await gw.store.close()
+
+
+async def test_players_online_count_the_connections_of_every_gateway(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In scale-out a table's watchers are spread over gateways: the presence frame says
+    the table's count (this gateway's connections and what the bus's census says of the
+    others), not this gateway's share. A census that cannot answer (None) or fails keeps
+    the last count (issue 28: each gateway counted only its own)."""
+    from livetable.server.gateway import Client
+
+    monkeypatch.setattr(p, "PRESENCE_EVERY", 0.1)
+    told: list[tuple[str, int]] = []
+    answers: list[int | Exception | None] = [4, None, RuntimeError("bug"), 6]
+
+    async def census(table: str, here: int) -> int | None:
+        told.append((table, here))
+        answer = answers.pop(0) if answers else 6
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    gw = _gateway(tmp_path, heartbeat=5, census=census)  # Services: the bus's census
+    ws = FakeWebSocket(direct=True)
+    client = Client(ws, gw, "player")  # type: ignore[arg-type]
+    client.table = "t1"
+    gw.tables.join(client, gw.feeds["t1"])
+
+    def counts() -> list[int]:
+        frames = [json.loads(_payload(f)) for f in ws.wire]
+        return [m["online"] for m in frames if m["type"] == "presence"]
+
+    gw.start()
+    try:
+        await settle(lambda: counts()[-1:] == [7])  # 1 here + 6 elsewhere
+        assert told[0] == ("t1", 1)  # this gateway's own count goes to the others
+        assert 5 in counts()  # 1 here + 4 elsewhere; kept through the None and the fault
+        assert counts() == sorted(counts())
     finally:
         await gw.shutdown()
         await gw.store.close()

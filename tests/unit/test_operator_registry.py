@@ -125,7 +125,7 @@ def test_operators_check_says_what_a_file_holds_or_its_line(
 def test_a_bad_file_on_reload_leaves_the_registry_in_force(
         text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    from livetable.server.app import Services
+    from livetable.server.services import Services
 
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
@@ -152,7 +152,7 @@ def test_a_registry_is_refused_with_the_seamless_wallet_until_each_has_its_own(
         text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every seamless call goes to --wallet-url: a registry's players there would be
     debited at another operator's wallet, so the combination is refused at start."""
-    from livetable.server.app import Services
+    from livetable.server.services import Services
 
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)

@@ -28,8 +28,9 @@ from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import OpenRound, SetBetting, SettleRound, TableEngine, Timing
 from livetable.engine.bets import BetRequest
-from livetable.server.app import Services
+from livetable.server.health import readiness
 from livetable.server.runner import SETTLE_AHEAD, TableRunner
+from livetable.server.services import Services
 from livetable.store import SQLiteStore
 from livetable.store.base import OutOfStep, Settled, StoreUnavailable
 
@@ -215,7 +216,7 @@ async def test_an_engine_ahead_of_its_store_reloads_and_the_table_says_so(
             while not runner.refusals:
                 await asyncio.sleep(0.01)
         (lost,) = store.lost
-        ready, checks = await services.ready()
+        ready, checks = await readiness(services)
         assert ready, checks  # the table goes on: informative, not a verdict
         why = checks["steps_refused"][TABLE]
         assert "refused by the store" in why and ("does not follow" in why

@@ -131,6 +131,19 @@ def test_a_deposit_into_a_guests_id_is_refused(tmp_path: Path,
     assert not (tmp_path / "livetable.sqlite3").exists()  # refused before any store opened
 
 
+@pytest.mark.parametrize("kind", [[], ["--dealer", "--all-tables"],
+                                  ["--supervisor", "--tables", "t1"]])
+def test_no_token_is_minted_for_a_guests_id(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            kind: list[str]) -> None:
+    # Guest ids are made by the server only (POST /api/guest); a staff token with one used
+    # to be minted, a subject that could pass for a guest's wherever ids are shown.
+    (tmp_path / "secret").write_bytes(SECRET)
+    code = main(["token", "--data-dir", str(tmp_path), "--player", "g_abcdef", *kind])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert "livetable token: player ids starting g_ are demo guests'" in err
+
+
 @pytest.mark.parametrize("writer", ["thread", "process"])
 async def test_the_data_directory_and_the_sqlite_files_are_private(
         tmp_path: Path, writer: str) -> None:

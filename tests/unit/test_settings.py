@@ -21,7 +21,7 @@ from livetable.config import (
     variable,
 )
 from livetable.engine import Timing
-from livetable.server.app import timing_of
+from livetable.server.services import timing_of
 
 
 def fields_of(struct: type[Settings]) -> list[str]:

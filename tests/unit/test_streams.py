@@ -14,7 +14,8 @@ import pytest
 
 from livetable import protocol as p
 from livetable.bus import MemoryBus, TableBatch
-from livetable.cli import UsageError, _settings, build_parser, main
+from livetable.cli import build_parser, main
+from livetable.cli.arguments import UsageError, settings_of
 from livetable.config import Settings, StreamError, load_settings, parse_streams
 from livetable.server.runner import TableRunner
 from livetable.store import SQLiteStore
@@ -53,7 +54,7 @@ def test_two_urls_for_one_table_are_refused() -> None:
 
 def test_flags_replace_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     def settings(*flags: str) -> Settings:
-        return _settings(build_parser().parse_args(["serve", "--tables", "2", *flags]))
+        return settings_of(build_parser().parse_args(["serve", "--tables", "2", *flags]))
 
     monkeypatch.setenv("LIVETABLE_STREAMS", "t1=/env.m3u8")
     assert settings("--stream", "t1=/flag.m3u8", "--stream", "t2=/t2.m3u8").streams == {

@@ -71,6 +71,9 @@ class Wire:
     def subscribe_notes(self, deliver: Any) -> None:
         raise AssertionError("engines do not subscribe")
 
+    async def watchers_elsewhere(self, table: str, here: int) -> int | None:
+        raise AssertionError("engines count no watchers")
+
     async def start(self) -> None:
         return None
 

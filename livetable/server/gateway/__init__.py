@@ -60,7 +60,7 @@ from livetable.server.gateway.codes import (
     CLOSE_UNKNOWN_TABLE,
 )
 from livetable.server.gateway.commands import Commands, Execute
-from livetable.server.gateway.delivery import Delivery
+from livetable.server.gateway.delivery import Census, Delivery
 from livetable.server.gateway.feed import TableFeed, Tables
 from livetable.server.gateway.hello import Admission
 from livetable.server.gateway.intake import MAX_BETS_IN_FLIGHT, Intake
@@ -93,9 +93,11 @@ class Gateway:
     def __init__(self, settings: Settings, store: Store, execute: Execute, metrics: Metrics,
                  secret: bytes, wallet: SeamlessWallet | None = None,
                  announce: Announce | None = None, *,
-                 chat_room: ChatRoom | None = None) -> None:
+                 chat_room: ChatRoom | None = None, census: Census | None = None) -> None:
         """``announce`` tells every gateway that a session ended (the bus's
-        ``end_session``); without it, only this one hears."""
+        ``end_session``); without it, only this one hears. ``census`` counts the
+        players online on the other gateways (the bus's ``watchers_elsewhere``); without
+        it, this gateway's connections are all there are."""
         self.settings = settings
         self.store = store
         self.metrics = metrics
@@ -110,6 +112,8 @@ class Gateway:
         self.accepting = True
         self._tasks: set[asyncio.Task[None]] = set()
         self._heartbeat: asyncio.Task[None] | None = None
+        self._census = census
+        self._counting: asyncio.Task[None] | None = None
         players = Players(settings, store, wallet)
         self.delivery = Delivery(settings, store, metrics, self.tables, self.keep)
         self.sessions = Sessions(store, announce or self._announce_here, self.keep)
@@ -156,10 +160,13 @@ class Gateway:
         task.add_done_callback(self._tasks.discard)
 
     def start(self) -> None:
-        """Start sending heartbeats (none when ``settings.heartbeat`` is 0)."""
+        """Start sending heartbeats (none when ``settings.heartbeat`` is 0) — the
+        presence frames go with them — and counting the players online elsewhere."""
+        loop = asyncio.get_running_loop()
         if self.settings.heartbeat > 0 and self._heartbeat is None:
-            self._heartbeat = asyncio.get_running_loop().create_task(
-                self.delivery.heartbeats())
+            self._heartbeat = loop.create_task(self.delivery.heartbeats())
+        if self._census is not None and self._counting is None:
+            self._counting = loop.create_task(self.delivery.census(self._census))
 
     def tables_json(self) -> bytes:
         return b'{"tables":[' + b",".join(f.snapshot for f in self.feeds.values()) + b"]}"
@@ -167,9 +174,10 @@ class Gateway:
     async def shutdown(self, code: int = CLOSE_SERVICE_RESTART) -> None:
         """Graceful stop: close every websocket with 1012 so clients resume elsewhere."""
         self.accepting = False
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            self._heartbeat = None
+        for task in (self._heartbeat, self._counting):
+            if task is not None:
+                task.cancel()
+        self._heartbeat = self._counting = None
         for client in list(self.clients):
             client.close(code, "server restarting")
         await asyncio.sleep(0)

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import msgspec
 
@@ -54,7 +54,7 @@ def tell_presence(feed: TableFeed, now: float) -> None:
     """Players online: a table's connections hear its new count when it changed, at most
     every ``PRESENCE_EVERY`` seconds (joins and leaves between two frames make one frame).
     Checked with the heartbeats, on the same tick: no task of its own."""
-    online = len(feed.clients)
+    online = feed.online()
     if online == feed.online_told or now - feed.online_at < p.PRESENCE_EVERY:
         return
     feed.online_told, feed.online_at = online, now
@@ -62,6 +62,11 @@ def tell_presence(feed: TableFeed, now: float) -> None:
     text, wire = data.decode(), text_frame(data)
     for client in list(feed.clients):
         client.send(text, wire)
+
+
+#: The bus's census: this gateway's watchers of a table in, every other gateway's out
+#: (None: not known now). :meth:`livetable.bus.Bus.watchers_elsewhere`.
+Census = Callable[[str, int], Awaitable[int | None]]
 
 
 def heartbeat_message(settings: Settings) -> p.Heartbeat:
@@ -201,6 +206,23 @@ class Delivery:
                 repair.sent.add(key)
                 fresh.append((player_id, frame))
         return fresh
+
+    async def census(self, count_elsewhere: Census) -> None:
+        """Every ``PRESENCE_EVERY`` s, tell the bus how many watch each table here and
+        learn how many watch it on the other gateways: the heartbeat tick's presence
+        frames then carry the table's players online, not this gateway's share. A bus
+        that cannot answer leaves the last count; a fault in the count is logged and the
+        census goes on (a count is never worth the loop)."""
+        while True:
+            await asyncio.sleep(p.PRESENCE_EVERY)
+            for feed in list(self.tables.feeds.values()):
+                try:
+                    elsewhere = await count_elsewhere(feed.table, len(feed.clients))
+                except Exception:
+                    log.exception("players online: the count of table %s failed", feed.table)
+                    continue
+                if elsewhere is not None:
+                    feed.watching_elsewhere = elsewhere
 
     async def heartbeats(self) -> None:
         """A heartbeat to every connection of a table that sent nothing for an interval.

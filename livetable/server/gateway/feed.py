@@ -36,6 +36,9 @@ class TableFeed:
     #: The watchers' count the table's connections were last told (a presence frame), when.
     online_told: int = -1
     online_at: float = 0.0
+    #: The connections watching the table on the other gateways, as the bus last said
+    #: (scale-out; always 0 in one process): players online is the table's, not ours.
+    watching_elsewhere: int = 0
     _view: tuple[bytes, p.TableSnapshot] | None = None
 
     def view(self) -> p.TableSnapshot:
@@ -81,8 +84,12 @@ class TableFeed:
             self.ring.pop()
         self.seq = agreed
 
+    def online(self) -> int:
+        """Players online at the table: the connections watching it on every gateway."""
+        return len(self.clients) + self.watching_elsewhere
+
     def presence(self) -> p.Presence:
-        return p.Presence(table=self.table, online=len(self.clients))
+        return p.Presence(table=self.table, online=self.online())
 
     def frames_after(self, seq: int) -> list[tuple[int, str]] | None:
         """Every frame after ``seq`` up to the head, or None if the ring no longer has them."""

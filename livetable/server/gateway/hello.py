@@ -143,26 +143,10 @@ class Admission:
         if player is not None and identity is not None:
             player = await self.players.view(identity, player)
         chat, dealer = await self.chat.welcome_part(client, table)
-        # Take the head and register in one synchronous block (after the last await), so
-        # that no event falls between the replay and the live frames.
-        for _ in range(8):
-            feed = self.tables.feeds[table]
-            if replay is None or resume is None:
-                break
-            if feed.epoch != resume.epoch or feed.went_back_from(resume.seq):
-                replay = None
-                break
-            more = feed.frames_after(replay[-1][0] if replay else resume.seq)
-            if more is None:
-                replay = None
-                break
-            replay.extend(more)
-            rounds = settled_rounds(more)
-            if not rounds or player is None:
-                break
-            settled += await self.store.settlements_for_rounds(player.id, rounds)
-        else:  # the head kept moving through every await: give the snapshot instead
-            replay = None
+        # Take the head and register in one synchronous block (after the last await: a
+        # coroutine that returns without suspending does not yield), so that no event falls
+        # between the replay and the live frames.
+        feed, replay, settled = await self._catch_up(table, resume, replay, settled, player)
         # The welcome burst is queued at once: a replay that fills the send queue would close
         # the client as too slow — again at each retry, so it could never catch up. Past half
         # the queue, a snapshot instead (resumed: false); the Bet Record holds any result left
@@ -186,6 +170,31 @@ class Admission:
         self.sessions.join(client)
         self.metrics.inc("livetable_resumes_total" if replay is not None else
                          "livetable_welcomes_total")
+
+    async def _catch_up(self, table: str, resume: p.ResumePoint | None,
+                        replay: list[tuple[int, str]] | None, settled: list[p.BetSettled],
+                        player: p.PlayerView | None
+                        ) -> tuple[TableFeed, list[tuple[int, str]] | None, list[p.BetSettled]]:
+        """The table's feed now, with ``replay`` extended to its head and ``settled`` with the
+        player's results of the rounds it settled (None: give the snapshot instead). Returns
+        without an await after it took the head, so its caller registers at that head."""
+        feed = self.tables.feeds[table]
+        for _ in range(8):
+            feed = self.tables.feeds[table]
+            if replay is None or resume is None:
+                return feed, replay, settled
+            if feed.epoch != resume.epoch or feed.went_back_from(resume.seq):
+                return feed, None, settled
+            more = feed.frames_after(replay[-1][0] if replay else resume.seq)
+            if more is None:
+                return feed, None, settled
+            replay.extend(more)
+            rounds = settled_rounds(more)
+            if not rounds or player is None:
+                return feed, replay, settled
+            settled += await self.store.settlements_for_rounds(player.id, rounds)
+        # the head kept moving through every await: give the snapshot instead
+        return feed, None, settled
 
     async def _plan_replay(self, feed: TableFeed, seq: int, player: p.PlayerView | None
                            ) -> tuple[list[tuple[int, str]] | None, list[p.BetSettled]]:

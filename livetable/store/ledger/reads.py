@@ -12,16 +12,16 @@ from livetable.engine.bets import settled_message
 from livetable.rules.fairness import ShoeRecord
 from livetable.store.base import AuditReport, cursor_of
 from livetable.store.bets import (
+    BET_COLUMNS,
+    ROUND_COLUMNS,
     SHOE_COLUMNS,
     BetRow,
     RoundView,
-    record_entry,
+    record_page,
+    round_view_of,
     shoe_record,
 )
 from livetable.store.ledger.core import Ledger
-
-BET_COLUMNS = ("player_id, bet_id, table_id, round_id, spot, amount, deducted, placed_at, "
-               "balance_at_accept, state, outcome, odds, returned, settled_at, balance_after")
 
 
 def settlements_for_rounds(ledger: Ledger, player_id: str,
@@ -45,23 +45,13 @@ def bet_record(ledger: Ledger, player_id: str, limit: int,
         f"FROM bets b JOIN rounds r USING (round_id) "
         f"WHERE b.player_id = ? AND (? IS NULL OR b.seq < ?) ORDER BY b.seq DESC LIMIT ?",
         (player_id, cursor, cursor, limit + 1)).fetchall()
-    entries = [record_entry(BetRow(*row[4:]), row[1], row[2],
-                            json.loads(row[3]) if row[3] else None)
-               for row in rows[:limit]]
-    next_cursor = str(rows[limit - 1][0]) if len(rows) > limit else None
-    return entries, next_cursor
+    return record_page(rows, limit)
 
 
 def round_view(ledger: Ledger, round_id: str) -> RoundView | None:
-    row = ledger.db.execute(
-        "SELECT round_id, table_id, shoe_id, round_no, state, cards, spots, reason, "
-        "opened_at, ended_at FROM rounds WHERE round_id = ?", (round_id,)).fetchone()
-    if row is None:
-        return None
-    return RoundView(round_id=row[0], table=row[1], shoe_id=row[2], round_no=row[3],
-                     state=row[4], cards=json.loads(row[5]) if row[5] else None,
-                     spots=spots_of(row[6]), reason=row[7], opened_at=row[8],
-                     ended_at=row[9])
+    row = ledger.db.execute(f"SELECT {ROUND_COLUMNS} FROM rounds WHERE round_id = ?",
+                            (round_id,)).fetchone()
+    return None if row is None else round_view_of(row)
 
 
 def shoe_view(ledger: Ledger, shoe_id: str) -> ShoeRecord | None:

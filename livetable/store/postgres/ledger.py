@@ -9,6 +9,8 @@ by replaying the transfers against the balances, on one snapshot.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from livetable.accounts import AccountError
@@ -38,6 +40,32 @@ async def transfer(con: Any, tid: str, debit: str, credit: str, amount: int, kin
                       "($2, $3::bigint)) AS x(id, d) WHERE accounts.id = x.id", debit, credit,
                       amount)
     return True
+
+
+async def transfer_all(con: Any, moves: Sequence[tuple[str, str, str, int, str, str, int]]
+                       ) -> None:
+    """Apply many new transfers ``(id, debit, credit, amount, kind, ref, at)`` at once, in
+    two statements whatever their number (``livetable migrate-store`` posts one or two per
+    player): each as :func:`transfer` would. An id applied before fails the whole
+    transaction (the caller has checked that none was)."""
+    if not moves:
+        return
+    deltas: Counter[str] = Counter()
+    for tid, debit, credit, amount, *_ in moves:
+        if debit == credit:
+            raise AccountError(f"transfer {tid} debits and credits the same account {debit!r}")
+        if amount <= 0:
+            raise ValueError(f"transfer {tid} moves {amount}: a transfer moves more than 0")
+        deltas[debit] -= amount
+        deltas[credit] += amount
+    await con.execute(
+        "INSERT INTO transfers (id, debit, credit, amount, kind, ref, at) SELECT * FROM "
+        "unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], "
+        "$7::bigint[])", *(list(column) for column in zip(*moves, strict=True)))
+    moved = sorted(a for a, d in deltas.items() if d)
+    await con.execute("UPDATE accounts SET balance = accounts.balance + x.d FROM unnest("
+                      "$1::text[], $2::bigint[]) AS x(id, d) WHERE accounts.id = x.id",
+                      moved, [deltas[a] for a in moved])
 
 
 async def audit(con: Any) -> AuditReport:

@@ -13,7 +13,8 @@ Durability is the server's: with ``synchronous_commit = on`` and a synchronous s
 WAL, so an acknowledged bet is on two machines before its ``bet_accepted`` leaves.
 
 What runs where: slips in :mod:`.slips` (group commit), steps, fencing and settlement in
-:mod:`.steps`, the schema in :mod:`.schema`; reads and the ledger's own moves here.
+:mod:`.steps`, the schema in :mod:`.schema`, what an outage is in :mod:`.outages`; reads
+and the ledger's own moves here.
 Transactions that meet a deadlock or a serialization failure (the database chose them as
 the victim; nothing of them was written) are run again, a few times.
 """
@@ -29,7 +30,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import asyncpg
-from asyncpg.exceptions import InternalClientError  # TargetServerAttributeNotMatched too
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id
@@ -60,14 +60,21 @@ from livetable.store.base import (
     take_in_batches,
 )
 from livetable.store.bets import (
+    BET_COLUMNS,
+    ROUND_COLUMNS,
     SHOE_COLUMNS,
     SQLITE_SETTLE_CHUNK,
     BetRow,
     RoundView,
-    record_entry,
+    record_page,
+    round_view_of,
     shoe_record,
 )
 from livetable.store.postgres import ledger, sessions, steps
+from livetable.store.postgres.outages import RETRY_STATES
+from livetable.store.postgres.outages import (
+    is_pg_outage as is_pg_outage,  # the store's own word for it
+)
 from livetable.store.postgres.schema import migrate
 from livetable.store.postgres.slips import SlipBatch
 from livetable.store.sealing import StateSeal, open_state, seal_state
@@ -80,13 +87,6 @@ DEFAULT_EVENT_RETENTION = 20_000
 MAX_SLIPS_PER_TRANSACTION = 2_000
 #: Batches of slips in flight at once (each its own transaction and connection).
 BATCHES_IN_FLIGHT = 2
-#: SQLSTATE classes of "the database cannot serve us now": connection exceptions (08),
-#: insufficient resources (53), operator intervention (57: shutting down, starting up),
-#: and a read-only transaction (25006: we reached a standby).
-_OUTAGE_STATES = ("08", "53", "57", "25006")
-#: A transaction the server rolled back to break a deadlock or a serialization conflict.
-_RETRY_STATES = ("40001", "40P01")
-
 #: The planner, per connection. The store's queries join a batch's arrays (``unnest``) to
 #: a few rows of large tables: index lookups in a nested loop. With statistics that lag a
 #: burst (a round's bets grow by thousands a second, before autovacuum analyses them),
@@ -94,24 +94,6 @@ _RETRY_STATES = ("40001", "40P01")
 #: a sequential scan of every bet, per batch and per settlement chunk). The audit, which
 #: reads whole tables, turns them back on for its transaction. No JIT: every query is short.
 PLANNER = {"enable_hashjoin": "off", "enable_mergejoin": "off", "jit": "off"}
-
-_BET_COLUMNS = ("player_id, bet_id, table_id, round_id, spot, amount, deducted, placed_at, "
-                "balance_at_accept, state, outcome, odds, returned, settled_at, balance_after")
-
-
-def is_pg_outage(exc: BaseException) -> bool:
-    """Whether ``exc`` (out of asyncpg) says PostgreSQL cannot serve us now: no connection
-    (refused, dropped, closed under us, timed out, left mid-protocol), no host of the URL
-    taking writes yet (a failover under way: ``TargetServerAttributeNotMatched``), or the
-    server's own word (see ``_OUTAGE_STATES``)."""
-    if isinstance(exc, OSError | TimeoutError | asyncpg.PostgresConnectionError
-                  | InternalClientError):
-        return True  # InternalClientError: a connection left mid-protocol by a lost server
-    if isinstance(exc, asyncpg.InterfaceError):  # also a bug's ("another operation …")
-        return "closed" in str(exc) or "connection" in str(exc)
-    state = getattr(exc, "sqlstate", None)
-    return isinstance(state, str) and state.startswith(_OUTAGE_STATES)
-
 
 @surface_outages(is_pg_outage)
 class PostgresStore:
@@ -193,7 +175,7 @@ class PostgresStore:
                     await transaction.commit()
                     return result
             except asyncpg.PostgresError as exc:
-                if getattr(exc, "sqlstate", None) not in _RETRY_STATES or attempt == 4:
+                if getattr(exc, "sqlstate", None) not in RETRY_STATES or attempt == 4:
                     raise
                 await asyncio.sleep(0.01 * (attempt + 1))
         raise AssertionError("unreachable")
@@ -408,7 +390,7 @@ class PostgresStore:
             return []
         async with self._connection() as con:
             rows = await con.fetch(
-                f"SELECT {_BET_COLUMNS} FROM bets WHERE player_id = $1 AND round_id = "
+                f"SELECT {BET_COLUMNS} FROM bets WHERE player_id = $1 AND round_id = "
                 f"ANY($2::text[]) AND state != 'accepted' ORDER BY seq", player_id, round_ids)
         return [settled_message(BetRow(*r)) for r in rows]
 
@@ -416,31 +398,20 @@ class PostgresStore:
                          before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
         limit = max(1, min(limit, 200))
         cursor = cursor_of(before)
-        columns = ", ".join(f"b.{c}" for c in _BET_COLUMNS.split(", "))
+        columns = ", ".join(f"b.{c}" for c in BET_COLUMNS.split(", "))
         async with self._connection() as con:
             rows = await con.fetch(
                 f"SELECT b.seq, r.shoe_id, r.round_no, r.cards, {columns} FROM bets b "
                 f"JOIN rounds r USING (round_id) WHERE b.player_id = $1 AND "
                 f"($2::bigint IS NULL OR b.seq < $2) ORDER BY b.seq DESC LIMIT $3",
                 player_id, cursor, limit + 1)
-        entries = [record_entry(BetRow(*row[4:]), row[1], row[2],
-                                json.loads(row[3]) if row[3] else None) for row in rows[:limit]]
-        next_cursor = str(rows[limit - 1][0]) if len(rows) > limit else None
-        return entries, next_cursor
+        return record_page(rows, limit)
 
     async def round_view(self, round_id: str) -> RoundView | None:
         async with self._connection() as con:
             row = await con.fetchrow(
-                "SELECT round_id, table_id, shoe_id, round_no, state, cards, spots, reason, "
-                "opened_at, ended_at FROM rounds WHERE round_id = $1", round_id)
-        if row is None:
-            return None
-        spots = json.loads(row[6]) if row[6] else None
-        return RoundView(round_id=row[0], table=row[1], shoe_id=row[2], round_no=row[3],
-                         state=row[4], cards=json.loads(row[5]) if row[5] else None,
-                         spots={s: (r[0], r[1], r[2]) for s, r in spots.items()}
-                         if spots else None,
-                         reason=row[7], opened_at=row[8], ended_at=row[9])
+                f"SELECT {ROUND_COLUMNS} FROM rounds WHERE round_id = $1", round_id)
+        return None if row is None else round_view_of(row)
 
     async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
         async with self._connection() as con:

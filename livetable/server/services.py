@@ -1,0 +1,443 @@
+"""What one process runs: :class:`Services`, its store, bus, runners and gateway, wired for
+the deployment and started and stopped together.
+
+The wiring is the one place that knows the deployments apart — embedded (SQLite and the
+in-process bus), one process on PostgreSQL, and scale-out (Redis for the bus, the leases
+and the dealer commands; the money in PostgreSQL: ``--redis`` alone is refused) — so the
+endpoints, the gateway and the runners never ask which one they run in. Each deployment is
+one named step of ``__init__`` (``_embedded``, ``_postgres``, ``_scaleout``), which imports
+the drivers only it needs; the seamless wallet is one more (``_seamless``).
+
+The process's life is here too, because it is the wiring's: ``start`` in the order the
+parts depend on each other, ``stop`` in reverse. The periodic ledger audit that holds this
+process's tables is ``server/ledger_watch.py``'s, and what the process says of its health
+(``/readyz``) ``server/health.py``'s; the HTTP endpoints find their :class:`Services` with
+:func:`services_of`.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import signal
+import time
+from typing import TYPE_CHECKING, Any, Literal
+
+from starlette.requests import HTTPConnection
+
+from livetable import protocol as p
+from livetable.bus import Bus, MemoryBus
+from livetable.bus.keys import DEFAULT_PREFIX, RedisKeys
+from livetable.chat import NO_WORDS, BlockedWords, blocked_words
+from livetable.clock import now_ms
+from livetable.config import Settings, SettingsError
+from livetable.engine import Timing
+from livetable.operator import registry
+from livetable.operator.launches import (
+    LaunchRequests,
+    MemoryLaunchRequests,
+    RedisLaunchRequests,
+)
+from livetable.operator.registry import Registry
+from livetable.server.chatroom import MemoryChatRoom, RedisChatRoom
+from livetable.server.gateway import Execute, Gateway
+from livetable.server.gcpolicy import Collector
+from livetable.server.ledger_watch import LedgerWatch
+from livetable.server.metrics import Metrics
+from livetable.server.runner import DealerAction, TableRunner
+from livetable.store.base import Store
+from livetable.store.sealing import StateSeal
+from livetable.store.sqlite import SQLiteStore
+from livetable.tasks import cancel
+
+if TYPE_CHECKING:
+    from livetable.operator.log import WalletLog
+    from livetable.operator.seamless import SeamlessWallet
+    from livetable.server.scaleout import LeasedTables, RedisControl
+    from livetable.store.postgres import PostgresStore
+
+log = logging.getLogger("livetable.app")
+
+
+def limits_of(settings: Settings) -> p.Limits:
+    return p.Limits(min=settings.limit_min, max=settings.limit_max, pair_min=settings.pair_min,
+                    pair_max=settings.pair_max, round_max=settings.round_max)
+
+
+def timing_of(settings: Settings) -> Timing:
+    return Timing(
+        betting_ms=int(settings.betting_seconds * 1000),
+        deal_interval_ms=int(settings.deal_interval * 1000),
+        reveal_interval_ms=int(settings.reveal_interval * 1000),
+        between_rounds_ms=int(settings.between_rounds * 1000),
+        close_grace_ms=int(settings.close_grace * 1000),
+        manual_open_ms=int(settings.next_round_after * 1000),
+    )
+
+
+def stream_of(settings: Settings, table: str) -> p.StreamView | None:
+    url = settings.streams.get(table)
+    return p.StreamView(hls=url) if url else None
+
+
+#: "gateway" (websockets, HTTP API) and/or "engine" (runs the tables).
+Role = Literal["gateway", "engine"]
+
+
+#: Why ``--redis`` alone is refused: Redis holds no money since the Redis ledger was retired.
+SCALE_OUT_NEEDS_POSTGRES = (
+    "scale-out keeps the money in PostgreSQL: --redis needs --postgres URL (or "
+    "LIVETABLE_POSTGRES_URL) as well; Redis is the bus, the dealer commands and the leases "
+    "only. A deployment whose money is still in a Redis ledger copies it to PostgreSQL "
+    "first with `livetable migrate-store` (docs/operations.md)")
+
+#: A table is busy this long after a table event went out (private results may follow).
+QUIET_AFTER_EVENT = 1.0
+#: ... and from this long before betting closes (the burst of late bets).
+BUSY_BEFORE_CLOSE_MS = 5_000
+
+
+class Services:
+    """What one process runs, started and stopped together.
+
+    Embedded (no Redis URL): the SQLite store, the in-process bus, a runner per table and
+    the gateway. With a Redis URL (scale-out): the PostgreSQL store for the money
+    (``postgres_url``, required) and the Redis bus; the ``engine`` role holds table
+    leases and runs the tables it holds, the ``gateway`` role serves clients; ``serve``
+    runs both in one process.
+    """
+
+    #: The ledger and the bus the tables publish on, as the deployment wires them
+    #: (``_embedded``, ``_postgres``, ``_scaleout``).
+    store: Store
+    bus: Bus
+
+    def __init__(self, settings: Settings, *, roles: tuple[Role, ...] = ("gateway", "engine"),
+                 store: Store | None = None, bus: Bus | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.settings = settings
+        self.roles = roles
+        self.secret = settings.load_secret()
+        #: Seals every table's engine state at rest (store/sealing.py). Engines only: a
+        #: gateway never reads a sealed state (it catches up from the public snapshot the
+        #: store keeps beside it), so it never holds the shoe key.
+        self.seal = self._state_seal() if "engine" in roles else None
+        self.metrics = Metrics()
+        self.rng = rng
+        self.runners: dict[str, TableRunner] = {}
+        self.leases: LeasedTables | None = None
+        self.redis: Any = None
+        self.pubsub_redis: Any = None
+        self.lease_redis: Any = None
+        self.subscriber_redis: Any = None
+        self.control: RedisControl | None = None
+        self.redis_prefix = DEFAULT_PREFIX
+        self._watch: asyncio.Task[None] | None = None
+        #: Full garbage collections timed by the tables (set by ``livetable serve``).
+        self.collector: Collector | None = None
+        execute: Execute = self.execute
+        if settings.redis_url and store is None:
+            execute = self._scaleout(settings.redis_url)
+        elif settings.postgres_url and store is None:
+            self._postgres(settings.postgres_url, bus)
+        else:
+            self._embedded(store, bus)
+        #: The audits of the ledger, and what readiness reports of them.
+        self.ledger = LedgerWatch(self.store, self.metrics, self.runners)
+        #: The operators served (livetable/operator/registry.py); reloaded on SIGHUP.
+        self.operators = self.load_operators()
+        self.launch_requests: LaunchRequests = (
+            RedisLaunchRequests(self.redis, RedisKeys(self.redis_prefix).launch_request)
+            if self.redis is not None else MemoryLaunchRequests())
+        self.wallet: SeamlessWallet | None = None
+        self.wallet_log: WalletLog | None = None
+        if settings.seamless:
+            self._seamless()
+        self.gateway = self._gateway(execute)
+
+    def _state_seal(self) -> StateSeal:
+        """The seal of the engine states, with the key the settings name (an engine's)."""
+        key, source, warnings = self.settings.state_key()
+        for warning in warnings:
+            log.warning("%s", warning)
+        log.info("engine states are sealed at rest with a key from %s", source)
+        return StateSeal(key)
+
+    def _embedded(self, store: Store | None, bus: Bus | None) -> None:
+        """The default, one process: the SQLite ledger (or the store given: tests pass
+        their own) and the in-process bus (or the bus given)."""
+        settings = self.settings
+        self.store = store or SQLiteStore(settings.db_path, settings.event_log_size * 4,
+                                          seal=self.seal, synchronous=settings.sqlite_sync,
+                                          writer=settings.sqlite_writer)
+        self.bus = bus or MemoryBus()
+
+    def _postgres(self, url: str, bus: Bus | None) -> None:
+        """One process on PostgreSQL: no lease, so no fencing token (0)."""
+        from livetable.store.postgres import PostgresStore
+
+        self.store = PostgresStore(url, event_retention=self.settings.event_log_size * 4,
+                                   seal=self.seal)
+        self.bus = bus or MemoryBus()
+
+    def _scaleout(self, url: str) -> Execute:
+        """Scale-out (a Redis URL): the PostgreSQL ledger fenced by table leases, the Redis
+        bus, the leases for an engine, and dealer commands through Redis for a gateway
+        (which holds no table: its ``execute`` is the control channel's)."""
+        from redis.asyncio import Redis
+        from redis.asyncio.cluster import RedisCluster
+
+        from livetable.bus.redis import RedisBus
+        from livetable.bus.redis_conn import connection_pool
+        from livetable.server.scaleout import RedisControl
+
+        settings = self.settings
+        # Pooled connections retry a command on a dropped connection (after a Redis
+        # restart the first command on each of them fails): see connection_pool.
+        self.redis = Redis(connection_pool=connection_pool(
+            url, max_connections=512, timeout=10,
+            health_check_interval=5, socket_timeout=60))
+        self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
+                                  if settings.redis_pubsub_cluster else None)
+        fenced, fatal = self._fenced_ledger()
+        self.store = fenced
+        # one prefix for every Redis name (livetable/bus/keys.py)
+        self.redis_prefix = prefix = DEFAULT_PREFIX
+        # the subscription on connections of its own that do not retry (see RedisBus)
+        self.subscriber_redis = None if self.pubsub_redis else Redis(
+            connection_pool=connection_pool(url, max_connections=4,
+                                            timeout=10, retry=False,
+                                            health_check_interval=5, socket_timeout=60))
+        self.bus = RedisBus(self.pubsub_redis or self.redis, settings.table_names,
+                            fenced, prefix=prefix,
+                            subscriber=self.subscriber_redis,
+                            on_reconnect=self._bus_reconnected)
+        if "engine" in self.roles:
+            self._lease_tables(url, fenced, fatal)
+        self.control = RedisControl(self.redis, prefix=prefix)
+        return self.execute if "engine" in self.roles else self.control.execute
+
+    def _fenced_ledger(self) -> tuple[PostgresStore, tuple[type[BaseException], ...]]:
+        """Scale-out's ledger, PostgreSQL, whose writes a table's lease fences, and the
+        refusals that mean this engine lost the table (its runner stops on them)."""
+        from livetable.store.base import FenceRefused
+        from livetable.store.postgres import PostgresStore
+
+        settings = self.settings
+        if not settings.postgres_url:
+            raise SettingsError(SCALE_OUT_NEEDS_POSTGRES)
+        fenced = PostgresStore(settings.postgres_url,
+                               event_retention=settings.event_log_size * 4,
+                               seal=self.seal, max_connections=32)
+        return fenced, (FenceRefused,)
+
+    def _lease_tables(self, url: str, fenced: PostgresStore,
+                      fatal: tuple[type[BaseException], ...]) -> None:
+        """An engine's table leases: it runs the tables it holds."""
+        from redis.asyncio import Redis
+
+        from livetable.bus.redis_conn import connection_pool
+        from livetable.server.scaleout import LeasedTables
+
+        settings = self.settings
+        # leases and dealer commands on their own connections: a flood of bets
+        # must never delay a lease renewal
+        self.lease_redis = Redis(connection_pool=connection_pool(
+            url, max_connections=len(settings.table_names) + 8,
+            timeout=5, health_check_interval=5))
+        self.leases = LeasedTables(self.lease_redis, fenced, settings.table_names,
+                                   lambda t: self._runner(t, fatal),
+                                   keys=RedisKeys(self.redis_prefix))
+
+    def _gateway(self, execute: Execute) -> Gateway:
+        """The gateway, serving clients: dealer commands go to ``execute``."""
+        chat_room = (RedisChatRoom(self.redis, RedisKeys(self.redis_prefix))
+                     if self.redis is not None else MemoryChatRoom())
+        gateway = Gateway(self.settings, self.store, execute, self.metrics, self.secret,
+                          self.wallet, announce=self.bus.end_session,
+                          chat_room=chat_room, census=self.bus.watchers_elsewhere)
+        # chat lines go by the bus, to every gateway; an operator's players are held to
+        # its blocked words (the registry in force, reloaded on SIGHUP)
+        gateway.chat.publish = self.bus.publish_note
+        gateway.chat.words_of = self.blocked_words_of
+        return gateway
+
+    def _bus_reconnected(self) -> None:
+        """The Redis bus subscribed again: what it missed meanwhile may include ended
+        sessions, so the gateway asks the store about the sessions it has connected."""
+        self.metrics.inc("livetable_redis_reconnects_total")
+        if "gateway" in self.roles:
+            self.gateway.keep(asyncio.get_running_loop().create_task(
+                self.gateway.recheck_sessions()))
+
+    def blocked_words_of(self, operator_id: str | None) -> BlockedWords:
+        """The blocked words of a player's operator; none for a player without one."""
+        operator = self.operators.get(operator_id) if operator_id else None
+        return blocked_words(operator.blocked_words) if operator is not None else NO_WORDS
+
+    def load_operators(self) -> Registry:
+        """The registry file if one is set (RegistryError if it is bad), else the
+        single-operator deployment's ``default``."""
+        settings = self.settings
+        if settings.operators is not None:
+            if settings.seamless:
+                # every wallet call goes to --wallet-url today: a registry's players would
+                # be debited at the wrong operator's wallet. Refused, never guessed.
+                raise registry.RegistryError(
+                    f"{settings.operators}: a wallet per operator is not wired into the "
+                    f"seamless wallet yet; run --wallet seamless with the single-operator "
+                    f"settings (LIVETABLE_OPERATOR_SECRET), or the registry with the "
+                    f"internal wallet")
+            return registry.load(settings.operators, table_ids=settings.table_names)
+        return registry.from_settings(settings.operator_secret, settings.wallet_url,
+                                      settings.wallet_secret)
+
+    def reload_operators(self) -> bool:
+        """Read the registry again (SIGHUP): a bad file is refused whole and logged with
+        its line, and the registry in force stays."""
+        try:
+            self.operators = self.load_operators()
+        except registry.RegistryError as exc:
+            log.error("operator registry not reloaded, the one in force stays: %s", exc)
+            self.metrics.inc("livetable_operator_registry_refused_total")
+            return False
+        log.info("operator registry reloaded: %s", ", ".join(sorted(self.operators.operators))
+                 or "no operators")
+        return True
+
+    def _seamless(self) -> None:
+        """The operator's wallet: its log next to the ledger (same SQLite file, or the same
+        PostgreSQL database), one client for debits and balances and
+        one for the outbox, so that a backlog of credits never takes the connections a bet
+        is waiting for."""
+        from livetable.operator.client import WalletClient
+        from livetable.operator.seamless import SeamlessWallet
+
+        settings = self.settings
+        assert settings.wallet_url is not None and settings.wallet_secret is not None
+        if settings.demo:
+            log.warning("seamless wallet: demo guests are off (they have no wallet)")
+        from livetable.store.postgres import PostgresStore
+
+        if isinstance(self.store, PostgresStore):  # the money's system of record holds it
+            from livetable.operator.log_postgres import PostgresWalletLog
+
+            self.wallet_log = PostgresWalletLog(self.store)
+        else:
+            from livetable.operator.log_sqlite import SQLiteWalletLog
+
+            self.wallet_log = SQLiteWalletLog(settings.wallet_db_path, settings.sqlite_sync,
+                                              moved_from=settings.db_path)
+
+        def client(connections: int) -> WalletClient:
+            assert settings.wallet_url is not None and settings.wallet_secret is not None
+            return WalletClient(settings.wallet_url, settings.wallet_secret,
+                                timeout=settings.wallet_timeout, connections=connections)
+
+        # debits wait for a player: most of the pool
+        total = max(2, settings.wallet_connections)
+        self.wallet = SeamlessWallet(settings, self.store, self.wallet_log,
+                                     client(total - total // 4), self.metrics,
+                                     outbox_client=client(max(1, total // 4)))
+
+    def _runner(self, table: str, fatal: tuple[type[BaseException], ...] = ()) -> TableRunner:
+        runner = TableRunner(
+            table, self.store, self.bus, name=f"Pok Deng {table.upper()}",
+            mode="manual" if self.settings.mode == "manual" else "auto",
+            limits=limits_of(self.settings), timing=timing_of(self.settings),
+            stream=stream_of(self.settings, table), rng=self.rng,
+            on_settled=self.metrics.settled, on_refused=self.metrics.step_refused,
+            fatal=fatal)
+        self.runners[table] = runner
+        return runner
+
+    async def execute(self, table: str, command: DealerAction) -> p.Ack | p.Error:
+        runner = self.runners.get(table)
+        if runner is None or not runner.alive:
+            if self.control is not None:  # the table may be held by another engine
+                return await self.control.execute(table, command)
+            return p.Error(code="unknown_table", message=f"no table {table!r} here")
+        return await runner.execute(command)
+
+    async def start(self) -> None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            # the main thread's loop only (uvicorn's); tests that run an app elsewhere
+            # reload by calling reload_operators()
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP,
+                                                          self.reload_operators)
+        load_scripts = getattr(self.store, "load_scripts", None)
+        if load_scripts is not None:
+            await load_scripts()
+        connect = getattr(self.store, "open", None)  # PostgreSQL: connect and migrate now
+        if connect is not None:
+            await connect()
+        identity = self.ledger.identity = await self.store.identity(create=True)
+        pinned = self.settings.store_id
+        if pinned and pinned != identity:
+            raise RuntimeError(f"the store's identity is {identity}, not the "
+                               f"LIVETABLE_STORE_ID {pinned}: a wiped or different store")
+        log.info("store identity %s", identity)
+        self.metrics.set_gauge("livetable_ledger_ok", 1.0)
+        if "engine" in self.roles and self.settings.audit_interval > 0:
+            self._watch = asyncio.create_task(self.ledger.watch(self.settings.audit_interval),
+                                              name="ledger-watch")
+        if "gateway" in self.roles:
+            self.bus.subscribe(self.gateway.deliver)
+            self.bus.on_session_end(self.gateway.end_session)
+            self.bus.subscribe_notes(self.gateway.chat.deliver)
+            self.gateway.start()
+        if self.collector is not None:
+            self.collector.start()
+        await self.bus.start()
+        if "engine" not in self.roles:
+            return
+        if self.wallet is not None:
+            self.wallet.start()  # credits and rollbacks: with the tables, never in their way
+        if self.leases is not None:
+            await self.leases.start()
+            return
+        for table in self.settings.table_names:
+            await self._runner(table).start()
+
+    def busy(self) -> bool:
+        """Whether a table of this process is about to close betting, or is dealing,
+        revealing or settling: not the moment for a full garbage collection."""
+        now = now_ms()
+        for feed in self.gateway.feeds.values():
+            if time.monotonic() - feed.last_sent < QUIET_AFTER_EVENT:
+                return True
+            view = feed.view()
+            if view.phase in ("dealing", "revealing"):
+                return True
+            if (view.phase == "betting" and view.closes_at is not None
+                    and view.closes_at - now < BUSY_BEFORE_CLOSE_MS):
+                return True
+        return any(runner.settling for runner in self.runners.values())
+
+    async def stop(self) -> None:
+        if self.collector is not None:
+            await self.collector.stop()
+        await cancel(self._watch)
+        await self.gateway.shutdown()
+        if self.wallet is not None:
+            await self.wallet.stop()
+        if self.leases is not None:
+            await self.leases.stop()
+        for runner in self.runners.values():
+            await runner.stop()
+        await self.bus.close()
+        if self.wallet_log is not None:
+            await self.wallet_log.close()
+        await self.store.close()
+        if self.redis is not None:
+            await self.redis.aclose()
+        for client in (self.pubsub_redis, self.lease_redis, self.subscriber_redis):
+            if client is not None:
+                await client.aclose()
+
+
+def services_of(conn: HTTPConnection) -> Services:
+    """The :class:`Services` of the app serving ``conn`` (set by ``server.app.create_app``)."""
+    services: Services = conn.app.state.services
+    return services
