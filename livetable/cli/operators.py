@@ -22,21 +22,34 @@ def cmd_operator_demo(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from livetable.operator.reference import Faults, create_operator_app
+    from livetable.operator import registry
+    from livetable.operator.reference import Faults, create_operator_app, create_operators_app
 
-    secret = args.secret or os.environ.get("LIVETABLE_WALLET_SECRET", "")
-    if not secret:
-        raise UsageError("give --secret or LIVETABLE_WALLET_SECRET (livetable signs wallet "
-                         "calls with it)")
     try:
         faults = Faults.parse(args.fault or [], seed=args.seed, hang=args.hang, slow=args.slow)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    app = create_operator_app(secret.encode(), initial_balance=args.initial_balance,
-                              faults=faults)
-    print(f"operator-demo: wallet at http://{args.host}:{args.port}/wallet "
-          f"(livetable --wallet seamless --wallet-url http://{args.host}:{args.port}/wallet); "
-          f"books at /state", flush=True)
+    here = f"http://{args.host}:{args.port}"
+    if args.operators is not None:  # every operator of the registry file livetable serves
+        try:
+            found = registry.load(args.operators)
+        except registry.RegistryError as exc:
+            raise UsageError(str(exc)) from None
+        app = create_operators_app(found, args.livetable, initial_balance=args.initial_balance,
+                                   faults=faults)
+        for operator_id in sorted(found.operators):
+            print(f"operator-demo: {operator_id}: wallet at {here}/{operator_id}/wallet, "
+                  f"launch at {here}/{operator_id}/launch?player_id=…&currency=…",
+                  flush=True)
+    else:
+        secret = args.secret or os.environ.get("LIVETABLE_WALLET_SECRET", "")
+        if not secret:
+            raise UsageError("give --secret or LIVETABLE_WALLET_SECRET (livetable signs "
+                             "wallet calls with it), or --operators FILE")
+        app = create_operator_app(secret.encode(), initial_balance=args.initial_balance,
+                                  faults=faults)
+        print(f"operator-demo: wallet at {here}/wallet (livetable --wallet seamless "
+              f"--wallet-url {here}/wallet); books at /state", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -49,6 +62,11 @@ def add_operator_demo(commands: Commands) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=9000)
     p.add_argument("--secret", help="the wallet secret (default: LIVETABLE_WALLET_SECRET)")
+    p.add_argument("--operators", type=Path, metavar="FILE",
+                   help="play every operator of this registry file (livetable's own): "
+                        "each its wallet at /OPERATOR/wallet, its secrets, its launches")
+    p.add_argument("--livetable", default="http://127.0.0.1:8000",
+                   help="where livetable is, for the launches (default http://127.0.0.1:8000)")
     p.add_argument("--initial-balance", dest="initial_balance", type=int, default=100_000,
                    help="a new player's balance (default 100000)")
     p.add_argument("--fault", action="append", metavar="METHOD:KIND=RATE[,KIND=RATE]",

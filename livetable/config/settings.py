@@ -218,9 +218,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         # The checks that involve more than one field (one field's range is its type's).
-        if self.wallet == "seamless" and not (self.wallet_url and self.wallet_secret):
-            raise SettingsError("--wallet seamless needs --wallet-url URL and "
-                                "LIVETABLE_WALLET_SECRET")
+        if self.wallet == "seamless" and not (self.wallet_url and self.wallet_secret) \
+                and self.operators is None:  # a registry names each operator's wallet
+            raise SettingsError("--wallet seamless needs --operators FILE (each operator's "
+                                "wallet), or --wallet-url URL and LIVETABLE_WALLET_SECRET")
         for proxy in self.trusted_proxies:  # "*": trusting everyone is never meant
             try:
                 ipaddress.ip_network(proxy, strict=False)

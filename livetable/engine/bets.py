@@ -105,7 +105,9 @@ class MirrorDeposit(msgspec.Struct, frozen=True, array_like=True):
 
 class SlipRequest(msgspec.Struct, frozen=True, kw_only=True):
     """A slip as the gateway hands it to a store. ``slip_id`` None: a ``place_bet``.
-    ``deposit``: the seamless debit that pays for it (never part of its judgement)."""
+    ``deposit``: the seamless debit that pays for it (never part of its judgement).
+    ``limits``: its session's limits, when its operator gives its currency its own (in
+    that currency's minor units): they replace the round's."""
 
     player_id: str
     table: str
@@ -113,6 +115,7 @@ class SlipRequest(msgspec.Struct, frozen=True, kw_only=True):
     round_id: str
     bets: tuple[p.SlipBet, ...]
     deposit: MirrorDeposit | None = None
+    limits: p.Limits | None = None
 
 
 class BetRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -251,7 +254,7 @@ def judge_slip(slip: SlipRequest, now: int, facts: SlipFacts) -> SlipAnswer | li
     ``now``, the time the slip reached the gateway, against the round's deadline: a slip
     that arrived in time is taken even if the engine closed betting before the store got
     to it, until the round starts settling; see :func:`closed_deadline`); each bet in turn
-    against the limits,
+    against the limits (its session's, else the round's: :func:`within_limits`),
     counting the slip's earlier bets (``below_min``, ``above_max``, ``round_limit``); the
     account (``not_a_player``); the balance against the slip's total
     (``insufficient_funds``).
@@ -273,26 +276,38 @@ def judge_slip(slip: SlipRequest, now: int, facts: SlipFacts) -> SlipAnswer | li
         return Rejection("paused")
     if r.state not in ("betting", "closed") or r.closes_at is None or now >= r.closes_at:
         return Rejection("betting_closed")
-    on_spot = dict(facts.on_spot)
-    on_round = facts.on_round
-    deducted: list[int] = []
-    for bet in slip.bets:
-        low, high = spot_limits(r.limits, bet.spot)
-        if bet.amount < low:
-            return Rejection("below_min", bet.bet_id, (low,))
-        if on_spot.get(bet.spot, 0) + bet.amount > high:
-            return Rejection("above_max", bet.bet_id, (high,))
-        cost = bet.amount * SPOT_MULTIPLE[bet.spot]
-        if on_round + cost > r.limits.round_max:
-            return Rejection("round_limit", bet.bet_id, (r.limits.round_max,))
-        on_spot[bet.spot] = on_spot.get(bet.spot, 0) + bet.amount
-        on_round += cost
-        deducted.append(cost)
+    deducted = within_limits(slip, slip.limits or r.limits, facts.on_spot, facts.on_round)
+    if isinstance(deducted, Rejection):
+        return deducted
     if not facts.is_player:
         return Rejection("not_a_player")
     total = sum(deducted)
     if facts.balance < total:
         return Rejection("insufficient_funds", None, (total, facts.balance))
+    return deducted
+
+
+def within_limits(slip: SlipRequest, limits: p.Limits, on_spot: dict[str, int] | None = None,
+                  on_round: int = 0) -> Rejection | list[int]:
+    """Each bet of ``slip`` in turn against ``limits``, counting the slip's earlier bets and
+    what the player has on each spot and on the round already (``on_spot``, ``on_round``):
+    the first refused (``below_min``, ``above_max``, ``round_limit``), else each bet's
+    deduction. The gateway asks it with nothing on the table yet, before a seamless debit
+    (no debit for a slip its own bets refuse); a store with what it holds."""
+    spots = dict(on_spot or {})
+    deducted: list[int] = []
+    for bet in slip.bets:
+        low, high = spot_limits(limits, bet.spot)
+        if bet.amount < low:
+            return Rejection("below_min", bet.bet_id, (low,))
+        if spots.get(bet.spot, 0) + bet.amount > high:
+            return Rejection("above_max", bet.bet_id, (high,))
+        cost = bet.amount * SPOT_MULTIPLE[bet.spot]
+        if on_round + cost > limits.round_max:
+            return Rejection("round_limit", bet.bet_id, (limits.round_max,))
+        spots[bet.spot] = spots.get(bet.spot, 0) + bet.amount
+        on_round += cost
+        deducted.append(cost)
     return deducted
 
 

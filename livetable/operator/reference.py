@@ -16,15 +16,25 @@ And it misbehaves on purpose (:class:`Faults`), per method, at a rate, from a se
 lost), ``garbage`` (apply, then answer a body that does not parse), ``slow`` (answer after
 ``slow`` seconds) and ``duplicate`` (the request is processed twice, as a network that
 delivers it twice would). ``GET /state`` shows the books, for tests and for a look.
+
+Several operators at once (:func:`create_operators_app`, ``livetable operator-demo
+--operators FILE``): one server plays every operator of a registry file — the same file
+livetable serves them from — each at ``/{operator}/wallet/{method}`` with its own books per
+currency, checking its own ``wallet_secrets`` (any one of them: a rotation), and each
+launching its players with ``GET /{operator}/launch?player_id=…&currency=…`` (signed with
+the first of its ``operator_secrets``), so a player is at a table in one request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -33,6 +43,7 @@ from starlette.routing import Route
 
 from livetable.clock import now_ms
 from livetable.operator import signatures
+from livetable.operator.registry import Operator, Registry
 
 FAULT_KINDS = ("timeout", "error", "lost", "garbage", "slow", "duplicate")
 METHODS = ("balance", "debit", "credit", "rollback")
@@ -172,24 +183,32 @@ def _answer(status: str, balance: int | None = None) -> bytes:
     return msgspec.json.encode(body)
 
 
-def create_operator_app(secret: bytes, *, initial_balance: int = 100_000,
-                        faults: Faults | None = None) -> Starlette:
-    books = Books(initial_balance)
-    chaos = faults or Faults()
+#: Where one call's books are, or None (an operator this server does not play).
+BooksOf = Callable[[Request, Call], "Books | None"]
+
+
+def _wallet(secrets_of: Callable[[Request], Sequence[bytes] | None], books_of: BooksOf,
+            chaos: Faults, forged: Callable[[Request], None]) -> Callable[[Request], Any]:
+    """The wallet endpoint: the signature checked first, over the raw body, with
+    ``secrets_of(request)`` (any one; ``forged`` counts a failure); then the call applied
+    to ``books_of(request, call)``, faults drawn from ``chaos``."""
 
     async def wallet(request: Request) -> Response:
         method = request.path_params["method"]
-        if method not in METHODS:
+        secrets = secrets_of(request)
+        if method not in METHODS or secrets is None:
             return JSONResponse({"status": "unknown_method"}, status_code=404)
         body = await request.body()
-        if signatures.check((secret,), body, request.headers, now_ms()) is not None:
-            books.forged += 1
+        if signatures.check(secrets, body, request.headers, now_ms()) is not None:
+            forged(request)
             return Response(_answer("invalid_signature"), media_type="application/json")
         try:
             call = _CALL.decode(body)
         except msgspec.DecodeError as exc:
             return JSONResponse({"status": "bad_request", "message": str(exc)},
                                 status_code=400)
+        books = books_of(request, call)
+        assert books is not None  # secrets_of answered: the operator is played here
         fault = chaos.draw(method)
         if fault == "timeout":
             await asyncio.sleep(chaos.hang)  # the client gave up; the call lands anyway
@@ -207,11 +226,102 @@ def create_operator_app(secret: bytes, *, initial_balance: int = 100_000,
             return Response(b"<html>502 Bad Gateway</html>", media_type="text/html")
         return Response(answer, media_type="application/json")
 
+    return wallet
+
+
+def create_operator_app(secret: bytes, *, initial_balance: int = 100_000,
+                        faults: Faults | None = None) -> Starlette:
+    """One operator's wallet at ``/wallet/{method}``, its books at ``/state``."""
+    books = Books(initial_balance)
+    chaos = faults or Faults()
+    def forged(request: Request) -> None:
+        books.forged += 1
+
+    wallet = _wallet(lambda request: (secret,), lambda request, call: books, chaos, forged)
+
     async def state(request: Request) -> Response:
         return JSONResponse({**books.state(), "faults": chaos.seen})
 
     app = Starlette(routes=[Route("/wallet/{method}", wallet, methods=["POST"]),
                             Route("/state", state)])
     app.state.books = books
+    app.state.faults = chaos
+    return app
+
+
+def _launcher(registry: Registry, livetable_url: str) -> Callable[[Request], Any]:
+    """``GET /{operator}/launch?player_id=…&currency=…``: the operator puts its player at a
+    table — a launch v2 signed with its first operator secret, livetable's answer back."""
+
+    async def launch(request: Request) -> Response:
+        found = registry.get(request.path_params["operator"])
+        query = request.query_params
+        if found is None or "player_id" not in query or "currency" not in query:
+            return JSONResponse({"error": "GET /{operator}/launch?player_id=…&currency=…"
+                                          "[&name=…&table=…&language=…]"}, status_code=404)
+        fields = {"request_id": f"demo-{uuid.uuid4().hex}", "player_id": query["player_id"],
+                  "name": query.get("name", query["player_id"]),
+                  "currency": query["currency"],
+                  **{key: query[key] for key in ("table", "language") if key in query}}
+        body = msgspec.json.encode(fields)
+        headers = {**signatures.headers(found.operator_secrets[0], body, now_ms(), found.id),
+                   "content-type": "application/json"}
+        try:
+            async with aiohttp.ClientSession(trust_env=False) as http, http.post(
+                    livetable_url.rstrip("/") + "/api/operator/sessions", data=body,
+                    headers=headers) as answer:
+                return Response(await answer.read(), status_code=answer.status,
+                                media_type="application/json")
+        except aiohttp.ClientError as exc:  # not up yet, or elsewhere
+            return JSONResponse({"error": f"livetable at {livetable_url} did not answer: "
+                                          f"{exc}"}, status_code=502)
+
+    return launch
+
+
+def create_operators_app(registry: Registry, livetable_url: str, *,
+                         initial_balance: int = 100_000,
+                         faults: Faults | None = None) -> Starlette:
+    """Every operator of ``registry`` at once (see the module docstring): books per
+    operator and currency, ``/{operator}/wallet/{method}``, ``/{operator}/launch``, and
+    ``/state`` (operator → currency → books)."""
+    chaos = faults or Faults()
+    #: (operator, currency) → its books: two operators' p-1 are two players
+    ledgers: dict[tuple[str, str], Books] = {}
+    #: operator → requests whose signature did not check
+    forgeries: dict[str, int] = {}
+
+    def operator(request: Request) -> Operator | None:
+        return registry.get(request.path_params["operator"])
+
+    def secrets_of(request: Request) -> Sequence[bytes] | None:
+        found = operator(request)
+        return None if found is None else found.wallet_secrets
+
+    def books_of(request: Request, call: Call) -> Books | None:
+        found = operator(request)
+        if found is None:
+            return None
+        key = (found.id, call.currency)
+        if key not in ledgers:
+            ledgers[key] = Books(initial_balance)
+        return ledgers[key]
+
+    def forged(request: Request) -> None:
+        operator_id = request.path_params["operator"]
+        forgeries[operator_id] = forgeries.get(operator_id, 0) + 1
+
+    async def state(request: Request) -> Response:
+        books: dict[str, dict[str, Any]] = {}
+        for (operator_id, currency), kept in ledgers.items():
+            books.setdefault(operator_id, {})[currency] = kept.state()
+        return JSONResponse({"operators": books, "forged": forgeries, "faults": chaos.seen})
+
+    app = Starlette(routes=[
+        Route("/{operator}/wallet/{method}", _wallet(secrets_of, books_of, chaos, forged),
+              methods=["POST"]),
+        Route("/{operator}/launch", _launcher(registry, livetable_url)),
+        Route("/state", state)])
+    app.state.ledgers = ledgers
     app.state.faults = chaos
     return app

@@ -53,6 +53,8 @@ import msgspec
 from babel.core import Locale
 from babel.numbers import get_currency_precision, get_currency_symbol
 
+from livetable import protocol as p
+
 #: The operator of a single-operator deployment (no registry file).
 DEFAULT_OPERATOR = "default"
 #: Between an operator's id and its player's id in a ledger account id. ``~`` is in no
@@ -103,6 +105,13 @@ class Currency:
     def symbol(self, language: str = "en") -> str:
         return str(get_currency_symbol(self.code, locale=_LOCALES.get(language, "en")))
 
+    @property
+    def limits(self) -> p.Limits:
+        """The table limits of a session in this currency, as the wire and the betting
+        rules (``engine.bets.judge_slip``) name them: they replace the table's own."""
+        return p.Limits(min=self.player[0], max=self.player[1], pair_min=self.pair[0],
+                        pair_max=self.pair[1], round_max=self.round_max)
+
 
 _LOCALES = {"en": "en", "th": "th_TH", "hi": "hi_IN"}
 
@@ -124,6 +133,11 @@ class Operator:
 
     def may_launch_at(self, table: str) -> bool:
         return self.tables is None or table in self.tables
+
+    def terms(self, currency: str | None) -> Currency | None:
+        """The chips and limits of its players' sessions in ``currency``, or None when the
+        entry lists none for it (the table's own limits then hold)."""
+        return self.currencies.get(currency) if currency is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,18 +166,21 @@ def currency_decimals(code: str) -> int:
 
 
 def load(path: Path, env: Mapping[str, str] | None = None,
-         table_ids: Sequence[str] | None = None) -> Registry:
+         table_ids: Sequence[str] | None = None, *, wallets: bool = False) -> Registry:
     """The registry in ``path``, or :class:`RegistryError` naming the line that is wrong.
-    ``table_ids``, when given, are the tables an operator's ``tables`` may name."""
+    ``table_ids``, when given, are the tables an operator's ``tables`` may name;
+    ``wallets``: every operator must have a wallet (the seamless wallet is in force)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RegistryError(f"{path}: cannot be read: {exc}") from None
-    return parse(text, str(path), os.environ if env is None else env, table_ids, path)
+    return parse(text, str(path), os.environ if env is None else env, table_ids, path,
+                 wallets=wallets)
 
 
 def parse(text: str, where: str, env: Mapping[str, str],
-          table_ids: Sequence[str] | None = None, path: Path | None = None) -> Registry:
+          table_ids: Sequence[str] | None = None, path: Path | None = None, *,
+          wallets: bool = False) -> Registry:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -177,8 +194,11 @@ def parse(text: str, where: str, env: Mapping[str, str],
     operators = {}
     for operator_id, entry in entries.items():
         try:
-            operators[operator_id] = _operator(operator_id, _convert(entry, _OperatorEntry),
-                                               env, table_ids)
+            converted = _convert(entry, _OperatorEntry)
+            if wallets and converted.wallet_url is None:
+                raise _EntryError([], "the seamless wallet calls every operator's own "
+                                      "wallet: give it a wallet_url and wallet_secrets")
+            operators[operator_id] = _operator(operator_id, converted, env, table_ids)
         except _EntryError as exc:
             keys = ["operators", operator_id, *exc.keys]
             raise RegistryError(f"{where}, line {_line_of(text, keys)}: operators."

@@ -74,6 +74,8 @@ from livetable.operator.log import (
     mirror_id,
     rollback_tx_id,
 )
+from livetable.operator.registry import operator_player_id
+from livetable.operator.wallets import OperatorWallets
 from livetable.rules import BetSpot
 from livetable.server.metrics import Metrics
 from livetable.store.base import InsufficientBalance, Store
@@ -111,14 +113,17 @@ def backoff_ms(attempts: int, cap_seconds: float, rng: random.Random) -> int:
 
 class SeamlessWallet:
     def __init__(self, settings: Settings, store: Store, wallet_log: WalletLog,
-                 client: WalletClient, metrics: Metrics, *,
+                 client: WalletClient | OperatorWallets, metrics: Metrics, *,
                  outbox_client: WalletClient | None = None,
                  clock: Callable[[], int] = now_ms) -> None:
+        """``client``: every operator's wallet (operator/wallets.py: each player's calls
+        go to their operator's), or one wallet for every player (with ``outbox_client``
+        for credits and rollbacks, if not the same)."""
         self.settings = settings
         self.store = store
         self.log = wallet_log
-        self.client = client
-        self.outbox_client = outbox_client or client
+        self.wallets = (client if isinstance(client, OperatorWallets)
+                        else OperatorWallets.one(client, outbox_client or client))
         self.metrics = metrics
         self.clock = clock
         self.rng = random.Random()
@@ -175,9 +180,9 @@ class SeamlessWallet:
 
     async def balance(self, identity: Identity) -> int | None:
         """The operator's balance for the player, or None if it did not say in time."""
-        body = ENCODER.encode(BalanceQuery(player_id=identity.id,
+        body = ENCODER.encode(BalanceQuery(player_id=operator_player_id(identity.id),
                                             currency=self.currency_of(identity)))
-        reply = self._heard(await self.client.call(
+        reply = self._heard(await self.wallets.of(identity.id).debits.call(
             "balance", body, min(self.settings.wallet_timeout, 2.0)))
         self.metrics.inc(f"livetable_wallet_balance_{'ok' if reply.ok else 'failed'}_total")
         return reply.balance if reply.ok else None
@@ -249,7 +254,8 @@ class SeamlessWallet:
         total = sum(b.deducted for b in bets)
         tx_id = "d-" + uuid.uuid4().hex
         body = ENCODER.encode(Debit(
-            tx_id=tx_id, player_id=slip.player_id, currency=currency, amount=total,
+            tx_id=tx_id, player_id=operator_player_id(slip.player_id), currency=currency,
+            amount=total,
             table_id=slip.table, round_id=slip.round_id, bets=bets))
         deadline = min(window_end, now + int(self.settings.wallet_timeout * 1000))
         call = WalletCall(
@@ -260,8 +266,8 @@ class SeamlessWallet:
         prior = await self.log.begin_debit(call)
         if prior is not None:
             return await self._again(prior, slip, arrived_at)
-        reply = self._heard(await self.client.call("debit", body,
-                                                   (deadline - self.clock()) / 1000))
+        reply = self._heard(await self.wallets.of(slip.player_id).debits.call(
+            "debit", body, (deadline - self.clock()) / 1000))
         now = self.clock()
         self.metrics.inc(f"livetable_wallet_debits_{reply.status or 'unknown'}_total")
         if reply.ok and now <= deadline:
@@ -331,7 +337,7 @@ class SeamlessWallet:
         await self.store.withdraw(mirror_id(tx_id), debit.player_id, debit.amount, now,
                                   against=mirror_id(debit.tx_id))
         body = ENCODER.encode(Rollback(
-            tx_id=tx_id, player_id=debit.player_id, currency=debit.currency,
+            tx_id=tx_id, player_id=operator_player_id(debit.player_id), currency=debit.currency,
             amount=debit.amount, table_id=debit.table_id, round_id=debit.round_id,
             debit_tx_id=debit.tx_id))
         await self.log.enqueue([WalletCall(
@@ -353,7 +359,8 @@ class SeamlessWallet:
         amount = sum(b.returned for b in bets)
         await self.store.withdraw(mirror_id(tx_id), player_id, amount, now)
         body = ENCODER.encode(Credit(
-            tx_id=tx_id, player_id=player_id, currency=first.currency, amount=amount,
+            tx_id=tx_id, player_id=operator_player_id(player_id), currency=first.currency,
+            amount=amount,
             table_id=first.table_id, round_id=round_id,
             debit_tx_ids=[d.tx_id for d in debits], bets=bets))
         await self.log.enqueue([WalletCall(
@@ -432,7 +439,7 @@ class SeamlessWallet:
     @property
     def outbox_limit(self) -> int:
         """Credits and rollbacks in flight at once: the outbox client's connections."""
-        return max(1, self.outbox_client.connections)
+        return self.wallets.outbox_connections
 
     async def _send_due(self) -> list[asyncio.Task[bool]]:
         """Start the delivery of what is due, up to the free places of the outbox: each
@@ -465,7 +472,8 @@ class SeamlessWallet:
 
     async def _deliver_one(self, call: WalletCall) -> bool:
         try:
-            reply = self._heard(await self.outbox_client.call(call.method, call.body))
+            reply = self._heard(await self.wallets.of(call.player_id).outbox.call(
+                call.method, call.body))
             now = self.clock()
             # "rolled_back" to a credit cannot happen (only debits are rolled back); any
             # status but ok is retried: the operator must end up saying ok to this tx_id
@@ -520,6 +528,4 @@ class SeamlessWallet:
         self._task = None
         for task in list(self._deliveries):
             await cancel(task)  # still queued in the log: sent again after a restart
-        await self.client.aclose()
-        if self.outbox_client is not self.client:
-            await self.outbox_client.aclose()
+        await self.wallets.aclose()

@@ -69,6 +69,11 @@ class PlayerView(Struct, kw_only=True, omit_defaults=True):
     balance: int
     #: The session's currency, for a player an operator launched (docs/design.md §5).
     currency: str | None = None
+    #: The session's chips and table limits, in the currency's minor units, when its
+    #: operator gives the currency its own (docs/design.md §8): they replace the
+    #: snapshot's ``limits`` for this player's bets. Absent otherwise.
+    chips: list[int] | None = None
+    limits: Limits | None = None
 
 
 class Payouts(Struct, kw_only=True):

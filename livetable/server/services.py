@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from starlette.requests import HTTPConnection
 
 from livetable import protocol as p
+from livetable.auth import Identity
 from livetable.bus import Bus, MemoryBus
 from livetable.bus.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.chat import NO_WORDS, BlockedWords, blocked_words
@@ -39,7 +40,7 @@ from livetable.operator.launches import (
     MemoryLaunchRequests,
     RedisLaunchRequests,
 )
-from livetable.operator.registry import Registry
+from livetable.operator.registry import Currency, Registry
 from livetable.server.chatroom import MemoryChatRoom, RedisChatRoom
 from livetable.server.gateway import Execute, Gateway
 from livetable.server.gcpolicy import Collector
@@ -54,6 +55,7 @@ from livetable.tasks import cancel
 if TYPE_CHECKING:
     from livetable.operator.log import WalletLog
     from livetable.operator.seamless import SeamlessWallet
+    from livetable.operator.wallets import OperatorWallets
     from livetable.server.scaleout import LeasedTables, RedisControl
     from livetable.store.postgres import PostgresStore
 
@@ -152,6 +154,7 @@ class Services:
             if self.redis is not None else MemoryLaunchRequests())
         self.wallet: SeamlessWallet | None = None
         self.wallet_log: WalletLog | None = None
+        self.wallets: OperatorWallets | None = None
         if settings.seamless:
             self._seamless()
         self.gateway = self._gateway(execute)
@@ -256,7 +259,8 @@ class Services:
                      if self.redis is not None else MemoryChatRoom())
         gateway = Gateway(self.settings, self.store, execute, self.metrics, self.secret,
                           self.wallet, announce=self.bus.end_session,
-                          chat_room=chat_room, census=self.bus.watchers_elsewhere)
+                          chat_room=chat_room, census=self.bus.watchers_elsewhere,
+                          terms_of=self.terms_of)
         # chat lines go by the bus, to every gateway; an operator's players are held to
         # its blocked words (the registry in force, reloaded on SIGHUP)
         gateway.chat.publish = self.bus.publish_note
@@ -276,20 +280,20 @@ class Services:
         operator = self.operators.get(operator_id) if operator_id else None
         return blocked_words(operator.blocked_words) if operator is not None else NO_WORDS
 
+    def terms_of(self, identity: Identity) -> Currency | None:
+        """A launched player's chips and limits: their operator's, for the session's
+        currency, as the registry in force has them (None: the table's)."""
+        operator = self.operators.get(identity.operator) if identity.operator else None
+        return operator.terms(identity.currency) if operator is not None else None
+
     def load_operators(self) -> Registry:
         """The registry file if one is set (RegistryError if it is bad), else the
         single-operator deployment's ``default``."""
         settings = self.settings
         if settings.operators is not None:
-            if settings.seamless:
-                # every wallet call goes to --wallet-url today: a registry's players would
-                # be debited at the wrong operator's wallet. Refused, never guessed.
-                raise registry.RegistryError(
-                    f"{settings.operators}: a wallet per operator is not wired into the "
-                    f"seamless wallet yet; run --wallet seamless with the single-operator "
-                    f"settings (LIVETABLE_OPERATOR_SECRET), or the registry with the "
-                    f"internal wallet")
-            return registry.load(settings.operators, table_ids=settings.table_names)
+            # seamless: each operator's players are paid by its own wallet, so each needs one
+            return registry.load(settings.operators, table_ids=settings.table_names,
+                                 wallets=settings.seamless)
         return registry.from_settings(settings.operator_secret, settings.wallet_url,
                                       settings.wallet_secret)
 
@@ -302,6 +306,8 @@ class Services:
             log.error("operator registry not reloaded, the one in force stays: %s", exc)
             self.metrics.inc("livetable_operator_registry_refused_total")
             return False
+        if self.wallets is not None:  # new and changed wallets from the next call on
+            self.wallets.update(self.operators)
         log.info("operator registry reloaded: %s", ", ".join(sorted(self.operators.operators))
                  or "no operators")
         return True
@@ -311,11 +317,10 @@ class Services:
         PostgreSQL database), one client for debits and balances and
         one for the outbox, so that a backlog of credits never takes the connections a bet
         is waiting for."""
-        from livetable.operator.client import WalletClient
         from livetable.operator.seamless import SeamlessWallet
+        from livetable.operator.wallets import OperatorWallets
 
         settings = self.settings
-        assert settings.wallet_url is not None and settings.wallet_secret is not None
         if settings.demo:
             log.warning("seamless wallet: demo guests are off (they have no wallet)")
         from livetable.store.postgres import PostgresStore
@@ -330,16 +335,18 @@ class Services:
             self.wallet_log = SQLiteWalletLog(settings.wallet_db_path, settings.sqlite_sync,
                                               moved_from=settings.db_path)
 
-        def client(connections: int) -> WalletClient:
+        # each operator's players to its own wallet (operator/wallets.py); the
+        # single-operator deployment's is --wallet-url, as the operator "default"
+        self.wallets = OperatorWallets(timeout=settings.wallet_timeout,
+                                       connections=settings.wallet_connections)
+        if settings.operators is None:
             assert settings.wallet_url is not None and settings.wallet_secret is not None
-            return WalletClient(settings.wallet_url, settings.wallet_secret,
-                                timeout=settings.wallet_timeout, connections=connections)
-
-        # debits wait for a player: most of the pool
-        total = max(2, settings.wallet_connections)
-        self.wallet = SeamlessWallet(settings, self.store, self.wallet_log,
-                                     client(total - total // 4), self.metrics,
-                                     outbox_client=client(max(1, total // 4)))
+            self.wallets.serve(registry.DEFAULT_OPERATOR, settings.wallet_url,
+                               settings.wallet_secret)
+        else:
+            self.wallets.update(self.operators)
+        self.wallet = SeamlessWallet(settings, self.store, self.wallet_log, self.wallets,
+                                     self.metrics)
 
     def _runner(self, table: str, fatal: tuple[type[BaseException], ...] = ()) -> TableRunner:
         runner = TableRunner(

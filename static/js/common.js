@@ -54,6 +54,13 @@ export function money(n) {
   return currencyFormat().format(Number(n) / 10 ** currencyDecimals());
 }
 
+/** A chip's face in the session's currency, short: ฿10, ฿2.5K, ¥1K (null without one). */
+export function chipMoney(n) {
+  if (!currency) return null;
+  return new Intl.NumberFormat(moneyLocale(), { style: "currency", currency, currencyDisplay: "narrowSymbol",
+    notation: "compact" }).format(Number(n) / 10 ** currencyDecimals());
+}
+
 export function signed(n) { return (n > 0 ? "+" : n < 0 ? "−" : "") + money(Math.abs(n)); }
 
 export function dateTime(ms) {

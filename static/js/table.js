@@ -19,7 +19,7 @@
 // countdown stands still — the table's time is unknown until it is back.
 
 import { t, lang, onLangChange } from "./i18n.js";
-import { $, $$, h, money, currencyDecimals, setCurrency, signed, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
+import { $, $$, h, money, chipMoney, currencyDecimals, setCurrency, signed, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
 import { Connection } from "./conn.js";
 import { serverNow } from "./clock.js";
 import { fromSnapshot, applyEvent, POSITIONS, SPOTS, isPairSpot, deductedFor, spotOdds, rulesPayouts } from "./state.js";
@@ -220,8 +220,15 @@ function spotButton(spot, n, pair) {
   return b;
 }
 
+/** The limits this player's bets are held to: their session's, when their operator gives
+ *  its currency its own (welcome.player.limits, minor units), else the table's. */
+function betLimits() {
+  return (player && player.limits) || (st ? st.limits : { min: 10, max: 5000, pair_min: 10, pair_max: 1000 });
+}
+
 function allowedChips() {
-  const lim = st ? st.limits : { min: 10, max: 5000 };
+  if (player && player.chips && player.chips.length) return player.chips;  // the operator's
+  const lim = betLimits();
   const lo = Math.min(lim.min, lim.pair_min ?? lim.min);
   const hi = Math.max(lim.max, lim.pair_max ?? lim.max);
   let chips = CHIP_VALUES.filter((v) => v >= lo && v <= hi);
@@ -269,9 +276,11 @@ function renderChips() {
   }
 }
 
-/** A chip's face: its value in the session currency's major units (a 1000 THB-minor chip
- *  is "10"), thousands as K; plain amounts without a currency. */
+/** A chip's face: its value in the session's currency, short (a 1000 THB-minor chip is
+ *  "฿10", a 1000 JPY chip "¥1K"); plain amounts without a currency, thousands as K. */
 function compactMoney(v) {
+  const face = chipMoney(v);
+  if (face) return face;
   const major = v / 10 ** currencyDecimals();
   return major >= 1000 ? `${major / 1000}K` : String(major);
 }
@@ -670,7 +679,7 @@ function available() { return player ? player.balance - pendingDeducted() : 0; }
 /** Why `draft` cannot be sent, or null. */
 function draftProblem(draft) {
   if (!st) return null;
-  const lim = st.limits;
+  const lim = betLimits();
   const need = deducted(draft);
   if (need > available()) {
     return t("warn.balance", { need: money(need), have: money(available()) });
@@ -742,7 +751,7 @@ function confirmBets({ auto = false } = {}) {
   if (!entries.length) return;
   const problem = draftProblem(bets.draft);
   if (problem) { warn(problem); return; }
-  const lim = st.limits;
+  const lim = betLimits();
   for (const [spot, amount] of entries) {
     const min = isPairSpot(spot) ? lim.pair_min : lim.min;
     if (amount < min) { warn(t("warn.min", { spot: spotName(spot), min: money(min) })); return; }
@@ -824,7 +833,7 @@ function rejectText(code, message, bet) {
     if (m) return t(`reject.rg_limit.${m[1]}`, { left: money(Number(m[2])), max: money(Number(m[3])) });
   }
   const key = `reject.${code}`;
-  const lim = st ? st.limits : {};
+  const lim = betLimits();
   const pair = bet && isPairSpot(bet.spot);
   const text = t(key, {
     min: money(pair ? lim.pair_min : lim.min), max: money(pair ? lim.pair_max : lim.max),
@@ -896,7 +905,7 @@ function renderOnline() {
 
 /** The limits of each kind of bet, on the felt. */
 function renderLimits() {
-  const lim = st.limits;
+  const lim = betLimits();
   const item = (id, key, params) => h("span", { "data-testid": id, text: t(key, params) });
   $("#limits").replaceChildren(
     h("span", { class: "limits__title", text: t("limits.title") }),
@@ -1120,7 +1129,7 @@ function renderWallet() {
   $("#in-play").textContent = amount ? t("wallet.in_play", { amount: money(amount) }) : "";
   $("#in-play").dataset.value = String(amount);
   // A demo guest who can no longer afford the smallest bet may start again.
-  const lim = st ? st.limits : { min: 10, pair_min: 10 };
+  const lim = betLimits();
   const smallest = Math.min(deductedFor("P1_PAIR", lim.pair_min ?? lim.min), deductedFor("P1", lim.min));
   $("#guest-reset").hidden = !(token && storedGuest() && player.balance < smallest && !amount
     && !Object.keys(bets.draft).length);

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from livetable import protocol as p
 from livetable.cli import main
 from livetable.config import Settings
 from livetable.operator import registry
@@ -68,6 +69,12 @@ def test_a_good_file_gives_every_operator_its_terms(text: str) -> None:
     assert acme.currencies["THB"].chips == (1000, 2500, 5000)
     assert acme.currencies["THB"].symbol("th") == "฿"
     assert acme.blocked_words == ("spam",)
+    # a session's chips and limits: the entry for its currency, in the wire's names
+    terms = acme.terms("JPY")
+    assert terms is not None and terms.chips == (100, 500, 1000)
+    assert terms.limits == p.Limits(min=100, max=50000, pair_min=100, pair_max=10000,
+                                    round_max=200000)
+    assert acme.terms("INR") is None and acme.terms(None) is None  # the table's then
 
 
 @pytest.mark.parametrize(("change", "line", "says"), [
@@ -148,17 +155,24 @@ def test_a_bad_file_on_reload_leaves_the_registry_in_force(
     assert os.environ["ACME_OP"] == "rotated"
 
 
-def test_a_registry_is_refused_with_the_seamless_wallet_until_each_has_its_own(
+def test_with_the_seamless_wallet_every_operator_needs_its_own_wallet(
         text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every seamless call goes to --wallet-url: a registry's players there would be
-    debited at another operator's wallet, so the combination is refused at start."""
+    """Each operator's players are paid by its own wallet (operator/wallets.py): an
+    operator without one is refused with its line, never sent to another's wallet."""
     from livetable.server.services import Services
 
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
     path = tmp_path / "ops.toml"
     path.write_text(text)
-    with pytest.raises(RegistryError, match="wallet per operator"):
+    with pytest.raises(RegistryError, match=r"line 22: operators.bet-7: .*wallet_url"):
         Services(Settings(data_dir=tmp_path, operators=path, sqlite_writer="thread",
-                          table_ids=["t1", "t2"], wallet="seamless",
-                          wallet_url="http://127.0.0.1:9/w", wallet_secret=b"s"))
+                          table_ids=["t1", "t2"], wallet="seamless"))
+    # the internal wallet has no wallet to call: the same file is good there
+    registry.parse(text, "ops.toml", ENV, ["t1", "t2"])
+    found = registry.parse(text.replace('[operators.bet-7]\nname = "Bet Seven"\n',
+                                        '[operators.bet-7]\nname = "Bet Seven"\n'
+                                        'wallet_url = "http://127.0.0.1:9/bet7"\n'
+                                        'wallet_secrets = ["env:BET7_OP"]\n'),
+                           "ops.toml", ENV, ["t1", "t2"], wallets=True)
+    assert found.operators["bet-7"].wallet_url == "http://127.0.0.1:9/bet7"

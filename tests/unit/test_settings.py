@@ -70,7 +70,8 @@ def test_a_port_that_is_not_a_number_names_the_variable(
      "LIVETABLE_SQLITE_SYNC=FAST: expected one of NORMAL, FULL, EXTRA"),
     # the checks of more than one setting keep their messages
     ({"LIVETABLE_WALLET": "seamless"},
-     "--wallet seamless needs --wallet-url URL and LIVETABLE_WALLET_SECRET"),
+     "--wallet seamless needs --operators FILE (each operator's wallet), or --wallet-url "
+     "URL and LIVETABLE_WALLET_SECRET"),
     ({"LIVETABLE_TRUSTED_PROXIES": "10.0.0.1,*"},
      "LIVETABLE_TRUSTED_PROXIES must list proxy addresses or networks"),
     ({"LIVETABLE_STREAMS": "t2=/live/t2.m3u8"}, "--stream for t2: no such table (tables: t1)"),

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 import pytest
 
 from livetable import protocol as p
@@ -869,6 +870,31 @@ async def test_a_slip_is_taken_whole(table: Store) -> None:
     assert sorted((s.message.bet_id, s.message.returned) for s in settled) == [
         ("b1", 300), ("b2", 0), ("b3", 150)]
     assert await balance(table, "alice") == 9_690 + 450
+
+
+async def test_a_slip_with_its_sessions_limits_is_judged_by_them_not_the_rounds(
+        table: Store) -> None:
+    """An operator's currency brings its own limits (minor units, registry): a slip that
+    carries them is held to them, the round's own (20..500 per spot, 2000 a round) play no
+    part — above them here, and below them."""
+    own = p.Limits(min=1000, max=3000, pair_min=100, pair_max=400, round_max=6000)
+    with_limits = msgspec.structs.replace
+    refused = await table.place_slip(with_limits(
+        slip("alice", "s1", ("b1", "P1", 500)), limits=own), T0 + 1)  # the round's max
+    assert refused == Rejection("below_min", "b1", (1000,))
+    taken = await table.place_slip(with_limits(
+        slip("alice", "s2", ("b2", "P1", 2000), ("b3", "P1_PAIR", 400)), limits=own), T0 + 1)
+    assert isinstance(taken, p.SlipAccepted), taken
+    over = await table.place_slip(with_limits(
+        slip("alice", "s3", ("b4", "P1", 1001)), limits=own), T0 + 1)  # 3001 on P1
+    assert over == Rejection("above_max", "b4", (3000,))
+    assert over.message.endswith("(maximum 3000 per spot)")
+    round_max = await table.place_slip(with_limits(
+        slip("alice", "s4", ("b5", "P2", 1000)), limits=own), T0 + 1)  # 4400 + 2000
+    assert round_max == Rejection("round_limit", "b5", (6000,))
+    # a slip without them (a guest at the same round) still meets the round's
+    assert await table.place_slip(slip("bob", "s5", ("b6", "P1", 19)), T0 + 1) == \
+        Rejection("below_min", "b6", (20,))
 
 
 # A slip whose one bet cannot be taken: (slip, the code, the bet that failed).

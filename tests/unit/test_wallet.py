@@ -80,8 +80,8 @@ class Rig:
         url = await self._serving.__aenter__() + "/wallet"
         self.settings = Settings(wallet="seamless", wallet_url=url,
                                  wallet_secret=self.secret, wallet_timeout=self.timeout)
-        client = WalletClient(url, self.secret, timeout=self.timeout,
-                              connections=self.connections)
+        self.client = client = WalletClient(url, self.secret, timeout=self.timeout,
+                                            connections=self.connections)
         self.wallet = SeamlessWallet(self.settings, self.store, self.log, client, Metrics(),
                                      clock=self.clock)
 
@@ -360,14 +360,14 @@ async def test_a_debit_answered_after_the_window_is_rolled_back(tmp_path: Path) 
     await rig.open_round()
     request = BetRequest(player_id="alice", table=TABLE, bet_id="b1", round_id=R1,
                          spot="P1", amount=100)
-    real_call = rig.wallet.client.call
+    real_call = rig.client.call
 
     async def late(method: str, body: bytes, timeout: float | None = None) -> Any:
         reply = await real_call(method, body, timeout)
         rig.clock.now = T0 + 20_000  # the answer came back after the window
         return reply
 
-    rig.wallet.client.call = late  # type: ignore[method-assign]  # a slow network, no sleep
+    rig.client.call = late  # type: ignore[method-assign]  # a slow network, no sleep
     answer = bet_answer(request, await rig.wallet.place_slip(ALICE, request.as_slip(), T0,
                                                              T0 + 16_000))
     assert isinstance(answer, p.BetRejected) and answer.code == "wallet_unavailable"
@@ -406,16 +406,16 @@ async def test_a_crash_between_the_debit_and_the_bet_is_rolled_back_after_the_ro
 async def test_a_pending_debit_nobody_answered_is_taken_over_and_rolled_back(
         rig: Rig) -> None:
     """A debit written, sent, and its sender killed before the answer: still pending."""
-    real_call = rig.wallet.client.call
+    real_call = rig.client.call
 
     async def killed(method: str, body: bytes, timeout: float | None = None) -> Any:
         await real_call(method, body, timeout)  # the operator applies it
         raise SystemExit  # and the process is gone before it reads the answer
 
-    rig.wallet.client.call = killed  # type: ignore[method-assign]
+    rig.client.call = killed  # type: ignore[method-assign]
     with pytest.raises(SystemExit):
         await rig.bet("b1")
-    rig.wallet.client.call = real_call  # type: ignore[method-assign]
+    rig.client.call = real_call  # type: ignore[method-assign]
     [debit] = await rig.log.open_debits(10)
     assert debit.state == "pending"
     rig.clock.now = debit.deadline + TAKEOVER_MS + 1

@@ -64,7 +64,7 @@ from livetable.server.gateway.delivery import Census, Delivery
 from livetable.server.gateway.feed import TableFeed, Tables
 from livetable.server.gateway.hello import Admission
 from livetable.server.gateway.intake import MAX_BETS_IN_FLIGHT, Intake
-from livetable.server.gateway.players import Players
+from livetable.server.gateway.players import Players, TermsOf, no_terms
 from livetable.server.gateway.session import Session
 from livetable.server.gateway.sessions import Announce, Sessions, close_ended
 from livetable.server.metrics import Metrics
@@ -93,11 +93,13 @@ class Gateway:
     def __init__(self, settings: Settings, store: Store, execute: Execute, metrics: Metrics,
                  secret: bytes, wallet: SeamlessWallet | None = None,
                  announce: Announce | None = None, *,
-                 chat_room: ChatRoom | None = None, census: Census | None = None) -> None:
+                 chat_room: ChatRoom | None = None, census: Census | None = None,
+                 terms_of: TermsOf = no_terms) -> None:
         """``announce`` tells every gateway that a session ended (the bus's
         ``end_session``); without it, only this one hears. ``census`` counts the
         players online on the other gateways (the bus's ``watchers_elsewhere``); without
-        it, this gateway's connections are all there are."""
+        it, this gateway's connections are all there are. ``terms_of``: a launched
+        player's chips and limits (their operator's, for the session's currency)."""
         self.settings = settings
         self.store = store
         self.metrics = metrics
@@ -114,14 +116,14 @@ class Gateway:
         self._heartbeat: asyncio.Task[None] | None = None
         self._census = census
         self._counting: asyncio.Task[None] | None = None
-        players = Players(settings, store, wallet)
+        players = Players(settings, store, wallet, terms_of)
         self.delivery = Delivery(settings, store, metrics, self.tables, self.keep)
         self.sessions = Sessions(store, announce or self._announce_here, self.keep)
         self.chat = Chat(settings, chat_room or MemoryChatRoom(), self.tables, metrics)
         self.admission = Admission(settings, secret, store, metrics, self.tables, players,
                                    self.sessions, self.chat)
         intake = Intake(settings, store, metrics, self.limits, wallet, self.tables.feeds,
-                        self.sessions)
+                        self.sessions, terms_of)
         self.commands = Commands(store, self.limits, execute, secret, intake, players,
                                  self.tables.feeds, self.sessions, self.chat)
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from livetable import protocol as p
 from livetable.config import Settings
 from livetable.engine.bets import (
@@ -24,9 +26,11 @@ from livetable.engine.bets import (
     precheck,
     rejected,
     slip_answer,
+    within_limits,
 )
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.feed import TableFeed
+from livetable.server.gateway.players import TermsOf, no_terms
 from livetable.server.gateway.sessions import Sessions
 from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits
@@ -44,8 +48,11 @@ class Intake:
 
     def __init__(self, settings: Settings, store: Store, metrics: Metrics, limits: RateLimits,
                  wallet: SeamlessWallet | None, feeds: dict[str, TableFeed],
-                 sessions: Sessions) -> None:
+                 sessions: Sessions, terms_of: TermsOf = no_terms) -> None:
         self.settings = settings
+        #: A launched player's limits, from their operator's entry for the session's
+        #: currency: the slip carries them and is judged by them, not by the table's.
+        self.terms_of = terms_of
         self.store = store
         self.metrics = metrics
         self.limits = limits
@@ -105,6 +112,9 @@ class Intake:
         it has any) let it through: both wallets are held to them."""
         assert client.identity is not None
         identity = client.identity
+        terms = self.terms_of(identity)
+        if terms is not None:
+            slip = msgspec.structs.replace(slip, limits=terms.limits)
         if identity.session is not None:
             refused = await self.sessions.judge(identity, slip, arrived_at)
             if refused is not None:
@@ -131,6 +141,11 @@ class Intake:
         if bad is not None:
             return bad
         snap = self.feeds[slip.table].view()
+        # the slip's own bets against its limits: no debit for what cannot be taken (the
+        # store judges again, with what the player has on the round already)
+        own = within_limits(slip, slip.limits or snap.limits)
+        if isinstance(own, Rejection):
+            return own
         closes_at = snap.closes_at
         if snap.round_id != slip.round_id:
             refusal: Rejection | None = Rejection("unknown_round")

@@ -7,7 +7,8 @@ balance shown is the operator's (asked each time). Otherwise the ledger's. The w
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from livetable import protocol as p
 from livetable.auth import Identity
@@ -19,12 +20,31 @@ if TYPE_CHECKING:  # the wallet's module is the operator's side, not needed to r
     from livetable.operator.seamless import SeamlessWallet
 
 
+class Terms(Protocol):
+    """A launched player's chips and table limits (the session currency's minor units),
+    from their operator's registry entry (``operator.registry.Currency``)."""
+
+    @property
+    def chips(self) -> tuple[int, ...]: ...
+    @property
+    def limits(self) -> p.Limits: ...
+
+
+#: The terms of a player's session, or None (no operator's currency: the table's limits).
+TermsOf = Callable[[Identity], Terms | None]
+
+
+def no_terms(identity: Identity) -> Terms | None:
+    return None
+
+
 class Players:
     def __init__(self, settings: Settings, store: Store,
-                 wallet: SeamlessWallet | None) -> None:
+                 wallet: SeamlessWallet | None, terms_of: TermsOf = no_terms) -> None:
         self.settings = settings
         self.store = store
         self.wallet = wallet
+        self.terms_of = terms_of
 
     async def ensure(self, identity: Identity) -> p.PlayerView:
         """The player's account, created with the demo or the configured balance."""
@@ -44,4 +64,7 @@ class Players:
             player.currency = self.wallet.currency_of(identity)
         else:
             player.currency = identity.currency
+        terms = self.terms_of(identity)
+        if terms is not None:  # the operator's chips and limits for the session's currency
+            player.chips, player.limits = list(terms.chips), terms.limits
         return player
