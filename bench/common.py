@@ -285,15 +285,13 @@ class RedisServer:
 
 
 def livetable_scripts() -> dict[str, str]:
-    """SHA → name of the Lua scripts livetable's Redis store registers (``place_slips``,
-    ``settle_chunk``, …), read off a store that never connects."""
-    import redis.asyncio
+    """SHA → name of the Lua scripts livetable sends to Redis (the leases':
+    ``lease_renew``, …): Redis names a script by the SHA-1 of its text."""
+    import hashlib
 
-    from livetable.store.redis import RedisStore
-
-    store = RedisStore(redis.asyncio.Redis())
-    return {script.sha: attr.strip("_").removesuffix("_script")
-            for attr, script in vars(store).items() if attr.endswith("_script")}
+    folder = Path(__file__).resolve().parents[1] / "livetable"
+    return {hashlib.sha1(path.read_bytes()).hexdigest(): path.stem
+            for path in sorted(folder.rglob("*.lua"))}
 
 
 class ServerProcess:

@@ -91,9 +91,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--postgres", action="store_true",
                         help="bets and settlement also with the PostgreSQL store (a primary "
                              "and a synchronous standby of the bench's own; Redis the bus)")
-    parser.add_argument("--redis", choices=["auto", "yes", "no"], default="auto",
-                        help="also run bets and settlement in Redis mode (auto: when "
-                             "`livetable serve --redis` works)")
     docs = parser.add_mutually_exclusive_group()
     docs.add_argument("--docs", dest="docs", action="store_true", default=None,
                       help="rewrite docs/benchmarks.md's results and docs/bench/*.png")
@@ -219,14 +216,6 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
             lg, work, cfg["bet_players"], cfg["bets_per_player"], cfg["betting_seconds"]))
         _reset(lg)
     stores = ["sqlite", "sqlite-thread"] if args.sqlite_thread else ["sqlite"]
-    if {"bets", "settlement"} & set(parts) and args.redis != "no":
-        ok, why = sc.redis_mode_available(work)
-        results["redis_mode"] = {"available": ok, "why": why}
-        if ok or args.redis == "yes":
-            stores.append("redis")
-        else:
-            sc._log(f"Redis mode skipped: {why} (TODO: rerun with --redis yes once "
-                    f"`livetable serve --redis` works)")
     if {"bets", "settlement"} & set(parts) and args.postgres:
         stores.append("postgres")
     # --repeat: the stores in turn, again and again, so that each store's runs are spread

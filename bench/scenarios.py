@@ -352,7 +352,7 @@ class LivetableServe:
 
     def secret(self) -> bytes:
         """The server's signing secret: <data-dir>/secret (embedded), or the shared
-        LIVETABLE_SECRET the harness gave it (Redis mode)."""
+        LIVETABLE_SECRET the harness gave it (scale-out)."""
         return self.env_secret or (self.data / "secret").read_bytes().strip()
 
     def table(self) -> dict[str, Any]:
@@ -394,45 +394,18 @@ def player_tokens(secret: bytes, n: int, prefix: str) -> list[str]:
             for i in range(n)]
 
 
-def redis_mode_available(work: Path) -> tuple[bool, str]:
-    """Does ``livetable serve --redis URL`` really keep its state in Redis? Start it against
-    a throwaway redis-server and look for keys there."""
-    help_text = subprocess.run([PYTHON, "-m", "livetable.cli", "serve", "--help"], cwd=ROOT,
-                               capture_output=True, text=True).stdout
-    if "--redis" not in help_text:
-        return False, "livetable serve has no --redis flag"
-    redis = RedisServer(work / "redis-probe").start()
-    serve = None
-    try:
-        serve = LivetableServe(work, "redis-probe", ["--betting-seconds", "5"], {},
-                               redis_url=redis.url)
-        time.sleep(1.5)
-        import redis as redis_py
-
-        keys = redis_py.Redis.from_url(redis.url).dbsize()
-        if not keys:
-            return False, "livetable serve --redis runs but writes nothing to Redis"
-        return True, f"{keys} keys in Redis after start"
-    except Exception as exc:
-        return False, f"livetable serve --redis failed: {exc!r}"
-    finally:
-        if serve is not None:
-            serve.stop()
-        redis.stop()
-
-
 # --- 2. bet intake ----------------------------------------------------------------------
 
 
-#: The stores that run ``livetable serve --redis``: Redis as the ledger, or as the bus of
-#: the PostgreSQL store.
-SCALE_OUT = ("redis", "postgres")
+#: The stores that run ``livetable serve --redis``: the PostgreSQL store, Redis its bus (the
+#: Redis ledger was retired; its rows in docs/benchmarks.md are history).
+SCALE_OUT = ("postgres",)
 
 
 def store_env(store: str, database: Any = None) -> dict[str, str]:
     """The server's environment for a store of the bets and settlement parts: ``sqlite``
     (the default: its writer in a child process), ``sqlite-thread`` (the writer a thread
-    of the server, ``LIVETABLE_SQLITE_WRITER=thread``), ``redis``, or ``postgres`` (the
+    of the server, ``LIVETABLE_SQLITE_WRITER=thread``), or ``postgres`` (the
     ledger in ``database``, a primary with a synchronous standby, and Redis the bus)."""
     if store == "postgres":
         return {"LIVETABLE_POSTGRES_URL": database.url}
@@ -666,7 +639,7 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
         dealer.command({"type": "card", "card": OPENING_CARD})
         dealer.command({"type": "open_betting", "betting_ms": 600_000})
         opened = [e for e in dealer.events if e.get("type") == "round_opened"]
-        # in Redis mode the event comes over the bus, and may arrive after the ack
+        # in scale-out the event comes over the bus, and may arrive after the ack
         round_id = (opened[-1] if opened else dealer.wait_for("round_opened"))["round_id"]
         tokens = guest_tokens(secret, players, "settle")
         conn = connect(lg, "livetable", serve.port, players, tokens)

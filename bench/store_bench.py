@@ -1,25 +1,19 @@
 """In-process ledger benchmark: bet intake and settlement through the store alone.
 
-    .venv/bin/python bench/store_bench.py [--bets 100000] [--players 5000] [--redis URL]
+    .venv/bin/python bench/store_bench.py [--bets 100000] [--players 5000]
                                           [--postgres auto|URL] [--writer thread,process]
-                                          [--callgrind]
 
 Bet intake: ``place_bet`` calls (slips of one), ``--concurrency`` of them in flight at once
 (as when many players bet in the same second; 1 = strictly one after another); the store
-batches those in flight into one transaction / one script call. Settlement: the
+batches those in flight into one transaction. Settlement: the
 ``commit_step`` with the SettleRound effect of a round that holds every one of those bets
 (its first chunk), then ``settle_pending`` until no bet is left, chunk by chunk as the
 runner does. CPU: this process's (the SQLite writer thread included) and the store's own:
-the redis-server's (``INFO cpu``), the SQLite writer process's (``--writer process``) or
-PostgreSQL's (its postmaster and every backend and helper, with ``--postgres auto``: a
-primary and a synchronous standby of its own, tests/pg_util.py — the standby's CPU
-counted too), so "bets per CPU second" is per core at the store. On
-Redis the longest command comes from its SLOWLOG. Prints JSON.
-
-Instructions instead of seconds (this machine's timings vary by 2-4x): start the
-redis-server under ``valgrind --tool=callgrind --instr-atstart=no``, pass ``--callgrind``,
-and only the settlement is counted (``callgrind_control -i on`` / ``off`` around it);
-``callgrind_annotate`` reads the total once the server is shut down.
+the SQLite writer process's (``--writer process``) or PostgreSQL's (its postmaster and every
+backend and helper, with ``--postgres auto``: a primary and a synchronous standby of its
+own, tests/pg_util.py — the standby's CPU counted too), so "bets per CPU second" is per core
+at the store. Prints JSON. (The Redis store measured here before its retirement:
+docs/benchmarks.md.)
 """
 
 from __future__ import annotations
@@ -29,7 +23,6 @@ import asyncio
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,8 +40,7 @@ from livetable.store.sqlite import SQLiteStore
 
 
 async def run(store: Store, bets: int, players: int, concurrency: int = 100,
-              seed: int = 1, callgrind: bool = False,
-              server_pids: tuple[int, ...] = ()) -> dict[str, object]:
+              seed: int = 1, server_pids: tuple[int, ...] = ()) -> dict[str, object]:
     rng = random.Random(seed)
     now = 1_000
     for i in range(players):
@@ -60,25 +52,16 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
     requests = [BetRequest(player_id=f"p{i % players}", table="t1", bet_id=f"b{i}",
                            round_id="r1", spot=rng.choice(list(BET_SPOTS)).value,
                            amount=rng.randint(1, 500)) for i in range(bets)]
-    redis = getattr(store, "redis", None)
-    if redis is not None:
-        await redis.config_set("slowlog-log-slower-than", 1000)
-        await redis.config_set("slowlog-max-len", 100_000)
-        await redis.slowlog_reset()
-
     process = getattr(store, "process", None)
 
     async def store_cpu() -> float:
-        """The CPU seconds of the store's own process: redis-server, the writer process,
-        PostgreSQL's processes (``server_pids``)."""
+        """The CPU seconds of the store's own process: the writer process, PostgreSQL's
+        processes (``server_pids``)."""
         if server_pids:
             return sum(tree_cpu_seconds(pid) for pid in server_pids)
         if process is not None and process.pid is not None:
             return cpu_seconds(process.pid)
-        if redis is None:
-            return 0.0
-        info = await redis.info("cpu")
-        return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+        return 0.0
 
     started, cpu0, rcpu0 = time.perf_counter(), time.process_time(), await store_cpu()
     for first in range(0, len(requests), concurrency):  # `concurrency` players at once
@@ -90,8 +73,6 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
     await store.commit_step("t1", b"{}", [], [SetBetting(table="t1", round_id="r1",
                                                          status="closed", closes_at=None)], now)
     effect = settle_effect("t1", "r1")
-    if callgrind:
-        subprocess.run(["callgrind_control", "-i", "on"], check=True, capture_output=True)
     started, cpu0, rcpu0 = time.perf_counter(), time.process_time(), await store_cpu()
     settled = await store.commit_step("t1", b"{}", [], [effect], now)
     chunks = [time.perf_counter() - started]
@@ -102,8 +83,6 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
         settled += chunk
         chunks.append(time.perf_counter() - t)
     settle = time.perf_counter() - started
-    if callgrind:
-        subprocess.run(["callgrind_control", "-i", "off"], check=True, capture_output=True)
     settle_cpu, settle_rcpu = time.process_time() - cpu0, await store_cpu() - rcpu0
     assert len(settled) == bets, (len(settled), bets)
     audit = await store.audit()
@@ -118,11 +97,6 @@ async def run(store: Store, bets: int, players: int, concurrency: int = 100,
         "settle_cpu_s": {"client": round(settle_cpu, 3), "store": round(settle_rcpu, 3)},
         "store_cpu_ms_per_settle_call": round(settle_rcpu / len(chunks) * 1000, 2),
         "store_cpu_us_per_bet_taken": round(intake_rcpu / bets * 1e6, 1)}
-    if redis is not None:
-        entries = await redis.slowlog_get(100_000)
-        worst = max(entries, key=lambda e: e["duration"]) if entries else None
-        result["redis_longest_command_ms"] = (
-            round(worst["duration"] / 1000, 2) if worst else "< 1 ms")
     return result
 
 
@@ -132,12 +106,9 @@ async def main() -> None:
     parser.add_argument("--players", type=int, default=5_000)
     parser.add_argument("--concurrency", type=int, default=100,
                         help="bets in flight at once (1 = one after another)")
-    parser.add_argument("--redis", help="also measure the Redis store at this URL (flushed!)")
     parser.add_argument("--postgres",
                         help="also measure the PostgreSQL store: 'auto' (a primary and a "
                              "synchronous standby of its own) or a URL (a schema of its own)")
-    parser.add_argument("--callgrind", action="store_true",
-                        help="switch callgrind's counting on for the Redis settlement only")
     parser.add_argument("--writer", default="thread",
                         help="the SQLite writers to measure, of thread,process")
     args = parser.parse_args()
@@ -148,14 +119,6 @@ async def main() -> None:
             result[f"sqlite-{writer}"] = await run(store, args.bets, args.players,
                                                    args.concurrency)
             await store.close()
-    if args.redis:
-        from livetable.store.redis import RedisStore
-
-        redis_store = RedisStore.from_url(args.redis)
-        await redis_store.redis.flushall()
-        result["redis"] = await run(redis_store, args.bets, args.players, args.concurrency,
-                                    callgrind=args.callgrind)
-        await redis_store.close()
     if args.postgres:
         result["postgres"] = await run_postgres(args.postgres, args)
     print(json.dumps(result, indent=2))

@@ -1,7 +1,8 @@
 """Throwaway PostgreSQL servers for tests: a primary and, when asked, a synchronous standby,
 our own processes on free loopback ports (never 5432), from Debian's server binaries.
 
-    cluster = start_pg()                  # a primary alone
+    url = fresh_database()                # a new database on the session's one server
+    cluster = start_pg()                  # a primary alone, of the caller's own
     cluster = start_pg(standby=True)      # and a streaming standby, synchronous once it is up
     cluster.url                           # a multi-host libpq URL (target_session_attrs)
     cluster.primary.kill()                # SIGKILL the postmaster and every backend: a crash
@@ -16,6 +17,10 @@ standby that is not there. Killing a server kills the postmaster *and* its backe
 (read from ``postmaster.pid`` and /proc), as the loss of the machine would: a backend left
 behind would keep answering its connection. ``fsync=off``: the tests kill processes, not
 the machine, so what a server wrote is in the OS's cache either way.
+
+One server per test session (:func:`shared_pg`): a test that does not kill PostgreSQL takes
+a database of its own on it (:func:`fresh_database`, ``CREATE DATABASE``: about 0.1 s)
+rather than a server of its own (a copy, a start and a stop: seconds on a busy machine).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import glob
+import itertools
 import os
 import pwd
 import shutil
@@ -103,11 +109,11 @@ class PgServer:
         self.kill()
         raise RuntimeError(f"postgres on port {self.port} did not answer; see {self.log}")
 
-    def sql(self, query: str, *, check: bool = True) -> str:
+    def sql(self, query: str, *, check: bool = True, database: str = "postgres") -> str:
         """Run ``query`` with psql; its output, unaligned (empty if it failed unchecked)."""
         done = subprocess.run(
             [self._bin("psql"), "-X", "-h", "127.0.0.1", "-p", str(self.port), "-U", USER,
-             "-d", "postgres", "-Atc", query], capture_output=True, text=True, timeout=30)
+             "-d", database, "-Atc", query], capture_output=True, text=True, timeout=30)
         if check and done.returncode != 0:
             raise RuntimeError(f"psql on port {self.port}: {done.stderr.strip()}")
         return done.stdout.strip() if done.returncode == 0 else ""
@@ -240,3 +246,25 @@ def start_pg(*, standby: bool = False) -> PgCluster:
         PgCluster(root, primary, second).stop()
         raise
     return PgCluster(root, primary, second)
+
+
+_shared: PgCluster | None = None
+_databases = itertools.count(1)
+
+
+def shared_pg() -> PgCluster:
+    """The one PostgreSQL primary of this test process, started at the first call and
+    stopped when the process exits. Never kill it: a test that does starts its own."""
+    global _shared
+    if _shared is None:
+        _shared = start_pg()
+        atexit.register(_shared.stop)
+    return _shared
+
+
+def fresh_database() -> str:
+    """A new, empty database on :func:`shared_pg`: its URL (the store migrates it)."""
+    server = shared_pg().primary
+    name = f"lt_{os.getpid()}_{next(_databases)}"
+    server.sql(f"CREATE DATABASE {name}")
+    return f"postgresql://{USER}@127.0.0.1:{server.port}/{name}"

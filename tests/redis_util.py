@@ -1,7 +1,7 @@
 """A throwaway ``redis-server`` for tests: our own process on a free port, never 6379.
 
     with start_redis(tmp_path) as server:      # or: server = start_redis(tmp_path)
-        store = await RedisStore.connect(server.url)
+        url = fresh_database()                 # the money: PostgreSQL (tests/pg_util.py)
         ...
         server.kill()       # SIGKILL: a crash, no shutdown save
         server.restart()    # the same port and directory: an AOF test reads back what survived

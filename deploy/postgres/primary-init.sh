@@ -1,6 +1,6 @@
 #!/bin/bash
 # Run once by the postgres image's entrypoint when the primary's data directory is new
-# (deploy/docker-compose.postgres.yml). The standby copies the primary with pg_basebackup
+# (deploy/docker-compose.yml). The standby copies the primary with pg_basebackup
 # as the livetable user: let it replicate. Synchronous replication is written to
 # postgresql.auto.conf here, so that it holds from the server's first real start (not for
 # the image's own initialisation, which would wait for a standby that cannot exist yet).

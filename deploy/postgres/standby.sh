@@ -1,5 +1,5 @@
 #!/bin/bash
-# The standby's entrypoint (deploy/docker-compose.postgres.yml): on first start, copy the
+# The standby's entrypoint (deploy/docker-compose.yml): on first start, copy the
 # primary with pg_basebackup -R (it writes standby.signal and primary_conninfo), then run
 # the postgres image's own entrypoint, which starts the server as a streaming standby.
 set -euo pipefail

@@ -5,7 +5,7 @@ channel; every gateway holds ONE subscription (one connection) to the channels o
 tables and fans out in-process. Pub/sub is at-most-once: a message published while a
 gateway's subscription is down is gone. Two things make that harmless:
 
-* the step was stored before it was published: the table's event log (a Redis Stream) has
+* the step was stored before it was published: the table's event log (in PostgreSQL) has
   it, so the bus can fetch what it missed;
 * the bus watches for loss. It knows the last ``seq`` it delivered per table; a batch that
   skips ahead triggers a catch-up from the log first. And it PINGs through the subscription
@@ -41,10 +41,10 @@ from livetable.bus import (
     TableNote,
     decode_message,
 )
+from livetable.bus.keys import DEFAULT_PREFIX, RedisKeys
+from livetable.bus.redis_conn import is_redis_outage
 from livetable.store.base import StoreUnavailable
-from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.store.postgres import PostgresStore
-from livetable.store.redis import RedisStore, is_redis_outage
 from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.bus")
@@ -68,13 +68,13 @@ WATCHERS_STALE_AFTER_MS = 10_000
 
 class RedisBus:
     def __init__(self, client: Redis | RedisCluster, tables: list[str],
-                 store: RedisStore | PostgresStore, *,
+                 store: PostgresStore, *,
                  on_reconnect: Callable[[], None] | None = None,
                  silence_timeout: float = 3.0, ping_interval: float = 1.0,
                  prefix: str = DEFAULT_PREFIX,
                  subscriber: Redis | None = None) -> None:
         """``subscriber``: the client the subscription is made on (else ``client``). Its
-        connections must not retry (``store.redis.connection_pool(retry=False)``): redis-py
+        connections must not retry (``bus.redis_conn.connection_pool(retry=False)``): redis-py
         reconnects a retrying subscription and subscribes again by itself, and the steps
         published meanwhile would be gone without this bus ever knowing to catch up."""
         self.redis = client

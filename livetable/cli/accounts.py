@@ -61,7 +61,7 @@ def cmd_deposit(args: argparse.Namespace) -> int:
 
     from livetable.accounts import AccountError, check_not_guest, check_player_id
     from livetable.clock import now_ms
-    from livetable.store.base import AmountOverflow, Store
+    from livetable.store.base import Store
 
     if args.amount <= 0:
         raise UsageError("--amount must be a positive integer")
@@ -77,10 +77,10 @@ def cmd_deposit(args: argparse.Namespace) -> int:
             from livetable.store.postgres import PostgresStore
 
             store = PostgresStore(settings.postgres_url)
-        elif settings.redis_url:
-            from livetable.store.redis import RedisStore
+        elif settings.redis_url:  # Redis holds no money: never a local file in its stead
+            from livetable.server.services import SCALE_OUT_NEEDS_POSTGRES
 
-            store = RedisStore.from_url(settings.redis_url)
+            raise UsageError(SCALE_OUT_NEEDS_POSTGRES)
         else:
             from livetable.store.sqlite import SQLiteStore
 
@@ -88,7 +88,7 @@ def cmd_deposit(args: argparse.Namespace) -> int:
         try:
             await store.ensure_player(args.player, args.name or "", 0, now_ms())
             return await store.deposit(args.id, args.player, args.amount, now_ms())
-        except (AccountError, AmountOverflow) as exc:  # a reserved account id; too much
+        except AccountError as exc:  # a reserved account id
             raise UsageError(str(exc)) from None
         finally:
             await store.close()

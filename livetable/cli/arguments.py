@@ -93,10 +93,11 @@ def settings_of(args: argparse.Namespace) -> Settings:
 def add_store_flags(p: argparse.ArgumentParser) -> None:
     setting(p, "--db", "db", "SQLite file")
     setting(p, "--data-dir", "data_dir", "data directory: database and signing secret")
-    setting(p, "--redis", "redis_url", "Redis URL: scale-out mode")
+    setting(p, "--redis", "redis_url",
+            "Redis URL: scale-out mode, its bus, commands and leases (needs --postgres)")
     setting(p, "--postgres", "postgres_url",
             "PostgreSQL URL (libpq; several hosts with target_session_attrs=read-write "
-            "follow a failover): the ledger of scale-out, Redis staying the bus")
+            "follow a failover): the money of scale-out, Redis staying the bus")
 
 
 def add_table_flags(p: argparse.ArgumentParser) -> None:

@@ -1,11 +1,12 @@
 """``livetable serve``, ``gateway`` and ``engine``: the service itself, whole or in its roles.
 
 Why one module for three commands: they are one process with different roles (embedded:
-gateway and engine together; scale-out: each alone, sharing Redis), so they share their
-flags (:func:`_add_server_flags`, every one a setting of :class:`livetable.config.Settings`)
-and one start (:func:`_run_server`): the checks scale-out needs, the services, the lines
-printed at start, then uvicorn with the connection guard and the framed websocket. Nothing
-heavy is imported until a server is really started, so ``livetable --help`` stays quick.
+gateway and engine together; scale-out: each alone, sharing PostgreSQL and Redis), so they
+share their flags (:func:`_add_server_flags`, every one a setting of
+:class:`livetable.config.Settings`) and one start (:func:`_run_server`): the checks scale-out
+needs, the services, the lines printed at start, then uvicorn with the connection guard and
+the framed websocket. Nothing heavy is imported until a server is really started, so
+``livetable --help`` stays quick.
 """
 
 from __future__ import annotations
@@ -85,7 +86,12 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
 
 
 def _check_scale_out(settings: Settings, roles: tuple[Role, ...]) -> None:
-    """What processes sharing a Redis must share, checked before anything starts."""
+    """What processes sharing a Redis must share, checked before anything starts; and
+    that scale-out has its store for money (Redis holds none)."""
+    from livetable.server.services import SCALE_OUT_NEEDS_POSTGRES
+
+    if settings.redis_url and not settings.postgres_url:
+        raise UsageError(SCALE_OUT_NEEDS_POSTGRES)
     if settings.redis_url and not settings.secret:
         raise UsageError("with --redis every process must share LIVETABLE_SECRET (tokens "
                          "minted by one must verify on all)")
@@ -102,10 +108,9 @@ def _announce(settings: Settings, roles: tuple[Role, ...]) -> None:
     from livetable.config import masked_url
 
     shown = "localhost" if settings.host in ("0.0.0.0", "127.0.0.1", "::") else settings.host
-    store = (f"PostgreSQL {masked_url(settings.postgres_url)}"
-             if settings.postgres_url
-             else f"Redis {masked_url(settings.redis_url)}" if settings.redis_url
-             else f"embedded, database {settings.db_path}")
+    store = (f"embedded, database {settings.db_path}" if not settings.postgres_url
+             else f"PostgreSQL {masked_url(settings.postgres_url)}" + (
+                 f", bus Redis {masked_url(settings.redis_url)}" if settings.redis_url else ""))
     print(f"livetable {'+'.join(roles)}: tables {','.join(settings.table_names)}; {store}",
           flush=True)
     if "gateway" in roles:
@@ -121,7 +126,8 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
     setting(p, "--port", "port", "port")
     add_store_flags(p)
     setting(p, "--redis-pubsub-cluster", "redis_pubsub_cluster",
-            "a Redis Cluster node URL for pub/sub only (sharded); the ledger stays on --redis")
+            "a Redis Cluster node URL for pub/sub only (sharded); the leases and commands "
+            "stay on --redis")
     add_table_flags(p)
     setting(p, "--stream", "streams", "the table's live video: URL of its HLS playlist, "
             "absolute or a path on this origin (repeatable; replaces the variable's "

@@ -2,7 +2,7 @@
 
 Why it reads the log and nothing else: the wallet log is the one record of what livetable
 asked the operator's wallet and what came back, kept by the store the deployment runs on
-(SQLite beside the ledger, Redis or PostgreSQL in scale-out). The command picks that log as
+(SQLite beside the ledger, PostgreSQL in scale-out). The command picks that log as
 the server would (:func:`_calls`, from the same settings), filters by operator if asked, and
 prints what :mod:`livetable.operator.report` makes of it — per call and per round, or per
 day (``--daily``), as a table or as JSON. The figures are computed there, never here.
@@ -54,14 +54,10 @@ async def _calls(settings: Settings, round_id: str | None,
             return await PostgresWalletLog(store).calls(round_id, player_id)
         finally:
             await store.close()
-    if settings.redis_url:
-        from livetable.operator.log_redis import RedisWalletLog
+    if settings.redis_url:  # Redis holds no money: never a local file in its stead
+        from livetable.server.services import SCALE_OUT_NEEDS_POSTGRES
 
-        redis_log = RedisWalletLog.from_url(settings.redis_url, settings.table_names)
-        try:
-            return await redis_log.calls(round_id, player_id)
-        finally:
-            await redis_log.close()
+        raise UsageError(SCALE_OUT_NEEDS_POSTGRES)
     from livetable.operator.log_sqlite import SQLiteWalletLog
 
     if not settings.db_path.exists():

@@ -100,11 +100,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     data_dir: Path = Path("data")
     db: Path | None = None
     redis_url: str | None = None
-    #: The system of record for scale-out (store/postgres): a libpq URL. With it, Redis
-    #: (redis_url) is the bus, the dealer commands' queues and the leases only.
+    #: The system of record for scale-out (store/postgres): a libpq URL, required with
+    #: redis_url (Redis is the bus, the dealer commands' queues and the leases only).
     postgres_url: str | None = None
     #: Optional: a Redis Cluster node for pub/sub only (sharded SPUBLISH/SSUBSCRIBE); the
-    #: ledger, leases and commands stay on the primary at redis_url (see store/redis.py).
+    #: leases and commands stay on the primary at redis_url (see server/scaleout.py).
     redis_pubsub_cluster: str | None = None
     tables: Positive = 1
     #: The table ids, instead of t1..t{tables}.

@@ -10,11 +10,7 @@ Pure, like the engine: no store, no socket. The gateway refuses here what it can
 their messages and details (:class:`Rejection`), the order of the checks that read state
 (:func:`judge_slip`, over the facts a store gathers in its transaction,
 :class:`SlipFacts`), and the answers (:func:`slip_answer`, :func:`bet_answer`,
-:func:`settled_message`, the one builder of ``bet_settled``). The Redis store cannot call
-Python between its read and its write — a slip is judged and applied inside one Lua script,
-atomically with the step that closes betting — so ``store/lua/place_slips.lua`` follows
-:func:`judge_slip` step by step, returns the same codes with the same detail values, and
-leaves every message to :class:`Rejection`. The contract tests
+:func:`settled_message`, the one builder of ``bet_settled``). The contract tests
 (tests/unit/test_store_contract.py) hold both stores to the same answers.
 """
 
@@ -252,7 +248,7 @@ def _same(slip: SlipRequest, taken: Sequence[TakenBet]) -> bool:
 def judge_slip(slip: SlipRequest, now: int, facts: SlipFacts) -> SlipAnswer | list[int]:
     """The slip's answer if it is a repeat or refused, else each bet's deduction.
 
-    The order (lua/place_slips.lua follows it): a repeated ``slip_id`` (the first answer
+    The order: a repeated ``slip_id`` (the first answer
     again, or ``duplicate_slip_id``); each bet id used before (``place_bet``'s repeat gets
     its first answer); the round (``unknown_round``, ``paused``, ``betting_closed`` — by
     ``now``, the time the slip reached the gateway, against the round's deadline: a slip

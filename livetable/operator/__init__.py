@@ -8,7 +8,7 @@ That path is one package, so a reader finds it whole:
 * :mod:`livetable.operator.calls` — the wallet calls' bodies and answer on the wire;
 * :mod:`livetable.operator.client` — the HTTP client that makes the calls;
 * :mod:`livetable.operator.log` — the wallet log's records, ids and contract;
-  :mod:`livetable.operator.log_sqlite` and :mod:`livetable.operator.log_redis` keep it;
+  :mod:`livetable.operator.log_sqlite` and :mod:`livetable.operator.log_postgres` keep it;
 * :mod:`livetable.operator.seamless` — the seamless wallet: debits, the sweeper, the
   outbox of credits and rollbacks;
 * :mod:`livetable.operator.report` — the wallet report an operator reconciles with;

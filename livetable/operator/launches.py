@@ -50,7 +50,7 @@ class RedisLaunchRequests:
 
     def __init__(self, redis: Any, key: Any) -> None:
         self._redis = redis
-        #: ``key(operator_id, request_id)`` → the key's name (store/keys.py names it).
+        #: ``key(operator_id, request_id)`` → the key's name (bus/keys.py names it).
         self._key = key
 
     async def first(self, operator_id: str, request_id: str) -> bool:

@@ -19,7 +19,7 @@ engine after a failover — writes the same one, and writing it twice is a no-op
 
 Two implementations keep the one contract (tests/unit/test_wallet_log.py): SQLite
 (:mod:`livetable.operator.log_sqlite`, table ``wallet_calls`` in the embedded database file)
-and Redis (:mod:`livetable.operator.log_redis`).
+and PostgreSQL (:mod:`livetable.operator.log_postgres`, beside the scale-out ledger).
 """
 
 from __future__ import annotations

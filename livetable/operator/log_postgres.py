@@ -1,7 +1,7 @@
 """The wallet log (:class:`~livetable.store.wallet.WalletLog`) in PostgreSQL, next to the
 ledger: the calls to a seamless wallet and the outbox of those still owed.
 
-Why here and not in Redis: with the PostgreSQL store the money's system of record has a
+Why next to the ledger: with the PostgreSQL store the money's system of record has a
 synchronous standby, and the record of what the operator's wallet was asked for — a debit
 in doubt, a credit still owed — is money too: a failover that lost it would lose a player's
 winnings or debit a stake twice. So the log shares the store's pool and its durability

@@ -25,9 +25,10 @@ from typing import Any, Protocol
 import msgspec
 
 from livetable import protocol as p
+from livetable.bus.keys import RedisKeys
+from livetable.bus.redis_conn import is_redis_outage
 from livetable.chat import RATE_WINDOW_MS, RECENT
 from livetable.store.base import StoreUnavailable
-from livetable.store.keys import RedisKeys
 
 _MESSAGE = msgspec.json.Decoder(p.ChatMessage)
 _STREAM_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
@@ -122,8 +123,6 @@ class MemoryChatRoom:
 @contextlib.contextmanager
 def _outage() -> Iterator[None]:
     """Redis out of reach is an outage (answered ``unavailable``), not a bug."""
-    from livetable.store.redis import is_redis_outage
-
     try:
         yield
     except Exception as exc:

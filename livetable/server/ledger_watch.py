@@ -16,7 +16,7 @@ import logging
 
 from livetable.server.metrics import Metrics
 from livetable.server.runner import TableRunner
-from livetable.store.base import Store, StoreUnavailable
+from livetable.store.base import Store
 
 log = logging.getLogger("livetable.app")
 
@@ -49,14 +49,7 @@ class LedgerWatch:
 
     async def check(self) -> str | None:
         """One audit (and identity check); returns the problem found, if any."""
-        try:
-            current = await self.store.identity()
-        except StoreUnavailable as exc:  # a new connection found another store: no outage
-            from livetable.store.redis import StoreIdentityChanged
-
-            if not isinstance(exc.__cause__, StoreIdentityChanged):
-                raise
-            current = exc.__cause__.found
+        current = await self.store.identity()
         pause = True
         problem: str | None
         if current != self.identity:

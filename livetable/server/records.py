@@ -5,7 +5,7 @@ day: a day of 28 bets spans two pages, and a round's bets can fall either side o
 edge. Totals summed in the browser over the rows it happens to have loaded were wrong for
 both. So each page comes with the totals of the days and rounds it shows, counted here over
 all of the player's bets of those days, newest first, through the store's own paging (no
-query of its own: the same call on SQLite and Redis).
+query of its own: the same call on SQLite and PostgreSQL).
 
 Days are the player's calendar days: the page sends its offset from UTC (``tz``, minutes
 east, as the browser knows it now). The walk stops once a page is wholly older than the

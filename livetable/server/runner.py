@@ -182,7 +182,7 @@ class TableRunner:
         """Settle what the store still holds open, chunk by chunk, publishing each chunk.
 
         :data:`SETTLE_AHEAD` chunk calls are in flight while a chunk is published (the
-        store's writer or Redis stores the next ones while the event loop frames and writes
+        store's writer or PostgreSQL stores the next ones while the event loop frames and writes
         this one's results, and never waits for the loop to ask): each chunk is still
         stored before it is published. A call made when nothing was left answers nothing
         — or the first chunk of a round that started settling meanwhile, published like
@@ -360,7 +360,7 @@ class TableRunner:
             self.on_settled(len(settled), (self.clock() - started) / 1000)
         if settles:
             # and once more now that it is stored: calls that reached the store before
-            # the step (another connection to Redis, or the step waiting for the slips
+            # the step (another connection to PostgreSQL, or the step waiting for the slips
             # handed over before it) found nothing to settle
             self._settle_later()
 

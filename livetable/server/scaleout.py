@@ -7,11 +7,13 @@ pops it, runs it, and pushes the answer. A command nobody takes before its deadl
 answered ``table_unavailable`` and dropped, so it can never run late.
 
 **Leases.** At most one engine drives a table: it holds the table's lease (a key set with
-``NX PX``, renewed well within its time to live) and a fencing token (a counter taken when
-the lease is acquired) that the store checks on every write (see
-:class:`~livetable.store.redis.FencedOut`; with the PostgreSQL store the database issues
-the token when the lease is taken, and refuses older ones: :mod:`livetable.store.postgres`).
-An engine whose renewal is refused stops driving at once; one whose renewal gets no answer
+``NX PX``, renewed well within its time to live) and a fencing token that PostgreSQL issues
+when the lease is taken (:meth:`~livetable.store.postgres.PostgresStore.claim`) and checks
+on every step: the database refuses an older holder's writes
+(:class:`~livetable.store.base.FenceRefused`), so a Redis that failed over to a replica, or
+restarted empty, and handed the lease out twice cannot let two engines write. The lease's
+scripts are the files of ``server/lua/`` (package data). An engine whose renewal is
+refused stops driving at once; one whose renewal gets no answer
 (a Redis restart, a dead pooled connection) keeps driving, and retrying, only while the
 lease surely lasts (ttl from its last renewal); a standby that finds the lease lapsed
 takes it, rebuilds the engine from the store and applies the engine's recovery rule: the
@@ -28,6 +30,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from importlib import resources
 
 import msgspec
 from redis.asyncio import Redis
@@ -35,12 +38,11 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from livetable import protocol as p
+from livetable.bus.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.clock import now_ms
 from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import FenceRefused, StoreUnavailable
-from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.store.postgres import PostgresStore
-from livetable.store.redis import FencedOut, RedisStore
 from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.scaleout")
@@ -54,33 +56,10 @@ class CommandEnvelope(msgspec.Struct, kw_only=True):
     command: bytes  # the dealer frame as the gateway decoded it, re-encoded
 
 
-_ACQUIRE = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local token = redis.call('INCR', KEYS[2])
-  redis.call('SET', KEYS[3], token)
-  return token
-end
-return 0
-"""
-_RENEW = """
-local owner = redis.call('GET', KEYS[1])
-if owner == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
--- Lapsed (a starved event loop renewed late) but nobody took it since: the fencing token
--- is still ours, so nothing was written by another engine. Take it back, keep the round.
-if not owner and redis.call('GET', KEYS[2]) == ARGV[3] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-return 0
-"""
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
+def _lease_script(name: str) -> str:
+    """One of the lease's Lua scripts (``server/lua/lease_<name>.lua``)."""
+    return (resources.files("livetable.server") / "lua" / f"lease_{name}.lua").read_text()
+
 
 _ENVELOPES = msgspec.json.Decoder(CommandEnvelope)
 _ANSWERS = msgspec.json.Decoder(p.Ack | p.Error)
@@ -112,20 +91,15 @@ class RedisControl:
 class LeasedTables:
     """The engine side: holds table leases, runs their runners, serves their commands."""
 
-    def __init__(self, client: Redis | RedisCluster, store: RedisStore | PostgresStore,
+    def __init__(self, client: Redis | RedisCluster, store: PostgresStore,
                  tables: list[str], make_runner: Callable[[str], TableRunner], *,
                  ttl_ms: int = 2000, poll: float = 0.5, owner: str | None = None,
                  keys: RedisKeys | None = None) -> None:
         self.redis = client
         #: The store whose steps carry our fencing tokens (``fence_tokens``).
         self.store = store
-        #: The leases' names: under the Redis store's prefix, next to its tables (with the
-        #: PostgreSQL store, ``keys`` names them).
-        if keys is None:
-            if not isinstance(store, RedisStore):
-                raise TypeError("LeasedTables needs keys= for a store that is not Redis")
-            keys = store.keys
-        self.keys = keys
+        #: The leases' names (under the deployment's prefix).
+        self.keys = keys or RedisKeys()
         self.tables = tables
         self.make_runner = make_runner
         self.ttl_ms = ttl_ms
@@ -136,12 +110,13 @@ class LeasedTables:
         #: table -> until when (monotonic) our lease surely lasts: ttl from the sending of
         #: the last renewal (or acquisition) that Redis answered.
         self._valid_until: dict[str, float] = {}
-        #: table -> the lease's token in Redis (what a renewal of a lapsed lease checks).
+        #: table -> the lease's token in Redis (what a renewal of a lapsed lease checks;
+        #: the fencing token is PostgreSQL's, in ``store.fence_tokens``).
         self._tokens: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
-        self._acquire = client.register_script(_ACQUIRE)
-        self._renew = client.register_script(_RENEW)
-        self._release = client.register_script(_RELEASE)
+        self._acquire = client.register_script(_lease_script("acquire"))
+        self._renew = client.register_script(_lease_script("renew"))
+        self._release = client.register_script(_lease_script("release"))
 
     async def start(self) -> None:
         await self._tick()
@@ -204,13 +179,10 @@ class LeasedTables:
         self._tokens[table] = token
         runner = self.make_runner(table)
         try:
-            if isinstance(self.store, PostgresStore):
-                # The database issues the fencing token, not Redis: a Redis that failed
-                # over to a replica, or restarted empty, may hand out a token twice;
-                # PostgreSQL's counter only goes up, and refuses older holders' steps.
-                token = await self.store.claim(table)
-            else:
-                self.store.fence_tokens[table] = token
+            # The database issues the fencing token, not Redis: a Redis that failed over
+            # to a replica, or restarted empty, may hand out a lease twice; PostgreSQL's
+            # counter only goes up, and refuses older holders' steps.
+            token = await self.store.claim(table)
             log.info("table %s: lease taken by %s (fencing token %d)", table, self.owner,
                      token)
             await runner.start()
@@ -219,8 +191,7 @@ class LeasedTables:
             self.store.fence_tokens.pop(table, None)
             with contextlib.suppress(RedisError, OSError):
                 await self._release(keys=[self.keys.lease_owner(table)], args=[self.owner])
-            if not isinstance(exc, FencedOut | FenceRefused | StoreUnavailable | RedisError
-                              | OSError):
+            if not isinstance(exc, FenceRefused | StoreUnavailable | RedisError | OSError):
                 raise
             return
         self.runners[table] = runner

@@ -3,10 +3,10 @@ the deployment and started and stopped together.
 
 The wiring is the one place that knows the deployments apart — embedded (SQLite and the
 in-process bus), one process on PostgreSQL, and scale-out (Redis for the bus, the leases
-and the dealer commands; the ledger in PostgreSQL or Redis) — so the endpoints, the
-gateway and the runners never ask which one they run in. Each deployment is one named step
-of ``__init__`` (``_embedded``, ``_postgres``, ``_scaleout``), which imports the drivers
-only it needs; the seamless wallet is one more (``_seamless``).
+and the dealer commands; the money in PostgreSQL: ``--redis`` alone is refused) — so the
+endpoints, the gateway and the runners never ask which one they run in. Each deployment is
+one named step of ``__init__`` (``_embedded``, ``_postgres``, ``_scaleout``), which imports
+the drivers only it needs; the seamless wallet is one more (``_seamless``).
 
 The process's life is here too, because it is the wiring's: ``start`` in the order the
 parts depend on each other, ``stop`` in reverse. The periodic ledger audit that holds this
@@ -29,9 +29,10 @@ from starlette.requests import HTTPConnection
 from livetable import protocol as p
 from livetable.auth import Identity
 from livetable.bus import Bus, MemoryBus
+from livetable.bus.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.chat import NO_WORDS, BlockedWords, blocked_words
 from livetable.clock import now_ms
-from livetable.config import Settings
+from livetable.config import Settings, SettingsError
 from livetable.engine import Timing
 from livetable.operator import registry
 from livetable.operator.launches import (
@@ -47,7 +48,6 @@ from livetable.server.ledger_watch import LedgerWatch
 from livetable.server.metrics import Metrics
 from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import Store
-from livetable.store.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import SQLiteStore
 from livetable.tasks import cancel
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
     from livetable.operator.wallets import OperatorWallets
     from livetable.server.scaleout import LeasedTables, RedisControl
     from livetable.store.postgres import PostgresStore
-    from livetable.store.redis import IdentityCheck, RedisStore
 
 log = logging.getLogger("livetable.app")
 
@@ -88,6 +87,13 @@ def stream_of(settings: Settings, table: str) -> p.StreamView | None:
 Role = Literal["gateway", "engine"]
 
 
+#: Why ``--redis`` alone is refused: Redis holds no money since the Redis ledger was retired.
+SCALE_OUT_NEEDS_POSTGRES = (
+    "scale-out keeps the money in PostgreSQL: --redis needs --postgres URL (or "
+    "LIVETABLE_POSTGRES_URL) as well; Redis is the bus, the dealer commands and the leases "
+    "only. A deployment whose money is still in a Redis ledger copies it to PostgreSQL "
+    "first with `livetable migrate-store` (docs/operations.md)")
+
 #: A table is busy this long after a table event went out (private results may follow).
 QUIET_AFTER_EVENT = 1.0
 #: ... and from this long before betting closes (the burst of late bets).
@@ -98,7 +104,8 @@ class Services:
     """What one process runs, started and stopped together.
 
     Embedded (no Redis URL): the SQLite store, the in-process bus, a runner per table and
-    the gateway. With a Redis URL: the Redis store and bus; the ``engine`` role holds table
+    the gateway. With a Redis URL (scale-out): the PostgreSQL store for the money
+    (``postgres_url``, required) and the Redis bus; the ``engine`` role holds table
     leases and runs the tables it holds, the ``gateway`` role serves clients; ``serve``
     runs both in one process.
     """
@@ -123,8 +130,6 @@ class Services:
         self.runners: dict[str, TableRunner] = {}
         self.leases: LeasedTables | None = None
         self.redis: Any = None
-        #: Redis only: the check of the store's identity on every new connection.
-        self.identity_check: Any = None
         self.pubsub_redis: Any = None
         self.lease_redis: Any = None
         self.subscriber_redis: Any = None
@@ -180,33 +185,27 @@ class Services:
         self.bus = bus or MemoryBus()
 
     def _scaleout(self, url: str) -> Execute:
-        """Scale-out (a Redis URL): the ledger fenced by table leases, the Redis bus, the
-        leases for an engine, and dealer commands through Redis for a gateway (which holds
-        no table: its ``execute`` is the control channel's)."""
+        """Scale-out (a Redis URL): the PostgreSQL ledger fenced by table leases, the Redis
+        bus, the leases for an engine, and dealer commands through Redis for a gateway
+        (which holds no table: its ``execute`` is the control channel's)."""
         from redis.asyncio import Redis
         from redis.asyncio.cluster import RedisCluster
 
         from livetable.bus.redis import RedisBus
+        from livetable.bus.redis_conn import connection_pool
         from livetable.server.scaleout import RedisControl
-        from livetable.store.redis import IdentityCheck, connection_pool
 
         settings = self.settings
         # Pooled connections retry a command on a dropped connection (after a Redis
         # restart the first command on each of them fails): see connection_pool.
-        # A round's settlement is one Lua script: a round of 100,000 bets keeps Redis
-        # busy for seconds (docs/benchmarks.md), past redis-py's 5 s default timeout.
-        # Every new connection checks the store's identity first (once start has read
-        # it): a Redis that came back empty is refused before anything is written.
-        check = self.identity_check = IdentityCheck()
         self.redis = Redis(connection_pool=connection_pool(
             url, max_connections=512, timeout=10,
-            health_check_interval=5, socket_timeout=60,
-            redis_connect_func=check.on_connect))
+            health_check_interval=5, socket_timeout=60))
         self.pubsub_redis = (RedisCluster.from_url(settings.redis_pubsub_cluster)
                                   if settings.redis_pubsub_cluster else None)
-        fenced, fatal = self._fenced_ledger(check)
+        fenced, fatal = self._fenced_ledger()
         self.store = fenced
-        # one prefix for every name: the store's (livetable/store/keys.py)
+        # one prefix for every Redis name (livetable/bus/keys.py)
         self.redis_prefix = prefix = DEFAULT_PREFIX
         # the subscription on connections of its own that do not retry (see RedisBus)
         self.subscriber_redis = None if self.pubsub_redis else Redis(
@@ -218,49 +217,38 @@ class Services:
                             subscriber=self.subscriber_redis,
                             on_reconnect=self._bus_reconnected)
         if "engine" in self.roles:
-            self._lease_tables(url, fenced, fatal, check)
+            self._lease_tables(url, fenced, fatal)
         self.control = RedisControl(self.redis, prefix=prefix)
         return self.execute if "engine" in self.roles else self.control.execute
 
-    def _fenced_ledger(self, check: IdentityCheck
-                       ) -> tuple[RedisStore | PostgresStore, tuple[type[BaseException], ...]]:
-        """Scale-out's ledger, whose writes a table's lease fences, and the refusals that
-        mean this engine lost the table (its runner stops on them)."""
+    def _fenced_ledger(self) -> tuple[PostgresStore, tuple[type[BaseException], ...]]:
+        """Scale-out's ledger, PostgreSQL, whose writes a table's lease fences, and the
+        refusals that mean this engine lost the table (its runner stops on them)."""
         from livetable.store.base import FenceRefused
         from livetable.store.postgres import PostgresStore
-        from livetable.store.redis import FencedOut, RedisStore
 
         settings = self.settings
-        fenced: RedisStore | PostgresStore
-        if settings.postgres_url:
-            # the ledger in PostgreSQL; Redis is the bus, the commands and the leases
-            # (PostgreSQL checks its own identity: it is not in Redis)
-            fenced = PostgresStore(settings.postgres_url,
-                                   event_retention=settings.event_log_size * 4,
-                                   seal=self.seal, max_connections=32)
-            fatal: tuple[type[BaseException], ...] = (FenceRefused,)
-        else:
-            fenced = RedisStore(self.redis, event_retention=settings.event_log_size * 4,
-                                seal=self.seal)
-            check.key = fenced.keys.identity
-            fatal = (FencedOut,)
-        return fenced, fatal
+        if not settings.postgres_url:
+            raise SettingsError(SCALE_OUT_NEEDS_POSTGRES)
+        fenced = PostgresStore(settings.postgres_url,
+                               event_retention=settings.event_log_size * 4,
+                               seal=self.seal, max_connections=32)
+        return fenced, (FenceRefused,)
 
-    def _lease_tables(self, url: str, fenced: RedisStore | PostgresStore,
-                      fatal: tuple[type[BaseException], ...],
-                      check: IdentityCheck) -> None:
+    def _lease_tables(self, url: str, fenced: PostgresStore,
+                      fatal: tuple[type[BaseException], ...]) -> None:
         """An engine's table leases: it runs the tables it holds."""
         from redis.asyncio import Redis
 
+        from livetable.bus.redis_conn import connection_pool
         from livetable.server.scaleout import LeasedTables
-        from livetable.store.redis import connection_pool
 
         settings = self.settings
         # leases and dealer commands on their own connections: a flood of bets
         # must never delay a lease renewal
         self.lease_redis = Redis(connection_pool=connection_pool(
             url, max_connections=len(settings.table_names) + 8,
-            timeout=5, health_check_interval=5, redis_connect_func=check.on_connect))
+            timeout=5, health_check_interval=5))
         self.leases = LeasedTables(self.lease_redis, fenced, settings.table_names,
                                    lambda t: self._runner(t, fatal),
                                    keys=RedisKeys(self.redis_prefix))
@@ -325,8 +313,8 @@ class Services:
         return True
 
     def _seamless(self) -> None:
-        """The operator's wallet: its log next to the ledger (same SQLite file, the same
-        PostgreSQL database, or the same Redis), one client for debits and balances and
+        """The operator's wallet: its log next to the ledger (same SQLite file, or the same
+        PostgreSQL database), one client for debits and balances and
         one for the outbox, so that a backlog of credits never takes the connections a bet
         is waiting for."""
         from livetable.operator.seamless import SeamlessWallet
@@ -341,11 +329,6 @@ class Services:
             from livetable.operator.log_postgres import PostgresWalletLog
 
             self.wallet_log = PostgresWalletLog(self.store)
-        elif self.redis is not None:
-            from livetable.operator.log_redis import RedisWalletLog
-
-            self.wallet_log = RedisWalletLog(self.redis, settings.table_names,
-                                             prefix=self.redis_prefix)
         else:
             from livetable.operator.log_sqlite import SQLiteWalletLog
 
@@ -405,8 +388,6 @@ class Services:
         if pinned and pinned != identity:
             raise RuntimeError(f"the store's identity is {identity}, not the "
                                f"LIVETABLE_STORE_ID {pinned}: a wiped or different store")
-        if self.identity_check is not None:
-            self.identity_check.expected = identity
         log.info("store identity %s", identity)
         self.metrics.set_gauge("livetable_ledger_ok", 1.0)
         if "engine" in self.roles and self.settings.audit_interval > 0:

@@ -1,4 +1,4 @@
-"""Stores: the ledger, bets, rounds and event logs (SQLite embedded, Redis scale-out).
+"""Stores: the ledger, bets, rounds and event logs (SQLite embedded, PostgreSQL scale-out).
 
 The betting rules both stores follow are :mod:`livetable.engine.bets` (and imported from
 there); what the stores share below them is :mod:`livetable.store.bets`.

@@ -1,6 +1,6 @@
 """The store contract: the ledger, the bets, the rounds and each table's event log.
 
-Two implementations keep it: SQLite (the embedded default) and Redis (scale-out). Both pass
+Two implementations keep it: SQLite (the embedded default) and PostgreSQL (scale-out). Both pass
 the same contract tests (tests/unit/test_store_contract.py), so what is said here holds for
 both:
 
@@ -30,7 +30,7 @@ both:
   (:meth:`Store.count_session`, :meth:`Store.reality_checked`). A session is needed until
   its token expires (``expires_at``), not after. Each store keeps a ``sessions`` record
   (SQLite: store/ledger/schema.py migration 6; PostgreSQL: store/postgres/schema.py
-  migration 4; Redis: a hash per session, expiring with its token): the counting adds in
+  migration 4): the counting adds in
   place (``staked = staked + …``), the end changes only a session not yet ended, the SQL
   stores delete rows past ``expires_at`` as new sessions open, and every store passes
   ``test_a_session_is_kept_counted_checked_and_ended_once`` in
@@ -40,7 +40,7 @@ both:
 Errors say what happened (:class:`StoreError`): :class:`StoreUnavailable` when the store
 could not be reached or timed out (retry: every write is idempotent), a domain error when
 the request itself is refused (:class:`UnknownPlayer`, :class:`InsufficientBalance`,
-:class:`AmountOverflow`, :class:`StepRefused`, and :class:`~livetable.accounts.AccountError`
+:class:`StepRefused`, and :class:`~livetable.accounts.AccountError`
 for an id in the ledger's own namespace). A slip's refusals are answers, not errors
 (:class:`~livetable.engine.bets.Rejection`). Any other exception out of a store is a bug:
 callers let it through (logged, the connection closed, the table halted), never retry it
@@ -66,7 +66,6 @@ from livetable.rules.fairness import ShoeRecord
 from livetable.store.bets import RoundView
 
 __all__ = [
-    "AmountOverflow",
     "AuditReport",
     "FenceRefused",
     "InsufficientBalance",
@@ -86,7 +85,7 @@ __all__ = [
 
 def cursor_of(before: str | None) -> int | None:
     """A Bet Record cursor (``next`` of the page before) as a bet sequence number; None
-    for the first page. Anything else is refused, never passed on to SQL or Redis (a number
+    for the first page. Anything else is refused, never passed on to SQL (a number
     past 2^63 overflowed SQLite's integers)."""
     if before is None or before == "":
         return None
@@ -111,9 +110,9 @@ class StoreError(Exception):
 class StoreUnavailable(StoreError):
     """The store could not be reached, or did not answer in time: an outage, not a verdict.
 
-    Raised for the driver's connection errors and timeouts (redis-py's ``ConnectionError``,
-    ``TimeoutError``, ``BusyLoadingError``, a read-only replica …; SQLite's "database is
-    locked", disk I/O …), the driver's exception chained as the cause. Whether the
+    Raised for the driver's connection errors and timeouts (asyncpg's lost connection, a
+    read-only standby …; SQLite's "database is locked", disk I/O …; redis-py's
+    ``ConnectionError`` on the bus), the driver's exception chained as the cause. Whether the
     operation took effect is unknown: every write is idempotent by its id, so the caller
     retries it (the gateway answers ``unavailable``: resend the same bet; the runner tries
     the step again). Every other exception out of a store is a bug, never retried as an
@@ -127,11 +126,6 @@ class UnknownPlayer(StoreError):
 
 class InsufficientBalance(StoreError):
     """A withdrawal larger than the account's balance (nothing was moved)."""
-
-
-class AmountOverflow(StoreError):
-    """A deposit would take a balance past 2^53 - 1, beyond what the Redis store's scripts
-    keep exact (see :mod:`livetable.store.redis`)."""
 
 
 class StepRefused(StoreError):
@@ -158,7 +152,7 @@ def out_of_step(table: str, head: Head | None, events: list[tuple[int, int, byte
                 left: Head | None) -> str | None:
     """Why a step of ``table`` does not follow on from the stored ``head`` (None: no step
     stored yet), or None if it does. Every store checks it inside the step's transaction or
-    script (step.lua mirrors it), and refuses the step with :class:`OutOfStep` if not.
+    script, and refuses the step with :class:`OutOfStep` if not.
 
     A step with events follows on if its first is the head + 1 of the same epoch (a table
     with no event yet, or a later epoch, starts at 1). A step without events (a tick that
@@ -367,7 +361,7 @@ def _surfacing(method: Callable[..., Awaitable[Any]],
 class Settled(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A private ``bet_settled`` for one player: the settled bet, flat — one object per
     bet, a plain array in msgpack (a 2,000-bet chunk crosses from the SQLite writer
-    process as 2,000 arrays, not 4,000 nested maps; the Redis scripts pack these arrays).
+    process as 2,000 arrays, not 4,000 nested maps).
     :attr:`message` is the frame."""
 
     player_id: str
@@ -428,7 +422,7 @@ class Store(Protocol):
     ) -> list[Settled]:
         """Store one engine step: its events, its effects, the new ``state`` (sealed by the
         store), and ``snapshot``, the table's public snapshot after it (encoded): a
-        store that gateways read from another process (Redis) keeps it beside the sealed
+        store that gateways read from another process (PostgreSQL) keeps it beside the sealed
         state, so that a gateway catches up without the shoe key; SQLite, whose gateway
         runs beside the engine, has no use for it."""
         ...
@@ -461,7 +455,7 @@ class Store(Protocol):
         """This store's identity: a random id written once, when the ledger is new.
 
         A process remembers the identity it started on; a store that answers another one,
-        or none (a Redis that restarted empty, a database swapped under it), is not the
+        or none (a database restored from an old backup or swapped under it), is not the
         ledger it was using, and the process turns not-ready instead of carrying on. With
         ``create`` a missing identity is written (what a process does at start)."""
         ...

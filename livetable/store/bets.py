@@ -2,7 +2,7 @@
 
 The rules — how a slip is judged and answered — are :mod:`livetable.engine.bets`; this is
 what both stores share below them: what settling a chunk of bets moves
-(:func:`settle_chunk`, which ``lua/settle.lua`` follows step by step), the transfer ids, the
+(:func:`settle_chunk`), the transfer ids, the
 one shape of a stored bet (:class:`BetRow`) and the Bet Record line it shows
 (:func:`record_entry`), and a round as kept (:class:`RoundView`).
 """
@@ -21,13 +21,8 @@ from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
 
 # --- settling in chunks ---------------------------------------------------------------------
 
-#: Bets settled per chunk on Redis (one script call each): the script costs about 7 µs
-#: of Redis CPU per bet (bench/store_bench.py: 3.4 ms per 500), so a chunk holds Redis
-#: for about 2 ms — and stays far under 20 ms in SLOWLOG when the machine is busy and
-#: redis-server loses its core in the middle of a script (500 a chunk reached 21 ms).
-SETTLE_CHUNK = 250
-#: On SQLite (one transaction each, on the writer thread, not the event loop): larger
-#: chunks, fewer transactions; a slip waits behind one chunk at most.
+#: Bets settled per chunk on SQLite and PostgreSQL (one transaction each, off the event
+#: loop): larger chunks, fewer transactions; a slip waits behind one chunk at most.
 SQLITE_SETTLE_CHUNK = 2_000
 
 #: A spot's result in a SettleRound: (outcome, odds, returned per unit staked).
@@ -46,7 +41,7 @@ class OpenBet(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
 
 class ChunkPlan(msgspec.Struct, frozen=True):
-    """What settling one chunk of a round's bets moves (lua/settle.lua moves the same).
+    """What settling one chunk of a round's bets moves.
 
     A chunk holds whole players: all of a player's bets of the round settle together, so
     each player gets one payout per round (the operator wallet's one credit per player and
@@ -94,8 +89,9 @@ def refund_transfer_id(seq: int) -> str:
 
 
 class BetRow(msgspec.Struct, array_like=True, frozen=True):
-    """A bet as both stores keep it (the Redis store as this msgpack array; the SQLite
-    store selects these columns in this order): the settlement fields come later."""
+    """A bet as both stores keep it (the stores select these columns in this order; the
+    SQLite writer process sends it back as this msgpack array): the settlement fields
+    come later."""
 
     player_id: str
     bet_id: str

@@ -57,9 +57,9 @@ import msgspec
 from redis.asyncio import Redis
 
 from livetable.accounts import GUEST_PREFIX, HOLD_PREFIX
-from livetable.store.keys import DEFAULT_PREFIX
 from livetable.store.postgres import PostgresStore, ledger
 from livetable.store.redis_ledger import (
+    DEFAULT_PREFIX,
     Bet,
     Layout,
     RedisLedger,

@@ -2,8 +2,8 @@
 
 Why. A table's engine state holds the shuffled order of the shoe in play and the face-down
 cards of the round being dealt. Stored in plain form (``tables.state`` in SQLite,
-``lt:table:{<t>}:state`` in Redis), anyone holding a copy of the database, a backup, the
-data directory or read access to Redis would predict every hand. So both stores keep the
+``tables.state`` in PostgreSQL), anyone holding a copy of the database, a backup or the
+data directory would predict every hand. So both stores keep the
 state *sealed*: encrypted and authenticated with AES-256-GCM (the ``cryptography``
 package) under a key of its own, the *shoe key*: never the signing secret (which every
 gateway and everyone who runs ``livetable token`` holds), never in the database. It comes
@@ -21,7 +21,7 @@ opened once, resealed by the next commit with the shoe key).
 The seal works on whole state blobs at the store boundary (the stores call
 :func:`seal_state` in ``commit_step`` and :func:`open_state` in ``load_table``), so the
 engine stays sans-IO and knows nothing of keys, and everything that reads a state back (the
-runner, a gateway catching up after a Redis blip) gets the plain bytes the engine wrote.
+runner, a gateway catching up after a bus blip) gets the plain bytes the engine wrote.
 
 Format of a sealed state::
 

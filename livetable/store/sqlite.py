@@ -173,7 +173,7 @@ class SQLiteStore:
     async def commit_step(self, table: str, state: bytes, events: list[tuple[int, int, bytes]],
                           effects: list[Effect], now: int, *,
                           snapshot: bytes = b"") -> list[Settled]:
-        # ``snapshot`` is for gateways of other processes (Redis): the embedded gateway
+        # ``snapshot`` is for gateways of other processes (PostgreSQL): the embedded gateway
         # runs beside its engine.
         if any(isinstance(effect, SettleRound) for effect in effects):
             await self.slips.answered()  # slips that came before it go first
@@ -195,7 +195,7 @@ class SQLiteStore:
         return await self._run(c.LoadTable(table))
 
     async def load_snapshot(self, table: str) -> tuple[int, int, bytes] | None:
-        """The table's head and public snapshot (what a Redis bus catches a gateway up
+        """The table's head and public snapshot (what the Redis bus catches a gateway up
         from). The embedded store keeps no snapshot of its own: it is the engine state's,
         opened here, in the one process that holds the shoe key anyway."""
         from livetable.engine import TableEngine

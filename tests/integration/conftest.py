@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from dealing import Dealer, dealing
 from liveserver import LiveServer
-from pg_util import PgCluster, start_pg
+from pg_util import PgCluster, shared_pg
 from redis_util import RedisServer, start_redis
 
 
@@ -68,11 +68,8 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
         server.kill()
 
 
-@pytest.fixture(scope="module")
-def pg_cluster() -> Iterator[PgCluster]:
-    """A PostgreSQL primary of the module's own, on a free port (no standby)."""
-    cluster = start_pg()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+@pytest.fixture(scope="session")
+def pg_cluster() -> PgCluster:
+    """The session's PostgreSQL primary (no standby; tests/pg_util.py): tests on it keep to
+    a schema or a database of their own, and never kill it."""
+    return shared_pg()

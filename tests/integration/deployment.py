@@ -2,9 +2,13 @@
 
 Everything is a process of its own on a free port, as in production, only faster:
 
-* Redis: ``redis-server`` processes of the test (tests/redis_util.py), never the one on 6379;
+* PostgreSQL, the money: a database of the deployment's own on the session's one server
+  (tests/pg_util.py), or the caller's cluster (a test that kills PostgreSQL);
+* Redis, the bus, the commands and the leases: ``redis-server`` processes of the test
+  (tests/redis_util.py), never the one on 6379;
 * ``livetable engine --redis URL`` processes: each holds table leases or stands by;
-* ``livetable gateway --redis URL`` processes: websockets and the HTTP API.
+* ``livetable gateway --redis URL`` processes: websockets and the HTTP API (both with
+  ``LIVETABLE_POSTGRES_URL``).
 
 The livetable processes are :class:`~liveserver.LiveServer` objects (``command`` set to the
 role), so they keep their port across a kill and a restart. They share one signing secret
@@ -43,11 +47,13 @@ from liveserver import (  # type: ignore[attr-defined]  # free_port: procutil
     expected_settlement,
     free_port,
 )
+from pg_util import fresh_database
+from redis.asyncio import Redis
 from redis_util import RedisServer, start_redis
 from timings import BETTING_SECONDS, FAST_ENV, REVEAL_INTERVAL
 
 from livetable.store.base import AuditReport
-from livetable.store.redis import RedisStore
+from livetable.store.postgres import PostgresStore
 
 Frame = dict[str, Any]
 T = TypeVar("T")
@@ -75,18 +81,22 @@ async def wait_for(check: Callable[[], Awaitable[T | None]], timeout: float, wha
 
 
 class Deployment:
-    """One Redis, N engines and M gateways for table t1, started and stopped together."""
+    """One PostgreSQL database, one Redis, N engines and M gateways for table t1, started
+    and stopped together."""
 
     def __init__(self, root: Path, redis: RedisServer, *, engines: int = 2, gateways: int = 2,
                  betting_seconds: float = BETTING_SECONDS,
                  reveal_interval: float = REVEAL_INTERVAL,
                  env: dict[str, str] | None = None,
-                 redis_urls: dict[str, str] | None = None) -> None:
+                 redis_urls: dict[str, str] | None = None,
+                 postgres_url: str | None = None) -> None:
         """``redis_urls`` gives some processes (``gateway1``, ``engine2``...) another way to
-        Redis than ``redis.url`` (a :class:`RedisProxy`)."""
+        Redis than ``redis.url`` (a :class:`RedisProxy`). ``postgres_url``: the money's
+        store (else a fresh database on the session's PostgreSQL)."""
         self.root = root
         self.redis = redis
-        env = {**SCALE_ENV, **(env or {})}
+        self.postgres_url = postgres_url or fresh_database()
+        env = {**SCALE_ENV, "LIVETABLE_POSTGRES_URL": self.postgres_url, **(env or {})}
 
         def process(role: str, i: int) -> LiveServer:
             url = (redis_urls or {}).get(f"{role}{i}", redis.url)
@@ -182,21 +192,23 @@ class Deployment:
         return int(welcome["player"]["balance"])
 
     async def audit(self) -> AuditReport:
-        """The ledger's audit, run from the test process against the same Redis."""
-        store = RedisStore.from_url(self.redis.url)
+        """The ledger's audit, run from the test process against the same database."""
+        store = PostgresStore(self.postgres_url, max_connections=1)
         try:
             return await store.audit()
         finally:
             await store.close()
 
     async def event_log(self) -> list[tuple[int, int]]:
-        """(epoch, seq) of every event in table t1's log (the Redis stream), oldest first."""
-        store = RedisStore.from_url(self.redis.url)
+        """(epoch, seq) of every event in table t1's log, oldest first."""
+        store = PostgresStore(self.postgres_url, max_connections=1)
         try:
-            rows = await store.redis.xrange(store.keys.table_events(TABLE))
+            async with store._connection() as con:
+                rows = await con.fetch("SELECT epoch, seq FROM events WHERE table_id = $1 "
+                                       "ORDER BY epoch, seq", TABLE)
         finally:
             await store.close()
-        return [(int(fields[b"epoch"]), int(fields[b"seq"])) for _, fields in rows]  # type: ignore[index, union-attr]
+        return [(r[0], r[1]) for r in rows]
 
     async def check_event_log(self) -> int:
         """The table's log holds each event once, numbered without a hole; returns its
@@ -214,11 +226,11 @@ class Deployment:
 
     async def redis_command(self, *args: str) -> Any:
         """One command on the deployment's Redis, from the test process."""
-        store = RedisStore.from_url(self.redis.url)
+        client = Redis.from_url(self.redis.url)
         try:
-            return await store.redis.execute_command(*args)  # type: ignore[no-untyped-call]
+            return await client.execute_command(*args)  # type: ignore[no-untyped-call]
         finally:
-            await store.close()
+            await client.aclose()
 
 
 def metric_value(text: str, name: str) -> float:
@@ -316,7 +328,8 @@ async def record_says(deployment: Deployment, gateway: LiveServer, token: str,
 
 @contextlib.asynccontextmanager
 async def running(root: Path, **settings: Any) -> AsyncIterator[Deployment]:
-    """A started :class:`Deployment` on a fresh AOF Redis of its own; all killed at the end."""
+    """A started :class:`Deployment` on a fresh AOF Redis and a fresh database of its own;
+    all killed at the end."""
     redis = start_redis(root / "redis", appendonly=True)
     deployment = Deployment(root, redis, **settings)
     try:

@@ -1,9 +1,10 @@
 """Redis as deployed: users and passwords (issue 10, part 5).
 
 Before, ``deploy/redis.conf`` ran with ``protected-mode no`` and no password: anyone on the
-network could ``HINCRBY`` a balance, ``FLUSHALL`` the ledger or ``CONFIG SET dir`` their way
-to the host. Now the rules live in ONE place, ``deploy/redis-users.acl.template``, rendered
-by ``deploy/redis-acl.sh`` with password hashes from the environment; compose mounts the
+network could ``HINCRBY`` a balance (Redis kept the money then; PostgreSQL does now),
+``FLUSHALL`` the bus's and the leases' keys or ``CONFIG SET dir`` their way to the host.
+Now the rules live in ONE place, ``deploy/redis-users.acl.template``, rendered by
+``deploy/redis-acl.sh`` with password hashes from the environment; compose mounts the
 two files and the Kubernetes ConfigMap carries copies (checked equal here).
 
 Here a ``redis-server`` of the test's own starts from ``deploy/redis.conf`` (its ``dir`` and
@@ -11,17 +12,17 @@ Here a ``redis-server`` of the test's own starts from ``deploy/redis.conf`` (its
 the ACL file rendered by the real script. Then:
 
 * without credentials, with a wrong password or as ``default``, nothing runs;
-* the ``livetable`` user runs the store (players, a round opened, bets, a settlement, the
-  audit), a gateway and an engine as separate processes (pub/sub bus, leases, dealer command
-  queue) and ``livetable deposit``, and Redis' ACL log shows no refusal of theirs;
+* the ``livetable`` user runs a gateway and an engine as separate processes (pub/sub bus,
+  leases, dealer command queue; the money in PostgreSQL) and the chat room, and Redis' ACL
+  log shows no refusal of theirs;
 * the same user is refused ``FLUSHALL``, ``CONFIG``, ``KEYS``, ``DEBUG``, ``SHUTDOWN``,
   other keys and channels, and the same commands from inside a Lua script;
-* every Redis command livetable's code sends is in the template (a new one must be added).
+* the template allows exactly the Redis commands livetable's code sends (a new one must be
+  added; one no longer sent goes).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import re
@@ -43,14 +44,12 @@ from redis.exceptions import AuthenticationError, NoPermissionError, ResponseErr
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from deployment import Deployment, place, settlements
-from liveserver import ROOT, TABLE, WireClient, close_all, livetable_command
+from liveserver import ROOT, TABLE, WireClient, close_all
 from redis_util import RedisServer, start_redis
 
 from livetable import protocol as p
-from livetable.engine import OpenRound, SetBetting, SettleRound
-from livetable.engine.bets import BetRequest
-from livetable.rules import BET_SPOTS
-from livetable.store.redis import RedisStore
+from livetable.bus.keys import RedisKeys
+from livetable.server.chatroom import RedisChatRoom
 
 pytestmark = [
     pytest.mark.redis,
@@ -63,10 +62,6 @@ PASSWORD = secrets.token_hex(32)
 ADMIN_PASSWORD = secrets.token_hex(32)
 
 T0 = 1_700_000_000_000
-R1 = "t1.1.1"
-SPOTS = {s.value: ("lose", 1, 0 if s.is_pair else 1) for s in BET_SPOTS} | {
-    "P1": ("win", 1, 3), "P1_PAIR": ("win", 11, 12)}
-CARDS = {pos: ["AS", "AH"] for pos in ("P1", "P2", "P3", "P4", "P5", "BANKER")}
 
 
 def render(output: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -200,6 +195,11 @@ def allowed_commands() -> set[str]:
     return {token[1:].lower() for token in line.split() if token.startswith("+")}
 
 
+#: Modules that run as Redis' ``admin`` user, never as ``livetable``: ``livetable
+#: migrate-store`` reads a retired Redis ledger with SCAN (docs/operations.md §6.8).
+RUN_AS_ADMIN = {"redis_ledger.py"}
+#: redis-py methods named otherwise than the command they send
+ALIASES = {"delete": "del"}
 #: redis-py calls that are client plumbing, not commands (``pubsub()`` makes a PubSub object)
 CLIENT_METHODS = {"pubsub", "pipeline", "register_script", "initialize", "aclose", "close",
                   "execute", "reset", "get_message", "get_sharded_message"}
@@ -207,26 +207,30 @@ CLIENT_METHODS = {"pubsub", "pipeline", "register_script", "initialize", "aclose
 
 def commands_livetable_sends(known: set[str]) -> dict[str, set[str]]:
     """Redis command -> the files of livetable/ that send it: from Lua (``redis.call``) and
-    from redis-py calls on a Redis client, pipeline or pubsub in the modules that use redis."""
+    from redis-py calls on a Redis client, pipeline or pubsub in the modules that use redis
+    (that import it, or hold a client as ``redis``/``_redis``: the chat room, the launch
+    request ids)."""
     used: dict[str, set[str]] = {}
 
     def add(command: str, where: Path) -> None:
         used.setdefault(command, set()).add(str(where.relative_to(ROOT)))
 
     for path in sorted((ROOT / "livetable").rglob("*")):
-        if path.suffix not in (".py", ".lua"):
+        if path.suffix not in (".py", ".lua") or path.name in RUN_AS_ADMIN:
             continue
         text = path.read_text()
         for name in re.findall(r"redis\.p?call\(\s*['\"]([A-Za-z]+)['\"]", text):
             add(name.lower(), path)
-        if path.suffix != ".py" or not re.search(r"^\s*(from|import) redis\b", text, re.M):
+        if path.suffix != ".py" or not re.search(
+                r"^\s*(from|import) redis\b|\bself\._?redis\b", text, re.M):
             continue
         text = re.sub(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'', "", text)  # Lua, docstrings
         for name in re.findall(r"execute_command\(\s*['\"]([A-Za-z ]+)['\"]", text):
             add(name.lower().replace(" ", "|"), path)
-        for method in re.findall(r"\b(?:redis|pipe|pubsub|shard|r)\.([a-z_]+)\(", text):
+        for method in re.findall(r"\b(?:_?redis|pipe|pubsub|shard|r)\.([a-z_]+)\(", text):
             if method in CLIENT_METHODS:
                 continue
+            method = ALIASES.get(method, method)
             method = method.removesuffix("_iter")  # hscan_iter() sends HSCAN, repeatedly
             for name in (method, method.replace("_", "|", 1)):
                 if name in known:
@@ -237,6 +241,9 @@ def commands_livetable_sends(known: set[str]) -> dict[str, set[str]]:
                                      f"known client plumbing (CLIENT_METHODS)")
         if "register_script(" in text:  # Script.__call__: EVALSHA, SCRIPT LOAD on NOSCRIPT,
             for name in ("evalsha", "script|load", "script|exists"):  # pipelines: EXISTS
+                add(name, path)
+        if "pubsub()" in text:  # redis-py's pubsub sends them itself (a sharded
+            for name in ("unsubscribe", "sunsubscribe"):  # subscription follows its slot)
                 add(name, path)
         if "pipeline(transaction=True)" in text:
             for name in ("multi", "exec"):
@@ -254,10 +261,14 @@ async def test_the_acl_allows_every_command_livetable_sends_and_no_dangerous_one
             subname = sub[0] if isinstance(sub, list) else sub
             known.add((subname.decode() if isinstance(subname, bytes) else subname).lower())
     used = commands_livetable_sends(known)
-    assert {"evalsha", "hget", "xrange", "publish", "blpop"} <= set(used)  # the scan works
+    # the scan works: the leases' scripts, the chat room, the bus, the commands, launches
+    assert {"evalsha", "pexpire", "xdel", "publish", "blpop", "set"} <= set(used)
+    assert "livetable/operator/launches.py" in used["set"]
     allowed = allowed_commands()
     missing = {name: sorted(files) for name, files in used.items() if name not in allowed}
     assert not missing, f"add these to {TEMPLATE.name}'s livetable user: {missing}"
+    unused = allowed - set(used)
+    assert not unused, f"livetable no longer sends these: take them out of {TEMPLATE.name}"
     dangerous = {"flushall", "flushdb", "config", "keys", "scan", "debug", "shutdown",
                  "monitor", "acl", "client", "eval", "script|flush", "script|kill",
                  "function", "save", "bgsave", "replicaof", "slaveof", "module", "migrate",
@@ -352,57 +363,27 @@ async def test_a_lua_script_does_not_widen_the_livetable_user(acl_redis: RedisSe
 # --- livetable with nothing more -------------------------------------------------------------
 
 
-def open_round() -> OpenRound:
-    return OpenRound(table=TABLE, round_id=R1, shoe_id="t1.1", round_no=1,
-                     closes_at=T0 + 60_000, limits=p.Limits())
-
-
-def frame(seq: int) -> tuple[int, int, bytes]:
-    return 1, seq, p.encode(p.BettingClosed(round_id=R1, table=TABLE, epoch=1, seq=seq))
-
-
-async def test_the_livetable_user_runs_the_store(acl_redis: RedisServer, admin: Redis) -> None:
+async def test_the_livetable_user_runs_the_chat_room(acl_redis: RedisServer,
+                                                    admin: Redis) -> None:
+    """Every call of the chat room (a line, its deletion, a mute and its end, the rate
+    window, who deals), as the gateways make them, on the deployed ACL."""
     await admin.flushall()
-    store = RedisStore.from_url(acl_redis.url)
+    redis = Redis.from_url(acl_redis.url)
+    room = RedisChatRoom(redis, RedisKeys())
     try:
-        await store.load_scripts()
-        for pid in ("alice", "bob"):
-            await store.ensure_player(pid, pid.title(), 1_000, T0)
-        assert await store.deposit("d1", "alice", 500, T0) == 1_500
-        await store.commit_step(TABLE, b"s1", [frame(1)], [open_round()], T0)
-        # bets that arrive together go to Redis in one pipeline (SCRIPT EXISTS first)
-        answers = await asyncio.gather(*(
-            store.place_bet(BetRequest(player_id=pid, table=TABLE, bet_id=f"{pid}-{spot}",
-                                       round_id=R1, spot=spot, amount=100), T0 + 1)
-            for pid in ("alice", "bob") for spot in ("P1", "P1_PAIR", "P2")))
-        assert all(isinstance(a, p.BetAccepted) for a in answers), answers
-        # a Redis that lost its scripts (restart, SCRIPT FLUSH by an operator): livetable
-        # loads them again with its own rights
-        await admin.script_flush()
-        late = await store.place_bet(BetRequest(player_id="alice", table=TABLE,
-                                                bet_id="late", round_id=R1, spot="P3",
-                                                amount=50), T0 + 2)
-        assert isinstance(late, p.BetAccepted), late
-        await admin.script_flush()
-        settled = await store.commit_step(
-            TABLE, b"s2", [frame(2), frame(3)],
-            [SetBetting(table=TABLE, round_id=R1, status="closed", closes_at=None),
-             SettleRound(table=TABLE, round_id=R1, spots=SPOTS, cards=CARDS)], T0 + 10)
-        assert len(settled) == 7
-        assert await store.events_after(TABLE, 1, 0, 10) == [frame(n)[2] for n in (1, 2, 3)]
-        assert await store.load_table(TABLE) == b"s2"
-        record, _ = await store.bet_record("alice", 20, None)
-        assert {entry.bet_id for entry in record} == {"late", "alice-P1", "alice-P1_PAIR",
-                                                      "alice-P2"}
-        view = await store.round_view(R1)
-        assert view is not None and view.cards is not None
-        # the settlement's chunks after the first: nothing left here, but the call runs
-        assert await store.settle_pending(TABLE, T0 + 11) == ([], False)
-        report = await store.audit()
-        assert report.ok, report.problems
-        assert report.deposits == 2_500
+        assert await room.take_turn("alice", T0)
+        kept = await room.add(p.ChatMessage(id="", table=TABLE, sender="Alice", role="player",
+                                            text="hi", at=T0, player_id="alice"))
+        assert [m.text for m in await room.recent(TABLE)] == ["hi"]
+        assert await room.delete(TABLE, kept.id)
+        await room.mute(TABLE, "alice", 5, T0)
+        assert await room.muted(TABLE, "alice", T0)
+        await room.mute(TABLE, "alice", 0, T0)
+        assert not await room.muted(TABLE, "alice", T0)
+        await room.set_presenter(TABLE, p.Presenter(name="Mai"))
+        assert await room.presenter(TABLE) == p.Presenter(name="Mai")
     finally:
-        await store.close()
+        await redis.aclose()
     assert await refusals(admin) == []
 
 
@@ -410,8 +391,8 @@ async def test_a_gateway_and_an_engine_run_on_the_livetable_user(
     tmp_path: Path, acl_redis: RedisServer, admin: Redis
 ) -> None:
     """Separate processes, so that every way livetable uses Redis is on the wire: the bus
-    (PUBLISH/SUBSCRIBE), the lease scripts (SET NX PX, fencing counter), the dealer command
-    queue (RPUSH/BLPOP/EXPIRE), the store's scripts and reads."""
+    (PUBLISH/SUBSCRIBE), the lease scripts (SET NX PX, the lease counter), the dealer
+    command queue (RPUSH/BLPOP/EXPIRE)."""
     await admin.flushall()
     deployment = Deployment(tmp_path, acl_redis, engines=1, gateways=1)
     clients: list[WireClient] = []
@@ -444,12 +425,4 @@ async def test_a_gateway_and_an_engine_run_on_the_livetable_user(
     finally:
         await close_all(clients)
         await deployment.close()
-    # the operator's cashier command, with the same URL
-    done = subprocess.run([*livetable_command(), "deposit", "--redis", acl_redis.url,
-                           "--player", "cashier-test", "--amount", "250", "--id", "dep-1"],
-                          capture_output=True, text=True, timeout=60, cwd=str(ROOT),
-                          env={k: v for k, v in os.environ.items()
-                               if not k.startswith("LIVETABLE_")})
-    assert done.returncode == 0, done.stderr
-    assert '"balance": 250' in done.stdout
     assert await refusals(admin) == []

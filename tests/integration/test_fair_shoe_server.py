@@ -1,13 +1,14 @@
-"""The service, embedded (SQLite) and scale-out (Redis): no store holds the upcoming cards,
+"""The service, embedded (SQLite) and scale-out (PostgreSQL and Redis): nothing stored holds
+the upcoming cards,
 and an ended shoe is published and verifies (docs/design.md §7).
 
 Each test runs the real :class:`Services` in-process with fast timings, lets the table deal,
 then — holding the table runner's lock, so that the store and the engine agree — reads
-*everything* the store keeps: the SQLite file with its write-ahead log, or every value of
-every Redis key. No run of six upcoming cards of the shoe in play (the undealt cards and the
-face-down cards of the round in flight), as the engine serialises them, may appear there,
-nor the shoe's salt. The same search over the engine's plain state finds them, so the
-search itself is shown to work.
+*everything* the store keeps: the SQLite file with its write-ahead log, or every row of
+every PostgreSQL table and every value of every Redis key. No run of six upcoming cards of
+the shoe in play (the undealt cards and the face-down cards of the round in flight), as the
+engine serialises them, may appear there, nor the shoe's salt. The same search over the
+engine's plain state finds them, so the search itself is shown to work.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pg_util import fresh_database
 from redis_util import RedisServer, start_redis
 
 from livetable import protocol as p
@@ -35,15 +37,17 @@ from livetable.rules.fairness import ShoeRecord, check_shoe
 from livetable.server.app import create_app
 from livetable.server.runner import TableRunner
 from livetable.server.services import Services
+from livetable.store.postgres import PostgresStore
 from livetable.store.sealing import SealError, StateSeal
 
 WINDOW = 6
 
 
-def fast_settings(data_dir: Path, redis_url: str | None = None) -> Settings:
+def fast_settings(data_dir: Path, redis_url: str | None = None,
+                  postgres_url: str | None = None) -> Settings:
     return Settings(data_dir=data_dir, secret=b"integration-test-secret-0123456789abcdef",
-                    redis_url=redis_url, betting_seconds=1, deal_interval=0.01,
-                    reveal_interval=0.01, between_rounds=0.05, close_grace=0)
+                    redis_url=redis_url, postgres_url=postgres_url, betting_seconds=1,
+                    deal_interval=0.01, reveal_interval=0.01, between_rounds=0.05, close_grace=0)
 
 
 def secrets_of(engine: TableEngine) -> tuple[list[bytes], bytes]:
@@ -213,25 +217,49 @@ async def every_redis_value(url: str) -> bytes:
     return b"\0".join(x if isinstance(x, bytes) else str(x).encode() for x in parts)
 
 
-async def test_no_redis_value_holds_the_upcoming_cards(tmp_path: Path,
-                                                       redis_server: RedisServer) -> None:
-    settings = fast_settings(tmp_path / "data", redis_url=redis_server.url)
+async def every_postgres_row(store: PostgresStore) -> bytes:
+    """Every row of every table of the store, as text (bytea as hex), and the raw bytes of
+    the tables' states and the events' frames."""
+    parts: list[bytes] = []
+    async with store._connection() as con:
+        names = [r[0] for r in await con.fetch(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'")]
+        assert {"tables", "events", "shoes", "bets"} <= set(names), names
+        for name in names:
+            parts += [row[0].encode() for row in await con.fetch(
+                f'SELECT t::text FROM "{name}" t')]
+        parts += [bytes(r[0]) for r in await con.fetch("SELECT state FROM tables")]
+        parts += [bytes(r[0]) for r in await con.fetch("SELECT frame FROM events")]
+    return b"\0".join(parts)
+
+
+async def test_no_stored_value_holds_the_upcoming_cards_in_scale_out(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    settings = fast_settings(tmp_path / "data", redis_url=redis_server.url,
+                             postgres_url=fresh_database())
     svc = Services(settings)
     await svc.start()
     try:
+        assert isinstance(svc.store, PostgresStore)
         runner = await dealing(svc)
         for _ in range(3):
             async with runner._lock:
                 assert runner.engine is not None
-                blob = await every_redis_value(redis_server.url)
-                assert b"lt:table:{t1}:state" in blob
                 assert leaks(runner.engine.to_bytes(), runner.engine)
+                stored = await every_postgres_row(svc.store)
+                assert b"t1" in stored
+                assert leaks(stored, runner.engine) == []
+                blob = await every_redis_value(redis_server.url)
+                assert b"lt:lease:{t1}:owner" in blob
                 assert leaks(blob, runner.engine) == []
             await asyncio.sleep(0.3)
         await published_and_verified(svc, settings)
-        assert b"lt:table:{t1}:shoe:t1.1:info" in await every_redis_value(redis_server.url)
-        assert svc.redis is not None
-        assert_the_secret_cannot_open(await svc.redis.hget("lt:table:{t1}:state", "state"),
-                                      settings)
+        state = await svc.store.load_table("t1")  # opened by the store: the engine's bytes
+        assert state is not None
+        async with svc.store._connection() as con:
+            sealed = bytes(await con.fetchval("SELECT state FROM tables WHERE table_id = 't1'"))
+        assert sealed != state
+        assert_the_secret_cannot_open(sealed, settings)
     finally:
         await svc.stop()

@@ -46,7 +46,7 @@ from walletserver import (
 
 from livetable.clock import now_ms
 from livetable.operator import signatures
-from livetable.store.redis import RedisStore
+from livetable.store.postgres import PostgresStore
 
 PLAYERS = ["alice", "bob", "chai", "dev"]
 #: Every fault the reference operator has, on every method that can meet it.
@@ -458,8 +458,9 @@ def test_many_rounds_with_faults_and_a_kill_9_leave_no_money_in_doubt(
 
 
 @pytest.mark.redis
-def test_an_engine_failover_on_redis_leaves_no_money_in_doubt(tmp_path: Path) -> None:
-    """Scale-out: the wallet log and outbox in Redis, two engines, one gateway; the engine
+def test_an_engine_failover_in_scale_out_leaves_no_money_in_doubt(tmp_path: Path) -> None:
+    """Scale-out: the wallet log and outbox in PostgreSQL beside the ledger, Redis the bus,
+    two engines, one gateway; the engine
     holding the table is killed mid-round and the standby finishes its work."""
     rng = random.Random(5)
     operator = OperatorServer(tmp_path / "operator", faults=FAULTS, seed=5, hang=1.2).start()
@@ -479,7 +480,7 @@ def test_an_engine_failover_on_redis_leaves_no_money_in_doubt(tmp_path: Path) ->
             await close_all(p.client for p in players if p.client is not None)
             outcome = await asyncio.to_thread(Outcome, gateway, operator, players)
             audit = await deployment.audit()
-            store = RedisStore.from_url(deployment.redis.url)
+            store = PostgresStore(deployment.postgres_url, max_connections=1)
             try:
                 ledger = {p: (await store.player(p)) for p in PLAYERS}
             finally:

@@ -1,11 +1,14 @@
-"""Issue 27, item 5: ``/readyz`` answers within a second, even cut off from Redis.
+"""Issue 27, item 5: ``/readyz`` answers within a second, even cut off from its stores.
 
-A gateway cut off from Redis by a partition answered ``/readyz`` after 2.3-10.5 s or not at
-all: its probe of the store waited on a pooled connection for its socket timeout, and a
-load balancer's check gave up first. Now every probe is bounded and they run together: the
-answer is 503 within a second, naming what is unreachable.
+A gateway cut off from Redis (then its store) by a partition answered ``/readyz`` after
+2.3-10.5 s or not at all: its probe of the store waited on a pooled connection for its
+socket timeout, and a load balancer's check gave up first. Now every probe is bounded and
+they run together: the answer is 503 within a second, naming what is unreachable. Since the
+Redis ledger's retirement the store is PostgreSQL, and Redis the bus: cut off from
+PostgreSQL, ``/readyz`` names the store; cut off from Redis, the bus's watchdog turns it 503
+— and neither makes it wait.
 
-The partition is a TCP proxy between the gateway and Redis that stops passing bytes,
+The partition is a TCP proxy between the gateway and the server that stops passing bytes,
 closing nothing (tests/e2e/tcpproxy.py): connections made before it and during it hang.
 """
 
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pg_util import fresh_database, shared_pg
 from redis_util import RedisServer
 
 from livetable.config import Settings
@@ -28,12 +32,16 @@ from tcpproxy import TcpProxy  # tests/e2e is not a package
 
 pytestmark = [pytest.mark.redis]
 
+SECRET = b"partition-secret-0123456789abcdef"
 
-async def test_readyz_answers_503_within_a_second_naming_redis(
+
+async def test_readyz_answers_503_within_a_second_naming_the_store(
         tmp_path: Path, redis_server: RedisServer) -> None:
-    with TcpProxy(redis_server.port) as proxy:
-        settings = Settings(data_dir=tmp_path, secret=b"partition-secret-0123456789abcdef",
-                            redis_url=f"redis://127.0.0.1:{proxy.port}/0")
+    port = shared_pg().primary.port
+    with TcpProxy(port) as proxy:
+        url = fresh_database().replace(f":{port}/", f":{proxy.port}/")
+        settings = Settings(data_dir=tmp_path, secret=SECRET, redis_url=redis_server.url,
+                            postgres_url=url)
         services = Services(settings, roles=("gateway",))
         app = create_app(settings, services=services)
         await services.start()
@@ -50,11 +58,43 @@ async def test_readyz_answers_503_within_a_second_naming_redis(
                     took = time.monotonic() - started
                     assert ready.status_code == 503
                     store = ready.json()["checks"]["store"]
-                    assert store.startswith("Redis unreachable"), store
+                    assert store.startswith("Postgres unreachable"), store
                     assert took < 1.0, f"/readyz took {took:.2f} s"
                 started = time.monotonic()
                 metrics = await http.get("/metrics")  # it runs the same probes
                 assert metrics.status_code == 200 and time.monotonic() - started < 1.0
+        finally:
+            proxy.restore()
+            await services.stop()
+
+
+async def test_readyz_answers_within_a_second_cut_off_from_redis(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    with TcpProxy(redis_server.port) as proxy:
+        settings = Settings(data_dir=tmp_path, secret=SECRET,
+                            redis_url=f"redis://127.0.0.1:{proxy.port}/0",
+                            postgres_url=fresh_database())
+        services = Services(settings, roles=("gateway",))
+        app = create_app(settings, services=services)
+        await services.start()
+        try:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                         base_url="http://gateway") as http:
+                ready = await http.get("/readyz")
+                assert ready.status_code == 200, ready.json()
+
+                proxy.stall()
+                deadline = time.monotonic() + 10  # the watchdog's 3 s of silence, and more
+                while True:
+                    started = time.monotonic()
+                    ready = await http.get("/readyz")
+                    took = time.monotonic() - started
+                    assert took < 1.0, f"/readyz took {took:.2f} s"
+                    if ready.status_code == 503:
+                        break
+                    assert time.monotonic() < deadline, "still ready, cut off from Redis"
+                checks = ready.json()["checks"]
+                assert checks["bus"] is False and checks["store"] is True, checks
         finally:
             proxy.restore()
             await services.stop()

@@ -1,10 +1,11 @@
 """Every key and channel livetable uses in Redis starts with its prefix.
 
-The store, the bus, the leases and the dealer command queue run on a Redis of our own with
-the prefix ``zz``; a table plays a round with a bet in it, opened by a dealer command through
-the queue. Then every key in Redis (``SCAN``) and every pub/sub channel must start with
-``zz:`` — so that two deployments can share one Redis, and an ACL of ``~zz:*`` ``&zz:*`` is
-all a deployment needs (deploy/redis-users.acl.template).
+The bus, the leases, the dealer command queue and the chat room run on a Redis of our own
+with the prefix ``zz`` (the money in a PostgreSQL database of the test's own); a table plays
+a round with a bet in it, opened by a dealer command through the queue. Then every key in
+Redis (``SCAN``) and every pub/sub channel must start with ``zz:`` — so that two deployments
+can share one Redis, and an ACL of ``~zz:*`` ``&zz:*`` is all a deployment needs
+(deploy/redis-users.acl.template).
 """
 
 from __future__ import annotations
@@ -18,16 +19,18 @@ from redis.asyncio import Redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pg_util import fresh_database
 from redis_util import start_redis
 
 from livetable import protocol as p
+from livetable.bus.keys import RedisKeys
 from livetable.bus.redis import RedisBus
 from livetable.engine import Timing
 from livetable.engine.bets import BetRequest
 from livetable.server.chatroom import RedisChatRoom
 from livetable.server.runner import TableRunner
 from livetable.server.scaleout import LeasedTables, RedisControl
-from livetable.store.redis import RedisStore
+from livetable.store.postgres import PostgresStore
 
 pytestmark = [pytest.mark.redis]
 
@@ -46,13 +49,15 @@ async def _until(condition: object, timeout: float = 10.0) -> None:
 async def test_every_key_and_channel_starts_with_the_prefix(tmp_path: Path) -> None:
     with start_redis(tmp_path) as server:
         client = Redis.from_url(server.url)
-        store = RedisStore(client, prefix=PREFIX)
+        store = PostgresStore(fresh_database(), max_connections=4)
+        await store.open()
         bus = RedisBus(client, ["t1"], store, prefix=PREFIX)
         seen: list[int] = []
         bus.subscribe(lambda batch: seen.append(batch.seq))
         await bus.start()
         leases = LeasedTables(client, store, ["t1"],
-                              lambda t: TableRunner(t, store, bus, timing=FAST), poll=0.1)
+                              lambda t: TableRunner(t, store, bus, timing=FAST), poll=0.1,
+                              keys=RedisKeys(PREFIX))
         control = RedisControl(client, prefix=PREFIX)
         try:
             await leases.start()
@@ -69,7 +74,7 @@ async def test_every_key_and_channel_starts_with_the_prefix(tmp_path: Path) -> N
             assert isinstance(accepted, p.BetAccepted)
             await _until(lambda: _phase(runner, "settled"))
             # the table chat's keys: a line, a mute, a rate window, who deals
-            room = RedisChatRoom(client, store.keys)
+            room = RedisChatRoom(client, RedisKeys(PREFIX))
             await room.add(p.ChatMessage(id="", table="t1", sender="Ann", role="player",
                                          text="hi", at=1, player_id="p1"))
             await room.mute("t1", "p1", 5, 1)
@@ -82,6 +87,7 @@ async def test_every_key_and_channel_starts_with_the_prefix(tmp_path: Path) -> N
             await leases.stop()
             await bus.close()
             await client.aclose()
+            await store.close()
     stray = sorted(k for k in keys + channels if not k.startswith(f"{PREFIX}:"))
     assert stray == [], f"not under the prefix {PREFIX}: {stray}"
     assert any(":lease:" in k for k in keys)

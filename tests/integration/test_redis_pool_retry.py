@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_util import fresh_database
+from redis.asyncio import Redis
 from redis_util import RedisServer
 
+from livetable.bus.redis_conn import connection_pool
 from livetable.config import Settings
 from livetable.server.services import Services
-from livetable.store.redis import RedisStore
 
 pytestmark = [pytest.mark.redis]
 
@@ -43,11 +45,12 @@ def pooled(client: Any) -> int:
 async def test_every_pooled_connection_survives_a_redis_restart(
         tmp_path: Path, redis_server: RedisServer) -> None:
     settings = Settings(data_dir=tmp_path, secret=b"pool-retry-secret-0123456789abcdef",
-                        redis_url=redis_server.url)
+                        redis_url=redis_server.url, postgres_url=fresh_database())
     services = Services(settings, roles=("gateway", "engine"))  # not started: its clients
-    store = RedisStore.from_url(redis_server.url)
-    clients = {"bets and steps": services.redis, "leases": services.lease_redis,
-               "a store of its own": store.redis}
+    own = Redis(connection_pool=connection_pool(redis_server.url, max_connections=16,
+                                                timeout=5))
+    clients = {"the bus and commands": services.redis, "leases": services.lease_redis,
+               "a pool of its own": own}
     # the bus's subscription is the one that must not retry: redis-py would make it again
     # by itself, and the bus would not know to catch up from the log (its own test:
     # tests/integration/test_scaleout_watchdog.py)
@@ -64,6 +67,7 @@ async def test_every_pooled_connection_survives_a_redis_restart(
             assert answers == [None] * IDLE, f"{name}: {answers}"
             assert pooled(client) == IDLE, name
     finally:
-        await store.close()
+        await own.aclose()
+        await services.store.close()
         for client in (services.redis, services.lease_redis, services.subscriber_redis):
             await client.aclose()

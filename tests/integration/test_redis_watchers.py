@@ -15,8 +15,8 @@ from redis.asyncio import Redis
 from redis_util import start_redis
 
 from livetable.bus import redis as bus_redis
+from livetable.bus.keys import RedisKeys
 from livetable.bus.redis import RedisBus
-from livetable.store.keys import RedisKeys
 
 pytestmark = [pytest.mark.redis]
 

@@ -3,11 +3,11 @@
 A cluster of three masters runs locally (``cluster-enabled`` redis-servers joined by
 ``redis-cli --cluster create``). Two things are shown:
 
-* every per-table key name the store and the scale-out code use — the table's state, its
-  event log, a round's info/bets/totals, the lease's owner/token/counter, the dealer command
-  list and the pub/sub channel — hashes to one slot (CLUSTER KEYSLOT, asked of the cluster),
-  and so does every key of the table actually written;
-* ``livetable serve --redis <primary> --redis-pubsub-cluster <cluster node>`` publishes the
+* every per-table key name the scale-out code uses — the lease's owner/token/counter, the
+  dealer command list, the chat and the pub/sub channel — hashes to one slot (CLUSTER
+  KEYSLOT, asked of the cluster), and so does every key of the table actually written;
+* ``livetable serve --redis <primary> --redis-pubsub-cluster <cluster node>`` (the money in
+  PostgreSQL, ``LIVETABLE_POSTGRES_URL``) publishes the
   table's steps with SPUBLISH and its gateway receives them with SSUBSCRIBE on the node that
   owns the slot: a websocket client gets whole rounds, in order, with bets settled by the
   rules. Nothing goes over the primary's classic pub/sub. The subscription's watchdog keeps
@@ -36,13 +36,14 @@ from deployment import (
     table_events,
 )
 from liveserver import TABLE, LiveServer, WireClient, close_all, hands_from
+from pg_util import fresh_database
+from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 from redis_util import RedisServer, start_redis
 
 from livetable.bus import TableBatch
-from livetable.store.keys import RedisKeys
-from livetable.store.redis import RedisStore
+from livetable.bus.keys import RedisKeys
 
 pytestmark = [
     pytest.mark.redis,
@@ -86,7 +87,8 @@ def _serves(node: ClusterNode, slot: int) -> bool:
 async def test_sharded_pubsub_and_one_slot_per_table(
         tmp_path: Path, cluster: list[ClusterNode], primary: RedisServer) -> None:
     seed = cluster[0]
-    server = LiveServer(tmp_path / "serve", command="serve", env=SCALE_ENV,
+    env = {**SCALE_ENV, "LIVETABLE_POSTGRES_URL": fresh_database()}
+    server = LiveServer(tmp_path / "serve", command="serve", env=env,
                         betting_seconds=BETTING_SECONDS,
                         args=["--redis", primary.url,
                               "--redis-pubsub-cluster", f"redis://127.0.0.1:{seed.port}"])
@@ -134,24 +136,19 @@ async def test_sharded_pubsub_and_one_slot_per_table(
                     seen.update(seq for seq, _ in batch.frames)
 
         # one slot per table, as the cluster computes it
-        store = RedisStore.from_url(primary.url)
-        names = [store.keys.table_state(TABLE), store.keys.table_events(TABLE),
-                 store.keys.round_info(TABLE, round_id), store.keys.round_bets(TABLE, round_id),
-                 store.keys.round_totals(TABLE, round_id), KEYS.lease_owner(TABLE),
-                 KEYS.lease_token(TABLE), KEYS.lease_counter(TABLE), KEYS.commands(TABLE),
-                 KEYS.steps(TABLE)]
+        names = [KEYS.lease_owner(TABLE), KEYS.lease_token(TABLE), KEYS.lease_counter(TABLE),
+                 KEYS.commands(TABLE), KEYS.reply(TABLE, "r1"), KEYS.chat(TABLE),
+                 KEYS.presenter(TABLE), KEYS.steps(TABLE)]
         slots = {name: int(redis_cli(seed.port, "cluster", "keyslot", name)) for name in names}
         assert len(set(slots.values())) == 1, slots
         slot = slots[KEYS.steps(TABLE)]
         assert slot == key_slot(TABLE.encode())  # the hash tag is the table id
-        # ... and every key of the table that was actually written (the rest is the ledger)
-        written = [k.decode() for k in await store.redis.keys("*")]  # type: ignore[union-attr]
-        await store.close()
-        table_keys = [k for k in written if "{" + TABLE + "}" in k]
-        assert store.keys.table_state(TABLE) in table_keys
-        assert store.keys.round_info(TABLE, round_id) in table_keys
-        assert {key_slot(k.encode()) for k in table_keys} == {slot}, table_keys
-        assert all("{ledger}" in k for k in written if k not in table_keys), written
+        # ... and every key actually written is the table's: no money in Redis
+        direct = Redis.from_url(primary.url)
+        written = [k.decode() for k in await direct.keys("*")]  # type: ignore[union-attr]
+        await direct.aclose()
+        assert KEYS.lease_owner(TABLE) in written, written
+        assert {key_slot(k.encode()) for k in written} == {slot}, written
 
         # the gateway's subscription is a shard subscription on the slot's owner, not a
         # classic one on the primary

@@ -2,7 +2,7 @@
 
 Two engines run; one holds table t1's lease (its /readyz lists it in ``leases_held``). It is
 killed without warning, its lease lapses (2 s), and the standby — polling every 0.5 s —
-takes the table, rebuilds the engine from Redis and applies the recovery rule:
+takes the table, rebuilds the engine from the store and applies the recovery rule:
 
 * killed while betting: the round cannot go on (its cards were never dealt), so it is
   cancelled and every bet refunded in full — including a bet taken by a gateway after the

@@ -1,5 +1,5 @@
 """Scale-out: an operator ends a session through one gateway, and its connections on every
-gateway close at once (the end is kept in Redis, then announced on the bus); a session's
+gateway close at once (the end is kept in PostgreSQL, then announced on the bus); a session's
 figures are the same on every gateway."""
 
 from __future__ import annotations
@@ -66,9 +66,9 @@ async def test_a_sessions_stakes_count_on_every_gateway(tmp_path: Path) -> None:
                        env={"LIVETABLE_OPERATOR_SECRET": OPERATOR_SECRET}) as deployment:
         gw1, gw2 = deployment.gateways
         await asyncio.to_thread(
-            subprocess.run, [*livetable_command(), "deposit", "--redis",
-                             deployment.redis.url, "--player", "p-two", "--amount", "50000",
-                             "--id", "dep-p-two"],
+            subprocess.run, [*livetable_command(), "deposit", "--postgres",
+                             deployment.postgres_url, "--player", "p-two", "--amount",
+                             "50000", "--id", "dep-p-two"],
             check=True, capture_output=True, env={**os.environ, **gw1.env})
         session = await asyncio.to_thread(launch, gw1, "p-two",
                                           limits={"max_stake_per_round": 3000})

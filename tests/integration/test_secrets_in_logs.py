@@ -4,7 +4,8 @@
 every start, even with the URL from the environment: whoever reads the logs (a log shipper,
 ``journalctl``, ``docker logs``) had Redis' password. Here a real ``redis-server`` requires
 a password, an engine and a gateway start on it at debug level with the URL in
-``LIVETABLE_REDIS_URL``, a guest plays a round's worth of traffic, and every line either
+``LIVETABLE_REDIS_URL`` (and their PostgreSQL URL, with a password too, in
+``LIVETABLE_POSTGRES_URL``), a guest plays a round's worth of traffic, and every line either
 process wrote is searched for the password. The gateway is started without the shoe key:
 gateways never need it (attack 2).
 """
@@ -18,11 +19,15 @@ from pathlib import Path
 import pytest
 from deployment import SECRET, SHOE_KEY
 from liveserver import LiveServer, WireClient
+from pg_util import fresh_database
 from redis_util import RedisServer, start_redis
 
 from livetable.config import masked_url
 
 PASSWORD = "Pw-0123456789-abcdefghij-SECRET-zz"
+#: The test's PostgreSQL trusts loopback: the password is sent, never needed, and must never
+#: be printed either.
+PG_PASSWORD = "Pg-9876543210-jihgfedcba-SECRET-yy"
 
 
 @pytest.fixture
@@ -47,7 +52,10 @@ def test_masked_url_hides_every_password() -> None:
 async def test_no_process_prints_the_redis_password(tmp_path: Path,
                                                     redis_server: RedisServer) -> None:
     url = f"redis://:{PASSWORD}@127.0.0.1:{redis_server.port}/0"
-    env = {"LIVETABLE_SECRET": SECRET, "LIVETABLE_REDIS_URL": url}
+    postgres = fresh_database().replace("postgresql://livetable@",
+                                        f"postgresql://livetable:{PG_PASSWORD}@")
+    env = {"LIVETABLE_SECRET": SECRET, "LIVETABLE_REDIS_URL": url,
+           "LIVETABLE_POSTGRES_URL": postgres}
     engine = LiveServer(tmp_path / "engine", command="engine", args=["--log-level", "debug"],
                         env={**env, "LIVETABLE_SHOE_KEY": SHOE_KEY})
     gateway = LiveServer(tmp_path / "gateway", command="gateway",
@@ -67,5 +75,6 @@ async def test_no_process_prints_the_redis_password(tmp_path: Path,
     for process in (engine, gateway):
         log = process.log()
         assert "Redis redis://:***@127.0.0.1" in log, log[-2000:]  # the line is still there
-        assert PASSWORD not in log, process.command
+        assert "PostgreSQL postgresql://livetable:***@127.0.0.1" in log, log[-2000:]
+        assert PASSWORD not in log and PG_PASSWORD not in log, process.command
     assert not (tmp_path / "gateway-keys").exists()  # the gateway made no shoe key

@@ -322,9 +322,9 @@ async def test_redis_out_of_reach_is_an_outage_not_a_bug() -> None:
     # the session answers an outage ``unavailable`` and goes on; anything else closes 1011
     from redis.exceptions import ConnectionError as RedisConnectionError
 
+    from livetable.bus.keys import RedisKeys
     from livetable.server.chatroom import RedisChatRoom
     from livetable.store.base import StoreUnavailable
-    from livetable.store.keys import RedisKeys
 
     class Down:
         async def set(self, *args: Any, **kwargs: Any) -> None:

@@ -71,7 +71,8 @@ async def _sqlite_process(request: pytest.FixtureRequest, event_retention: int) 
                        writer="process")
 
 
-#: Every Store implementation under contract. The Redis store is added here, in one line.
+#: Every Store implementation under contract (tests/integration/test_pg_contract.py adds
+#: the PostgreSQL store).
 STORE_FACTORIES: dict[str, StoreFactory] = {
     "sqlite-memory": _sqlite_memory,
     "sqlite-file": _sqlite_file,

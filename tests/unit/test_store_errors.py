@@ -19,11 +19,12 @@ from redis.backoff import NoBackoff
 from redis.exceptions import BusyLoadingError, ResponseError
 
 from livetable.bus import TableBatch
+from livetable.bus.keys import RedisKeys
 from livetable.bus.redis import RedisBus
-from livetable.operator.log_redis import RedisWalletLog
+from livetable.bus.redis_conn import is_redis_outage
 from livetable.operator.log_sqlite import SQLiteWalletLog
+from livetable.server.chatroom import RedisChatRoom
 from livetable.store.base import StoreUnavailable, UnknownPlayer
-from livetable.store.redis import RedisStore, is_redis_outage
 from livetable.store.sqlite import SQLiteStore, is_sqlite_outage
 
 T0 = 1_700_000_000_000
@@ -45,20 +46,15 @@ def unreachable() -> Redis:
 
 async def test_a_redis_connection_error_surfaces_as_store_unavailable(
         unreachable: Redis) -> None:
-    store = RedisStore(unreachable)
+    """The bus and the chat room: Redis out of reach is an outage (the runner retries the
+    publish; the gateway answers ``unavailable``)."""
+    bus = RedisBus(unreachable, ["t1"], None)  # type: ignore[arg-type]  # publishing only
     with pytest.raises(StoreUnavailable) as caught:
-        await store.deposit("d1", "alice", 10, T0)
-    assert caught.value.__cause__ is not None  # the driver's error, kept as the cause
-    with pytest.raises(StoreUnavailable):
-        await store.load_table("t1")
-    with pytest.raises(StoreUnavailable):
-        await store.audit()
-    log = RedisWalletLog(unreachable, ["t1"])
-    with pytest.raises(StoreUnavailable):
-        await log.backlog()
-    bus = RedisBus(unreachable, ["t1"], store)
-    with pytest.raises(StoreUnavailable):
         await bus.publish(TableBatch(table="t1", epoch=1, seq=1, frames=[], snapshot=b"{}"))
+    assert caught.value.__cause__ is not None  # the driver's error, kept as the cause
+    room = RedisChatRoom(unreachable, RedisKeys())
+    with pytest.raises(StoreUnavailable):
+        await room.take_turn("alice", T0)
     await unreachable.aclose()
 
 

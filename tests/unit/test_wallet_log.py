@@ -1,5 +1,5 @@
 """The wallet log contract (livetable/operator/log.py) and the ledger's ``withdraw``, on
-SQLite here; tests/integration/test_wallet_log_redis.py runs the same tests on Redis."""
+SQLite here; tests/integration/test_wallet_log_pg.py runs the same tests on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from livetable.operator.log import CallRecord, WalletCall, WalletLog, rollback_tx_id
-from livetable.operator.log_redis import RedisWalletLog
+from livetable.operator.log import WalletCall, WalletLog, rollback_tx_id
 from livetable.operator.log_sqlite import SQLiteWalletLog
 from livetable.operator.report import report
 from livetable.store.base import InsufficientBalance, Store, UnknownPlayer
@@ -202,26 +201,6 @@ STORED_CREDIT = WalletCall(
     tx_id="c-1", method="credit", player_id="p1", currency="THB", table_id="t1",
     round_id="t1.1.1", amount=190, body=b'{"tx_id":"c-1"}', state="queued", created_at=8,
     next_at=9, debits="d-1")
-#: The Redis log's entries for those two calls as written before the call's fields had one
-#: base Struct (the Redis log's own _Meta): a log written then must read the same.
-OLD_ENTRIES = [
-    b'\xde\x00\x0f\xa5tx_id\xa3d-1\xa6method\xa5debit\xa9player_id\xa2p1\xa8currency'
-    b'\xa3THB\xa8table_id\xa2t1\xa8round_id\xa6t1.1.1\xa6amountd\xa5state\xa2ok\xa6answer'
-    b'\xaf{"balance":900}\xa8attempts\x01\xaacreated_at\x05\xaaupdated_at\x06\xa8slip_key'
-    b'\xa2s1\xa8deadline\x07\xa9closed_by\xa3c-1',
-    b'\xde\x00\x0b\xa5tx_id\xa3c-1\xa6method\xa6credit\xa9player_id\xa2p1\xa8currency'
-    b'\xa3THB\xa8table_id\xa2t1\xa8round_id\xa6t1.1.1\xa6amount\xcc\xbe\xa5state\xa6queued'
-    b'\xaacreated_at\x08\xa7next_at\t\xa6debits\xa3d-1',
-]
-
-
-def test_redis_entries_of_the_old_layout_decode_and_encode_the_same() -> None:
-    for call, entry in zip((STORED_DEBIT, STORED_CREDIT), OLD_ENTRIES, strict=True):
-        assert RedisWalletLog._meta(call) == entry
-        record = msgspec.msgpack.decode(entry, type=CallRecord)
-        assert WalletCall(**msgspec.structs.asdict(record), body=call.body) == call
-
-
 def test_the_wallet_report_keeps_its_fields() -> None:
     assert msgspec.json.encode(report([STORED_DEBIT, STORED_CREDIT]).calls) == (
         b'[{"tx_id":"d-1","method":"debit","player_id":"p1","currency":"THB","table_id":"t1",'

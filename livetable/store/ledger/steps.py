@@ -4,7 +4,7 @@ and the settlement (or refund) of a round's bets chunk by chunk.
 Each effect is handled by one ``case`` of :func:`apply`, checked exhaustive by mypy
 (``assert_never``): a new effect of the engine fails the type check here, not at run time.
 A round settles in chunks of whole players, in the order they first bet
-(:func:`close_chunk`; lua/settle.lua does the same on Redis): the settling step takes the
+(:func:`close_chunk`; the PostgreSQL store does the same): the settling step takes the
 first, ``settle_pending`` the rest.
 """
 

@@ -1,0 +1,63 @@
+"""Redis carries no money (issue 26, item 6): scale-out keeps it in PostgreSQL.
+
+The Redis ledger was retired: ``--redis`` alone is refused at start, naming what to add,
+rather than running a deployment whose money has no store; and Redis keeps only the bus, the
+dealer commands' queues and the leases, whose Lua is in files (issue 29: no ``redis.call``
+in Python, tests/unit/test_house_measures.py), every one of them loaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from livetable.cli import main
+from livetable.config import Settings, SettingsError
+from livetable.server.scaleout import LeasedTables
+from livetable.server.services import Services
+
+ROOT = Path(__file__).resolve().parents[2]
+REDIS_URL = "redis://127.0.0.1:1/0"  # never reached: refused before any connection
+
+
+@pytest.mark.parametrize("command", ["serve", "gateway", "engine", "deposit"])
+def test_redis_alone_is_refused_naming_postgres_and_migrate_store(
+        command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    monkeypatch.delenv("LIVETABLE_POSTGRES_URL", raising=False)
+    monkeypatch.setenv("LIVETABLE_SECRET", "s" * 32)
+    monkeypatch.setenv("LIVETABLE_SHOE_KEY", "k" * 32)
+    extra = (["--player", "alice", "--amount", "10", "--id", "d1"] if command == "deposit"
+             else [])
+    code = main([command, "--redis", REDIS_URL, "--data-dir", str(tmp_path), *extra])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "--postgres" in err and "livetable migrate-store" in err, err
+    assert not (tmp_path / "livetable.sqlite3").exists()  # no local ledger in its stead
+
+
+def test_services_refuse_redis_without_postgres(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, redis_url=REDIS_URL, secret=b"s" * 32,
+                        shoe_key=b"k" * 32)
+    with pytest.raises(SettingsError, match="--postgres"):
+        Services(settings, roles=("gateway",))
+
+
+class _Scripts:
+    """A Redis client that only records the scripts registered on it."""
+
+    def __init__(self) -> None:
+        self.scripts: list[str] = []
+
+    def register_script(self, script: str) -> Any:
+        self.scripts.append(script)
+        return object()
+
+
+def test_every_lua_file_is_loaded() -> None:
+    files = {path.read_text() for path in (ROOT / "livetable").rglob("*.lua")}
+    client = _Scripts()
+    LeasedTables(client, None, ["t1"], print)  # type: ignore[arg-type]  # none is called
+    assert files and set(client.scripts) == files
