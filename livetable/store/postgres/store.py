@@ -53,11 +53,10 @@ from livetable.store.base import (
     AuditReport,
     InsufficientBalance,
     Settled,
-    Unanswered,
+    SlipQueue,
     UnknownPlayer,
     cursor_of,
     surface_outages,
-    take_in_batches,
 )
 from livetable.store.bets import (
     BET_COLUMNS,
@@ -122,9 +121,8 @@ class PostgresStore:
         self._pool: asyncpg.Pool | None = None
         self._opening = asyncio.Lock()
         self._limits: dict[str, p.Limits] = {}
-        self._pending: list[tuple[SlipRequest, int, asyncio.Future[SlipAnswer]]] = []
-        self._unanswered = Unanswered()
-        self._draining: asyncio.Task[None] | None = None
+        self.slips = SlipQueue(self._take_batch, MAX_SLIPS_PER_TRANSACTION,
+                               in_flight=BATCHES_IN_FLIGHT)
 
     async def _ready(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -265,20 +263,7 @@ class PostgresStore:
             return bad
         # a seamless slip's mirror deposit is made in the batch's transaction, before its
         # bets are judged (SlipBatch._deposit)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[SlipAnswer] = loop.create_future()
-        self._pending.append((slip, now, future))
-        self._unanswered.add(future)
-        if self._draining is None:
-            self._draining = loop.create_task(self._drain_slips())
-        return await future
-
-    async def _drain_slips(self) -> None:
-        try:
-            await take_in_batches(self._pending, self._take_batch, MAX_SLIPS_PER_TRANSACTION,
-                                  in_flight=BATCHES_IN_FLIGHT)
-        finally:
-            self._draining = None
+        return await self.slips.place(slip, now)
 
     async def _take_batch(self, batch: list[tuple[SlipRequest, int]]) -> list[SlipAnswer]:
         try:
@@ -294,7 +279,7 @@ class PostgresStore:
                           effects: list[Effect], now: int, *,
                           snapshot: bytes = b"") -> list[Settled]:
         if any(isinstance(effect, SettleRound | CancelRound) for effect in effects):
-            await self._unanswered.answered()  # slips that came before it go first
+            await self.slips.answered()  # slips that came before it go first
         token = self.fence_tokens.get(table, 0)
         sealed = seal_state(self.seal, table, state)
 
@@ -468,8 +453,7 @@ class PostgresStore:
         return await self._transaction(work)
 
     async def close(self) -> None:
-        if self._draining is not None:
-            await self._draining
+        await self.slips.drained()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
