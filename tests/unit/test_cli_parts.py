@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from package_imports import package_imports
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / "livetable/cli"
 PACKAGE = "livetable.cli"
@@ -23,21 +25,7 @@ def _name(path: Path) -> str:
 
 
 def _imports(path: Path) -> set[str]:
-    """The modules of the package (or the package itself) that ``path`` imports, anywhere."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:  # relative: from . import x / from .x import y
-                module = ".".join([PACKAGE, module] if module else [PACKAGE])
-            if module == PACKAGE:
-                found |= {f"{PACKAGE}.{a.name}" if (CLI / f"{a.name}.py").exists()
-                          else PACKAGE for a in node.names}
-            elif module.startswith(PACKAGE + "."):
-                found.add(module)
-        elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith(PACKAGE)}
-    return found
+    return package_imports(path, PACKAGE, CLI)
 
 
 def test_the_command_modules_import_only_the_shared_arguments() -> None:

@@ -9,8 +9,9 @@ followed only by knowing which file bound which name. Imports inside functions a
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
+
+from package_imports import package_imports
 
 ROOT = Path(__file__).resolve().parents[2]
 GATEWAY = ROOT / "livetable/server/gateway"
@@ -18,21 +19,7 @@ PACKAGE = "livetable.server.gateway"
 
 
 def _imports(path: Path) -> set[str]:
-    """The gateway modules (and the package itself) that ``path`` imports, anywhere."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:  # relative: from . import x / from .x import y
-                module = ".".join([PACKAGE, module] if module else [PACKAGE])
-            if module == PACKAGE:
-                found |= {f"{PACKAGE}.{a.name}" if (GATEWAY / f"{a.name}.py").exists()
-                          else PACKAGE for a in node.names}
-            elif module.startswith(PACKAGE + "."):
-                found.add(module)
-        elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith(PACKAGE)}
-    return found
+    return package_imports(path, PACKAGE, GATEWAY)
 
 
 def _graph() -> dict[str, set[str]]:
