@@ -399,13 +399,18 @@ def test_a_phone_bets_in_one_screen_with_the_video(studio: tuple[Server, MediaSe
         # The reveal: every drawn card on screen, with nothing over it.
         for (view, lang), page in pages.items():
             page.bring_to_front()
-            page.wait_for_function(
-                "document.querySelector('[data-testid=hand-P5]').dataset.revealed === '1'",
-                polling=100, timeout=60_000)
-            cards = page.evaluate("""() => Array.from(
-                document.querySelectorAll('[data-testid^=cards-] .card[data-card]'),
-                (c) => c.closest('[data-testid^=hand-]').dataset.testid)""")
-            hands = sorted({c for c in cards})
+            # read in the moment the cards are out: the pages are visited one after
+            # another, and by the last the table may be in its next round (then it is
+            # that round's reveal that is read — any reveal shows the same layout)
+            hands = page.wait_for_function(
+                """() => {
+                    if (document.querySelector('[data-testid=hand-P5]').dataset.revealed
+                        !== '1') return null;
+                    const hands = new Set(Array.from(
+                        document.querySelectorAll('[data-testid^=cards-] .card[data-card]'),
+                        (c) => c.closest('[data-testid^=hand-]').dataset.testid));
+                    return hands.size >= 5 ? Array.from(hands).sort() : null;
+                }""", polling=100, timeout=60_000).json_value()
             assert len(hands) >= 5, (view, lang, hands)
             assert uncovered(page, [f"cards-{h[5:]}" for h in hands]) == {}, (view, lang)
             show_win(page, "You win 12,345")
