@@ -4,14 +4,14 @@ the two hooks below.
 
 The unit of work is a test file, never less: a file's tests share its module-scoped servers
 (redis-server, PostgreSQL, a live table) and some follow on from the one before, so all of a
-file's tests run on one worker, in their order. The browser tests (tests/e2e/) are one unit:
-one chromium and one end-to-end server at a time, as in a serial run (a second would share
-the two cores with the first and with the integration tests' servers, and the browser tests'
-timeouts are set for one). Most of the suite's time is a few long units, so the longest go
-out first (:data:`FIRST`): the worker that takes the browser tests starts on them at once
-rather than finding them at the end of the queue. (xdist's own ``loadgroup`` would group
-from markers, but it renames the tests' node ids, which pytest 9 no longer lets a plugin
-do.)
+file's tests run on one worker, in their order. The browser tests (tests/e2e/) are two units
+of several files each (:data:`BROWSER_UNITS`; every other file in turn): so at most two
+chromiums and two end-to-end servers run at once — the browser tests' timeouts are set for a
+page that has a core to itself, more or less — while the browser tests, a third of the
+suite's time, still do not all wait on one worker. The units go out longest first, roughly
+(:data:`FIRST`), so that a long one does not start last and keep the run waiting on it.
+(xdist's own ``loadgroup`` would group from markers, but it renames the tests' node ids,
+which pytest 9 no longer lets a plugin do.)
 
 Without xdist (``-n 0``, or plain ``pytest``) none of this applies: the tests run in one
 process, in collection order.
@@ -27,20 +27,32 @@ from xdist.scheduler import LoadFileScheduling
 
 TESTS = Path(__file__).resolve().parent
 
-#: The browser tests, one unit of work under xdist.
+#: Where the browser tests are, and how many units of work they make under xdist.
 BROWSER = "tests/e2e/"
+BROWSER_UNITS = 2
 
-#: The order the units go out to the workers: the browser tests (the longest unit), the
-#: integration files (each waits on real rounds, several for a minute or more), then the
-#: unit tests, short enough to fill in around the rest. Within each, collection order.
-FIRST = ("e2e", "integration", "unit")
+#: The order the units go out to the workers: the browser tests (each of their units is
+#: the longest of the run), then the unit tests (a few files of minutes: the benchmark
+#: harness's quick run, the 10,000-round simulation, the store contract; the rest seconds),
+#: then the integration files, each under two minutes, which fill in around the rest.
+#: Within each, collection order.
+FIRST = ("e2e", "unit", "integration")
 
 
 class FileScheduling(LoadFileScheduling):
-    """xdist's ``loadfile``, but the browser tests are one unit."""
+    """xdist's ``loadfile``, but the browser tests' files are dealt into
+    :data:`BROWSER_UNITS` units, in turn, in the order they come."""
+
+    def __init__(self, config: pytest.Config, log: Producer | None = None) -> None:
+        super().__init__(config, log)
+        self.browser_files: dict[str, int] = {}  # each browser file: its place among them
 
     def _split_scope(self, nodeid: str) -> str:
-        return BROWSER if nodeid.startswith(BROWSER) else super()._split_scope(nodeid)
+        file = super()._split_scope(nodeid)
+        if not file.startswith(BROWSER):
+            return file
+        place = self.browser_files.setdefault(file, len(self.browser_files))
+        return f"{BROWSER}#{place % BROWSER_UNITS}"
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> FileScheduling | None:
