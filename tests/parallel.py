@@ -8,7 +8,9 @@ file's tests run on one worker, in their order. The browser tests (tests/e2e/) a
 of several files each (:data:`BROWSER_UNITS`; every other file in turn): so at most two
 chromiums and two end-to-end servers run at once — the browser tests' timeouts are set for a
 page that has a core to itself, more or less — while the browser tests, a third of the
-suite's time, still do not all wait on one worker. The units go out longest first, roughly
+suite's time, still do not all wait on one worker. The tests that time a real-time video
+pipeline share one of those units (:data:`REALTIME`), so that two pipelines never compete
+for the cores: short of CPU, their segments run long and the page's video falls behind. The units go out longest first, roughly
 (:data:`FIRST`), so that a long one does not start last and keep the run waiting on it.
 (xdist's own ``loadgroup`` would group from markers, but it renames the tests' node ids,
 which pytest 9 no longer lets a plugin do.)
@@ -31,6 +33,12 @@ TESTS = Path(__file__).resolve().parent
 BROWSER = "tests/e2e/"
 BROWSER_UNITS = 2
 
+#: The files whose tests run ffmpeg in real time (the studio's test card, the HLS packager)
+#: and check what comes out by its timing (segment lengths, the picture's clock against the
+#: reveals): all in the last browser unit, so that no two such pipelines compete for the
+#: cores. (The first unit's files take longer, so the last has room for them.)
+REALTIME = ("tests/e2e/test_video.py", "tests/integration/test_media.py")
+
 #: The order the units go out to the workers: the browser tests (each of their units is
 #: the longest of the run), then the unit tests (a few files of minutes: the benchmark
 #: harness's quick run, the 10,000-round simulation, the store contract; the rest seconds),
@@ -41,7 +49,8 @@ FIRST = ("e2e", "unit", "integration")
 
 class FileScheduling(LoadFileScheduling):
     """xdist's ``loadfile``, but the browser tests' files are dealt into
-    :data:`BROWSER_UNITS` units, in turn, in the order they come."""
+    :data:`BROWSER_UNITS` units, in turn, in the order they come, and the last of them
+    takes the :data:`REALTIME` files."""
 
     def __init__(self, config: pytest.Config, log: Producer | None = None) -> None:
         super().__init__(config, log)
@@ -49,6 +58,8 @@ class FileScheduling(LoadFileScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         file = super()._split_scope(nodeid)
+        if file in REALTIME:
+            return f"{BROWSER}#{BROWSER_UNITS - 1}"
         if not file.startswith(BROWSER):
             return file
         place = self.browser_files.setdefault(file, len(self.browser_files))
