@@ -10,8 +10,9 @@ chromiums and two end-to-end servers run at once — the browser tests' timeouts
 page that has a core to itself, more or less — while the browser tests, a third of the
 suite's time, still do not all wait on one worker. The tests that time a real-time video
 pipeline share one of those units (:data:`REALTIME`), so that two pipelines never compete
-for the cores: short of CPU, their segments run long and the page's video falls behind. The units go out longest first, roughly
-(:data:`FIRST`), so that a long one does not start last and keep the run waiting on it.
+for the cores: short of CPU, their segments run long and the page's video falls behind.
+The units go out longest first, roughly (:data:`FIRST`), so that a long one does not start
+last and keep the run waiting on it.
 (xdist's own ``loadgroup`` would group from markers, but it renames the tests' node ids,
 which pytest 9 no longer lets a plugin do.)
 
