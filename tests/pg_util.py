@@ -103,7 +103,8 @@ class PgServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"postgres exited with {self.process.returncode}; "
                                    f"see {self.log}")
-            if self.sql("SELECT 1", check=False) == "1":
+            # ours, not another test worker's server that took the port first
+            if self.sql("SHOW data_directory", check=False) == str(self.directory.resolve()):
                 return self
             time.sleep(0.05)
         self.kill()
@@ -212,6 +213,18 @@ def _template(found: Path) -> Path:
     return _templates[found]
 
 
+def _start_on_a_free_port(data: Path, log: Path, tries: int = 5) -> PgServer:
+    """A server on a port free a moment ago: with tests on several workers another may take
+    it first (postgres then exits: start again on another), as redis_util's start does."""
+    for attempt in range(tries):
+        try:
+            return PgServer(data, free_port(), log).start()
+        except RuntimeError:
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def start_pg(*, standby: bool = False) -> PgCluster:
     """A fresh primary (and a synchronous standby) on free ports, as ``postgres``."""
     found = pg_bin()
@@ -224,14 +237,14 @@ def start_pg(*, standby: bool = False) -> PgCluster:
         os.chown(root, owner.pw_uid, owner.pw_gid)
     log = root / "postgres.log"
     subprocess.run(["cp", "-a", str(_template(found)), str(root / "primary")], check=True)
-    primary = PgServer(root / "primary", free_port(), root / "primary.log").start()
+    primary = _start_on_a_free_port(root / "primary", root / "primary.log")
     second: PgServer | None = None
     try:
         if standby:
             _run([str(found / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(primary.port),
                   "-U", USER, "-D", str(root / "standby"), "-R", "-X", "stream", "-c", "fast",
                   "--no-sync"], log)
-            second = PgServer(root / "standby", free_port(), root / "standby.log").start()
+            second = _start_on_a_free_port(root / "standby", root / "standby.log")
             deadline = time.monotonic() + STARTUP_TIMEOUT_S
             while primary.sql("SELECT state FROM pg_stat_replication") != "streaming":
                 if time.monotonic() > deadline:
