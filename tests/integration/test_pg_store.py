@@ -188,3 +188,47 @@ async def test_a_seamless_slip_is_one_batch_with_its_mirror_deposit(
     audit = await store.audit()
     assert audit.ok, audit.problems
     assert audit.deposits == 100 * deducted  # each deposit once
+
+
+@pytest.mark.parametrize("how", ["slip", "deposit"])
+async def test_a_mirror_deposit_waiting_for_the_external_account_moves_both_sides(
+        stores: Callable[[], PostgresStore], how: str) -> None:
+    """A seamless slip's mirror deposit whose batch waits for ``external``'s row (another
+    transaction moving money out of it: a deposit, a withdrawal) still debits ``external``.
+    Seen in the scale-out failover test as "accounts sum to 250, not 0": PostgreSQL's
+    recheck of the updated row, under the store's planner settings (no hash or merge
+    joins), dropped ``external`` from the batch's one UPDATE, and the player was credited
+    from nowhere."""
+    import asyncpg
+
+    from livetable.store.postgres.store import PLANNER
+
+    store = stores()
+    await store.ensure_player("p1", "p1", 0, T0)
+    await open_round(store)
+    deducted = 100 * BetSpot.P1.deducted_multiple
+    assert store.schema is not None
+    holder = await asyncpg.connect(store.url, server_settings={
+        **PLANNER, "search_path": store.schema})
+    try:
+        moving = holder.transaction()
+        await moving.start()
+        await holder.execute("UPDATE accounts SET balance = balance - 5 WHERE id = 'external'")
+        await holder.execute("UPDATE accounts SET balance = balance + 5 WHERE id = 'house'")
+        await holder.execute(
+            "INSERT INTO transfers (id, debit, credit, amount, kind, ref, at) VALUES "
+            "('test:out', 'external', 'house', 5, 'deposit', 'house', 0)")
+        answer: asyncio.Task[object] = asyncio.create_task(store.place_slip(SlipRequest(
+            player_id="p1", table=TABLE, slip_id="s1", round_id=R1,
+            bets=(p.SlipBet(bet_id="b1", spot="P1", amount=100),),
+            deposit=MirrorDeposit("wallet:d-p1", deducted, T0 + 1)), T0 + 1)
+        ) if how == "slip" else asyncio.create_task(  # a deposit (store/postgres/ledger.py)
+            store.deposit("d-p1", "p1", deducted, T0 + 1))
+        await asyncio.sleep(0.5)  # it is waiting for external's row
+        await moving.commit()
+        assert isinstance(await answer, p.SlipAccepted | int)
+    finally:
+        await holder.close()
+    audit = await store.audit()
+    assert audit.ok, audit.problems
+    assert audit.deposits == deducted + 5

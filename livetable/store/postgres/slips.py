@@ -176,6 +176,12 @@ class SlipBatch:
                 tid = f"deposit:{deposit.transfer_id}"
                 rows[tid] = (tid, slip.player_id, deposit.amount, deposit.at)
         if rows:
+            # ``external``'s row locked first: an UPDATE that has to wait for a row another
+            # transaction changed rechecks it, and PostgreSQL's recheck of this statement's
+            # join (under the store's planner settings) dropped it — the player credited,
+            # ``external`` not debited (tests/integration/test_pg_store.py). Locked, the
+            # statement never waits.
+            await self.con.execute("SELECT 1 FROM accounts WHERE id = 'external' FOR UPDATE")
             for account_id, balance in await self.con.fetch(_DEPOSIT, _json(list(rows.values()))):
                 if account_id in self.accounts:
                     self.accounts[account_id][1] = balance
