@@ -14,8 +14,10 @@ closing nothing (tests/e2e/tcpproxy.py): connections made before it and during i
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -35,6 +37,23 @@ pytestmark = [pytest.mark.redis]
 SECRET = b"partition-secret-0123456789abcdef"
 
 
+@contextlib.asynccontextmanager
+async def ready_gateway(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """A gateway's services started on ``settings`` and a client of its app, ready (200)
+    before the test cuts anything."""
+    services = Services(settings, roles=("gateway",))
+    app = create_app(settings, services=services)
+    await services.start()
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://gateway") as http:
+            ready = await http.get("/readyz")
+            assert ready.status_code == 200, ready.json()
+            yield http
+    finally:
+        await services.stop()
+
+
 async def test_readyz_answers_503_within_a_second_naming_the_store(
         tmp_path: Path, redis_server: RedisServer) -> None:
     port = shared_pg().primary.port
@@ -42,15 +61,8 @@ async def test_readyz_answers_503_within_a_second_naming_the_store(
         url = fresh_database().replace(f":{port}/", f":{proxy.port}/")
         settings = Settings(data_dir=tmp_path, secret=SECRET, redis_url=redis_server.url,
                             postgres_url=url)
-        services = Services(settings, roles=("gateway",))
-        app = create_app(settings, services=services)
-        await services.start()
-        try:
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                         base_url="http://gateway") as http:
-                ready = await http.get("/readyz")
-                assert ready.status_code == 200, ready.json()
-
+        async with ready_gateway(settings) as http:
+            try:
                 proxy.stall()  # the partition: nothing passes, nothing is closed
                 for _ in range(3):  # and again: no probe left hanging makes the next wait
                     started = time.monotonic()
@@ -63,9 +75,8 @@ async def test_readyz_answers_503_within_a_second_naming_the_store(
                 started = time.monotonic()
                 metrics = await http.get("/metrics")  # it runs the same probes
                 assert metrics.status_code == 200 and time.monotonic() - started < 1.0
-        finally:
-            proxy.restore()
-            await services.stop()
+            finally:
+                proxy.restore()
 
 
 async def test_readyz_answers_within_a_second_cut_off_from_redis(
@@ -74,15 +85,8 @@ async def test_readyz_answers_within_a_second_cut_off_from_redis(
         settings = Settings(data_dir=tmp_path, secret=SECRET,
                             redis_url=f"redis://127.0.0.1:{proxy.port}/0",
                             postgres_url=fresh_database())
-        services = Services(settings, roles=("gateway",))
-        app = create_app(settings, services=services)
-        await services.start()
-        try:
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                         base_url="http://gateway") as http:
-                ready = await http.get("/readyz")
-                assert ready.status_code == 200, ready.json()
-
+        async with ready_gateway(settings) as http:
+            try:
                 proxy.stall()
                 deadline = time.monotonic() + 10  # the watchdog's 3 s of silence, and more
                 while True:
@@ -95,6 +99,5 @@ async def test_readyz_answers_within_a_second_cut_off_from_redis(
                     assert time.monotonic() < deadline, "still ready, cut off from Redis"
                 checks = ready.json()["checks"]
                 assert checks["bus"] is False and checks["store"] is True, checks
-        finally:
-            proxy.restore()
-            await services.stop()
+            finally:
+                proxy.restore()
