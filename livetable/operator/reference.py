@@ -257,13 +257,8 @@ def create_operator_app(secret: bytes, *, initial_balance: int = 100_000,
 
     app = Starlette(routes=[Route("/wallet/{method}", wallet, methods=["POST"]),
                             Route("/state", state)])
-    app.state.books = books
-    app.state.faults = chaos
+    app.state.books = books  # the tests' look at the books (tests/unit/test_wallet.py)
     return app
-
-
-#: The books of an aiohttp operator server (``app[BOOKS]``).
-BOOKS = web.AppKey("books", Books)
 
 
 def create_operator_server(secret: bytes, *, initial_balance: int = 100_000,
@@ -291,7 +286,6 @@ def create_operator_server(secret: bytes, *, initial_balance: int = 100_000,
     app = web.Application()
     app.router.add_post("/wallet/{method}", wallet)
     app.router.add_get("/state", state)
-    app[BOOKS] = books
     return app
 
 
@@ -368,6 +362,4 @@ def create_operators_app(registry: Registry, livetable_url: str, *,
               methods=["POST"]),
         Route("/{operator}/launch", _launcher(registry, livetable_url)),
         Route("/state", state)])
-    app.state.ledgers = ledgers
-    app.state.faults = chaos
     return app
