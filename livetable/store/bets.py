@@ -23,7 +23,7 @@ from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
 
 #: Bets settled per chunk on SQLite and PostgreSQL (one transaction each, off the event
 #: loop): larger chunks, fewer transactions; a slip waits behind one chunk at most.
-SQLITE_SETTLE_CHUNK = 2_000
+SETTLE_CHUNK = 2_000
 
 #: A spot's result in a SettleRound: (outcome, odds, returned per unit staked).
 SpotResults = dict[str, tuple[str, int, int]]

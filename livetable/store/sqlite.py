@@ -44,7 +44,7 @@ from livetable.store.base import (
     SlipQueue,
     StoreUnavailable,
 )
-from livetable.store.bets import SQLITE_SETTLE_CHUNK, RoundView
+from livetable.store.bets import SETTLE_CHUNK, RoundView
 from livetable.store.ledger import calls as c
 from livetable.store.ledger.core import DEFAULT_EVENT_RETENTION, Ledger
 from livetable.store.ledger.schema import check_synchronous, is_sqlite_outage, outage
@@ -67,7 +67,7 @@ class SQLiteStore:
 
     def __init__(self, path: str | Path, event_retention: int = DEFAULT_EVENT_RETENTION,
                  seal: StateSeal | None = None,
-                 settle_chunk: int = SQLITE_SETTLE_CHUNK, synchronous: str = "NORMAL",
+                 settle_chunk: int = SETTLE_CHUNK, synchronous: str = "NORMAL",
                  writer: SQLiteWriter = "thread") -> None:
         self.path = str(path)
         #: Seals engine states at rest (store/sealing.py); None only in tests.

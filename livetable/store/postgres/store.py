@@ -61,8 +61,8 @@ from livetable.store.base import (
 from livetable.store.bets import (
     BET_COLUMNS,
     ROUND_COLUMNS,
+    SETTLE_CHUNK,
     SHOE_COLUMNS,
-    SQLITE_SETTLE_CHUNK,
     BetRow,
     RoundView,
     record_page,
@@ -104,7 +104,7 @@ class PostgresStore:
 
     def __init__(self, url: str, *, schema: str | None = None,
                  event_retention: int = DEFAULT_EVENT_RETENTION,
-                 seal: StateSeal | None = None, settle_chunk: int = SQLITE_SETTLE_CHUNK,
+                 seal: StateSeal | None = None, settle_chunk: int = SETTLE_CHUNK,
                  max_connections: int = 16) -> None:
         if schema is not None and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", schema):
             raise ValueError(f"not a schema name: {schema!r}")
