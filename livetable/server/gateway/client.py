@@ -21,7 +21,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from livetable import protocol as p
 from livetable.auth import Identity
 from livetable.config import Settings
-from livetable.server.framed_ws import ABORT, EXTENSION, text_frame
+from livetable.server.framed_ws import ABORT, EXTENSION, SINK, FrameSink, text_frame
 from livetable.server.gateway.codes import CLOSE_TOO_SLOW
 from livetable.server.metrics import Metrics
 
@@ -64,6 +64,9 @@ class Client:
         extensions = ws.scope.get("extensions") or {}
         self.write_frame: Callable[[bytes], bool] | None = extensions.get(EXTENSION)
         self.abort_after: Callable[[float], None] | None = extensions.get(ABORT)
+        #: Names (or, with None, forgets) the function offered each text message as it is
+        #: read (framed_ws's SINK); None where the server offers no such thing.
+        self.offer_frames: Callable[[FrameSink | None], None] | None = extensions.get(SINK)
         self.expiry: asyncio.TimerHandle | None = None  # closes the socket when the token does
         self.closed = False
         self.close_code: int | None = None

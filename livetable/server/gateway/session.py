@@ -1,9 +1,11 @@
 """One connection's life: accept, hello, then the receive loop until it closes.
 
 Every frame counts against the connection's frame budget (:attr:`Session.bucket`) before it
-is decoded. Bets and slips are taken without waiting for the answer to the one before (at
+is handled. Bets and slips are taken without waiting for the answer to the one before (at
 most :data:`~livetable.server.gateway.intake.MAX_BETS_IN_FLIGHT` at once), so a burst
-joins one store batch; other commands are answered in turn. A store outage is answered
+joins one store batch — and, on uvicorn with :mod:`livetable.server.framed_ws`, are taken
+as their frame is read, without the receive queue's hand-over (:meth:`Session.take_bet`);
+other commands are answered in turn. A store outage is answered
 ``unavailable`` and the connection goes on; a bug closes it 1011.
 
 :class:`Session` is one connection's reading side, one per connection: its frame budget,
@@ -61,10 +63,11 @@ class Session:
         self.strikes = 0  # frames refused for rate since the last one taken
         self.arrived_at = 0  # when the last frame from this client arrived (epoch ms)
         self.bets_in_flight: set[asyncio.Task[None]] = set()
+        self.waiting = False  # the command loop waits for the next frame
 
     async def run(self) -> None:
         """The hello within its timeout, the welcome, then each command to its answer."""
-        client, decoder = self.client, self.decoder
+        client = self.client
         try:
             hello = await asyncio.wait_for(self.read_hello(), self.settings.hello_timeout)
         except TimeoutError:
@@ -91,8 +94,23 @@ class Session:
             return
         if client.closed:
             return
+        offer = client.offer_frames
+        if offer is not None:
+            offer(self.take_bet)
+        try:
+            await self.commands_until_closed()
+        finally:
+            if offer is not None:
+                offer(None)
+
+    async def commands_until_closed(self) -> None:
+        client, decoder = self.client, self.decoder
         while not client.closed:
-            text = await self.receive()
+            self.waiting = True
+            try:
+                text = await self.receive()
+            finally:
+                self.waiting = False
             if text is None:
                 continue
             try:
@@ -101,18 +119,43 @@ class Session:
                 client.send_message(self.undecodable(text, exc))
                 continue
             if isinstance(command, p.PlaceBet | p.PlaceBets):
-                # Not awaited here: the connection's next frames are read (and stamped) at
-                # once and join the same store batch, instead of each bet of a burst waiting
-                # for the answer to the one before. Answers name their bet or slip.
                 while len(self.bets_in_flight) >= MAX_BETS_IN_FLIGHT:
                     await asyncio.wait(self.bets_in_flight,
                                        return_when=asyncio.FIRST_COMPLETED)
-                task = asyncio.get_running_loop().create_task(
-                    self.answer(command, self.arrived_at))
-                self.bets_in_flight.add(task)
-                task.add_done_callback(self.bets_in_flight.discard)
+                self.start_bet(command, self.arrived_at)
                 continue
             await self.answer(command, self.arrived_at)
+
+    def start_bet(self, command: p.PlaceBet | p.PlaceBets, arrived_at: int) -> None:
+        """Take a bet or a slip without waiting for its answer: the connection's next
+        frames are read (and stamped) at once and join the same store batch, instead of
+        each bet of a burst waiting for the answer to the one before. Answers name their
+        bet or slip."""
+        task = asyncio.get_running_loop().create_task(self.answer(command, arrived_at))
+        self.bets_in_flight.add(task)
+        task.add_done_callback(self.bets_in_flight.discard)
+
+    def take_bet(self, text: str, arrived_at: int) -> bool:
+        """A bet taken as its frame is read (:data:`~livetable.server.framed_ws.SINK`):
+        offered only while nothing read before it waits in the queue; taken only while
+        this connection's loop is waiting for a frame, so nothing is answered out of
+        turn. It passes the same checks as in :meth:`receive` and starts as in
+        :meth:`commands_until_closed`, minus the queue's hand-over. Anything else — a
+        command the loop must await, a frame that does not decode, one too large — is
+        left to the loop (False), which does for it what it does for every frame."""
+        if (not self.waiting or self.client.closed or len(text) > self.settings.max_frame
+                or len(self.bets_in_flight) >= MAX_BETS_IN_FLIGHT):
+            return False
+        try:
+            command = self.decoder.decode(text)
+        except msgspec.DecodeError:
+            return False
+        if not isinstance(command, p.PlaceBet | p.PlaceBets):
+            return False
+        self.arrived_at = arrived_at
+        if self.admit(text) is not None:
+            self.start_bet(command, arrived_at)
+        return True
 
     async def read_hello(self) -> p.Hello | None:
         """The connection's hello, once the door let it in; None if it was closed instead."""
@@ -138,6 +181,11 @@ class Session:
         self.arrived_at = message.get(ARRIVED_AT) or now_ms()
         if message["type"] == "websocket.disconnect":
             raise WebSocketDisconnect(message.get("code", 1000))
+        return self.admit(message.get("text"))
+
+    def admit(self, text: str | None) -> str | None:
+        """The frame's text if it is within the connection's budget and limits; else None,
+        the client told why (or closed)."""
         self.metrics.frames_in += 1
         # Every frame counts against the rate, the bad ones too. A client that keeps
         # sending past it is answered a few times, then not at all, then closed.
@@ -151,7 +199,6 @@ class Session:
                 self.client.send_message(p.Error(code="rate_limited", message="too many frames"))
             return None
         self.strikes = 0
-        text = message.get("text")
         if text is None:
             self.client.send_message(p.Error(code="bad_frame", message="frames are JSON text"))
             return None
