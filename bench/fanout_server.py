@@ -184,7 +184,8 @@ async def run_livetable(bench: Bench, args: argparse.Namespace) -> None:
     services = Services(settings)
     app = create_app(settings, services)
     config = uvicorn.Config(app, host="127.0.0.1", port=args.port, ws=livetable_ws(),
-                            ws_max_size=64 * 1024, log_level="warning", lifespan="on",
+                            ws_max_size=64 * 1024, ws_per_message_deflate=False,
+                            log_level="warning", lifespan="on",
                             timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve())

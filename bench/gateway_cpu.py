@@ -189,6 +189,7 @@ async def run(players: int, bets: int, rounds: int) -> dict[str, Any]:
             table="t1", round_id="r1", shoe_id="s1", round_no=1, closes_at=2**52,
             limits=p.Limits(max=10**9, round_max=10**12))], T0)
         config = Config(app=app, log_level="warning", ws_max_size=64 * 1024,
+                        ws_per_message_deflate=False,
                         ws_ping_interval=None)  # no pongs come from these transports
         config.load()
         state = ServerState()

@@ -77,8 +77,12 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
                             trusted=settings.trusted_proxies)
     # X-Forwarded-For only from the proxies named: uvicorn would trust 127.0.0.1 (or
     # FORWARDED_ALLOW_IPS) by default, and any local process could claim any address.
+    # permessage-deflate off: table events and answers go out framed once, uncompressed
+    # (framed_ws), so it would only inflate the clients' small frames, at ~45 KB of zlib
+    # state a connection (docs/benchmarks.md, "permessage-deflate")
     uvicorn.run(app, host=settings.host, port=settings.port, ws=FramedWebSocketProtocol,
-                http=guard.protocol(), ws_max_size=64 * 1024, log_level=args.log_level,
+                http=guard.protocol(), ws_max_size=64 * 1024, ws_per_message_deflate=False,
+                log_level=args.log_level,
                 lifespan="on", timeout_graceful_shutdown=5,
                 proxy_headers=bool(settings.trusted_proxies),
                 forwarded_allow_ips=",".join(settings.trusted_proxies) or None)

@@ -13,8 +13,9 @@ or the transport paused by flow control). The gateway uses it only when the conn
 nothing queued and no send in flight, so order is kept and a slow client still only delays
 itself; otherwise the frame takes the ordinary ASGI path.
 
-Sent uncompressed: with permessage-deflate negotiated, an uncompressed message (RSV1 clear)
-is still valid (RFC 7692 §6).
+Sent uncompressed. ``livetable serve`` declines permessage-deflate (it would only inflate
+the clients' small frames, at ~45 KB of zlib state a connection); where it is negotiated
+anyway, an uncompressed message (RSV1 clear) is still valid (RFC 7692 §6).
 
 Arrival time. A bet is judged by when it reached the server, not by when a busy server got
 round to it. uvicorn stops reading a connection after each message until the app has taken

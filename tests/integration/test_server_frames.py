@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from liveserver import LiveServer, WireClient, close_all
+from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 
@@ -310,3 +311,15 @@ async def test_no_heartbeats_when_turned_off(fresh_server: LiveServer) -> None:
         assert not viewer.of_type("heartbeat")
     finally:
         await close_all([viewer, clock])
+
+
+async def test_permessage_deflate_is_not_negotiated(auto_server: LiveServer) -> None:
+    """A browser offers permessage-deflate; the server declines it. Its frames go out
+    framed once and uncompressed to every connection (server/framed_ws.py), so
+    compression would only inflate the client's small frames, at about 45 KB of zlib state
+    a connection (80 KB a connection with it, 35 KB without: docs/benchmarks.md)."""
+    async with connect(auto_server.ws, compression="deflate") as ws:
+        assert ws.response is not None
+        assert "Sec-WebSocket-Extensions" not in ws.response.headers
+        await ws.send(json.dumps({"type": "hello", "v": 1, "table": "t1"}))
+        assert json.loads(await ws.recv())["type"] == "welcome"
