@@ -5,6 +5,9 @@
     .venv/bin/python bench/run.py                  # the full run (several minutes)
     .venv/bin/python bench/run.py --only fanout    # one part: fanout profile bets
                                                    #   settlement storm (comma-separated)
+    .venv/bin/python bench/run.py --only bets --postgres --gateways 2
+                                                   # PostgreSQL: the players over two
+                                                   #   `livetable serve` processes
     .venv/bin/python bench/run.py --only wallet    # bet intake with a seamless wallet
                                                    #   (never part of a default run)
     .venv/bin/python bench/run.py --report bench/results/<file>.json   # docs from a run
@@ -91,6 +94,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--postgres", action="store_true",
                         help="bets and settlement also with the PostgreSQL store (a primary "
                              "and a synchronous standby of the bench's own; Redis the bus)")
+    parser.add_argument("--gateways", type=int, default=1,
+                        help="bets and settlement on PostgreSQL: that many `livetable serve "
+                             "--redis --postgres` processes, player i on the i mod N-th "
+                             "(default 1; the SQLite runs stay on one)")
     docs = parser.add_mutually_exclusive_group()
     docs.add_argument("--docs", dest="docs", action="store_true", default=None,
                       help="rewrite docs/benchmarks.md's results and docs/bench/*.png")
@@ -226,10 +233,13 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
         for store in rounds:
             r = guarded("bets", lambda store=store: sc.bet_intake(  # type: ignore[misc]
                 lg, work, cfg["bet_players"], cfg["bets_per_player"], cfg["betting_seconds"],
-                store=store), store=store)
+                store=store, gateways=_gateways(store, args)), store=store)
             results["bets"].append(r)
             if "error" not in r:
-                sc._log(f"  bets {r['store']}: {r['codes']} ack {r['ack_ms']}")
+                sc._log(f"  bets {r['store']} ×{r['gateways']}: {r['codes']} ack {r['ack_ms']}"
+                        f" server {r['server_cpu_us_per_bet']} µs/bet "
+                        f"{r['server_cpu_per_process_s']} s, postgres {r['postgres_cpu_s']} s,"
+                        f" loadgen {r['loadgen_cpu_s']} s")
             _reset(lg)
     if "wallet" in parts:  # bet intake with the reference operator's wallet in the loop
         results["wallet"] = []
@@ -255,7 +265,7 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
         for store in rounds:
             r = guarded("settlement", lambda store=store: sc.settlement(  # type: ignore[misc]
                 lg, work, cfg["settle_players"], cfg["settle_bets_per_player"], store=store,
-                timeout=cfg["timeout"]), store=store)
+                timeout=cfg["timeout"], gateways=_gateways(store, args)), store=store)
             results["settlement"].append(r)
             if "error" not in r:
                 sc._log(f"  settlement {r['store']}: {r['bet_settled_delivered']}/"
@@ -272,6 +282,12 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
                 sc._log(f"  storm {n}: all in step after {r['all_in_step_ms']} ms, "
                         f"gaps {r['gaps']}, resumed {r['resumed_true']}/{n}")
             _reset(lg)
+
+
+def _gateways(store: str, args: argparse.Namespace) -> int:
+    """How many server processes a store's run spreads its players over: ``--gateways``
+    for a scale-out store, one for the embedded SQLite."""
+    return args.gateways if store in sc.SCALE_OUT else 1
 
 
 def _reset(lg: LoadGen) -> None:
