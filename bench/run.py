@@ -94,10 +94,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--postgres", action="store_true",
                         help="bets and settlement also with the PostgreSQL store (a primary "
                              "and a synchronous standby of the bench's own; Redis the bus)")
-    parser.add_argument("--gateways", type=int, default=1,
+    parser.add_argument("--gateways", default="1",
                         help="bets and settlement on PostgreSQL: that many `livetable serve "
                              "--redis --postgres` processes, player i on the i mod N-th "
-                             "(default 1; the SQLite runs stay on one)")
+                             "(default 1; the SQLite runs stay on one). Several counts, "
+                             "e.g. 1,2: each in turn, as the stores are (--repeat)")
     docs = parser.add_mutually_exclusive_group()
     docs.add_argument("--docs", dest="docs", action="store_true", default=None,
                       help="rewrite docs/benchmarks.md's results and docs/bench/*.png")
@@ -227,13 +228,14 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
         stores.append("postgres")
     # --repeat: the stores in turn, again and again, so that each store's runs are spread
     # over the same stretch of a shared machine's noise
-    rounds = [store for _ in range(args.repeat) for store in stores]
+    rounds = [(store, n) for _ in range(args.repeat) for store in stores
+              for n in _gateways(store, args)]
     if "bets" in parts:
         results["bets"] = []
-        for store in rounds:
-            r = guarded("bets", lambda store=store: sc.bet_intake(  # type: ignore[misc]
+        for store, n in rounds:
+            r = guarded("bets", lambda store=store, n=n: sc.bet_intake(  # type: ignore[misc]
                 lg, work, cfg["bet_players"], cfg["bets_per_player"], cfg["betting_seconds"],
-                store=store, gateways=_gateways(store, args)), store=store)
+                store=store, gateways=n), store=store, gateways=n)
             results["bets"].append(r)
             if "error" not in r:
                 sc._log(f"  bets {r['store']} ×{r['gateways']}: {r['codes']} ack {r['ack_ms']}"
@@ -262,15 +264,17 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
             _reset(lg)
     if "settlement" in parts:
         results["settlement"] = []
-        for store in rounds:
-            r = guarded("settlement", lambda store=store: sc.settlement(  # type: ignore[misc]
+        for store, n in rounds:
+            r = guarded("settlement", lambda store=store, n=n: sc.settlement(  # type: ignore[misc]
                 lg, work, cfg["settle_players"], cfg["settle_bets_per_player"], store=store,
-                timeout=cfg["timeout"], gateways=_gateways(store, args)), store=store)
+                timeout=cfg["timeout"], gateways=n), store=store, gateways=n)
             results["settlement"].append(r)
             if "error" not in r:
-                sc._log(f"  settlement {r['store']}: {r['bet_settled_delivered']}/"
-                        f"{r['accepted']} delivered, round_settled → last bet_settled "
-                        f"{r['round_settled_to_last_bet_settled_ms']} ms")
+                sc._log(f"  settlement {r['store']} ×{r['gateways']}: "
+                        f"{r['bet_settled_delivered']}/{r['accepted']} delivered, "
+                        f"round_settled → last bet_settled "
+                        f"{r['round_settled_to_last_bet_settled_ms']} ms, last reveal → "
+                        f"last bet_settled {r['reveal_to_last_bet_settled_ms']} ms")
             _reset(lg)
     if "storm" in parts:
         results["storm"] = []
@@ -284,10 +288,12 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
             _reset(lg)
 
 
-def _gateways(store: str, args: argparse.Namespace) -> int:
-    """How many server processes a store's run spreads its players over: ``--gateways``
-    for a scale-out store, one for the embedded SQLite."""
-    return args.gateways if store in sc.SCALE_OUT else 1
+def _gateways(store: str, args: argparse.Namespace) -> list[int]:
+    """How many server processes a store's runs spread their players over, each count a
+    run: ``--gateways`` for a scale-out store, one for the embedded SQLite."""
+    if store not in sc.SCALE_OUT:
+        return [1]
+    return [int(x) for x in args.gateways.split(",") if x.strip()] or [1]
 
 
 def _reset(lg: LoadGen) -> None:
