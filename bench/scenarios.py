@@ -711,8 +711,12 @@ class Dealer:
         from websockets.sync.client import connect as ws_connect
 
         self.timeout = timeout
+        # The console is read only between commands: through a long intake on a busy
+        # machine its frames wait unread. No keepalive pings (their pongs would wait behind
+        # those frames: "keepalive ping timeout" killed the console in a 20 s intake) and
+        # no cap on the frames kept (with one, the reader stops reading the socket).
         self.ws = ws_connect(f"ws://127.0.0.1:{port}/ws/dealer", max_size=2**24,
-                             open_timeout=30)
+                             open_timeout=30, ping_interval=None, max_queue=None)
         self.events: list[dict[str, Any]] = []
         self.ws.send(json.dumps({"type": "hello", "v": 1, "table": "t1", "token": token}))
         self.wait_for("welcome")
