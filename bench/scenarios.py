@@ -320,6 +320,7 @@ class LivetableServe:
         self.port = free_port()
         self.data = _fresh(work / f"data-{name}")
         self.log = work / f"serve-{name}.log"
+        self.log_from = self.log.stat().st_size if self.log.exists() else 0  # this run's
         self.profile_to = profile_to
         argv = [PYTHON, "-m", "livetable.cli", "serve", "--port", str(self.port),
                 "--data-dir", str(self.data), "--log-level", "warning", *args]
@@ -365,6 +366,16 @@ class LivetableServe:
 
     def table(self) -> dict[str, Any]:
         return dict(self.http.get("/api/tables/t1").json())
+
+    def warnings(self) -> dict[str, int]:
+        """This process's warnings so far that say a table moved or stalled: its lease
+        lost (another engine may then take the table, and cancel a round in betting),
+        its runner fenced off, its bus subscription lost (3 s without a word from Redis:
+        a starved event loop)."""
+        text = self.log.read_bytes()[self.log_from:].decode(errors="replace")
+        return {"lease_lost": text.count("lease lost"),
+                "fenced": text.count("is older than"),
+                "bus_lost": text.count("subscription lost")}
 
     def readiness(self) -> dict[str, Any]:
         """``/readyz``'s answer (``ready`` and its ``checks``)."""
@@ -468,6 +479,10 @@ def cpu_spent(before: dict[str, Any], after: dict[str, Any], count: int,
         out[f"{part}_cpu_s"] = round(spent, 3) if spent is not None else None
         out[f"{part}_cpu_us_per_bet"] = per(spent)
     return {f"{prefix}{k}": v for k, v in out.items()}
+
+
+def serve_warnings(serves: list[LivetableServe]) -> list[dict[str, int]]:
+    return [serve.warnings() for serve in serves]
 
 
 def leases_held(serves: list[LivetableServe]) -> list[Any]:
@@ -618,6 +633,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
         lg.call("close")
         return {
             "store": store, "gateways": gateways, "leases_held": held,
+            "server_warnings": serve_warnings(serves),
             "players": players, "connected": conn["connected"],
             "connect": conn, "bets": sent, "per_player": per_player,
             "betting_seconds": betting_s, "window_s": window_s,
@@ -814,6 +830,7 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
         except Exception as exc:  # what the intake did is still worth reporting
             lg.call("close")
             return {**intake, "error": f"{type(exc).__name__}: {exc}",
+                    "server_warnings": serve_warnings(serves),
                     "dealer_events": [e.get("type") for e in dealer.events][-20:]}
         cpu1 = cpu_snapshot(serves, lg, redis, database)
         reveal_ns = time.time_ns()
@@ -835,6 +852,7 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
         settle_cpu = cpu_spent(cpu1, cpu2, accepted, prefix="settle_")
         return {
             "store": store, "gateways": gateways, "leases_held": held,
+            "server_warnings": serve_warnings(serves),
             "players": players, "connected": conn["connected"],
             "connect": conn, "bets": sum(a["sent"] for a in answers), "codes": dict(codes),
             "client_errors": dict(client_errors),
