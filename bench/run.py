@@ -99,6 +99,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                              "--redis --postgres` processes, player i on the i mod N-th "
                              "(default 1; the SQLite runs stay on one). Several counts, "
                              "e.g. 1,2: each in turn, as the stores are (--repeat)")
+    parser.add_argument("--gateway-role", choices=["serve", "gateway"], default="serve",
+                        help="with --gateways: the processes after the first run `livetable "
+                             "serve` (default: each also a standby engine) or `livetable "
+                             "gateway` (no engine but the first)")
     docs = parser.add_mutually_exclusive_group()
     docs.add_argument("--docs", dest="docs", action="store_true", default=None,
                       help="rewrite docs/benchmarks.md's results and docs/bench/*.png")
@@ -235,7 +239,7 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
         for store, n in rounds:
             r = guarded("bets", lambda store=store, n=n: sc.bet_intake(  # type: ignore[misc]
                 lg, work, cfg["bet_players"], cfg["bets_per_player"], cfg["betting_seconds"],
-                store=store, gateways=n), store=store, gateways=n)
+                store=store, gateways=n, role=args.gateway_role), store=store, gateways=n)
             results["bets"].append(r)
             if "error" not in r:
                 sc._log(f"  bets {r['store']} ×{r['gateways']}: {r['codes']} ack {r['ack_ms']}"
@@ -267,7 +271,8 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
         for store, n in rounds:
             r = guarded("settlement", lambda store=store, n=n: sc.settlement(  # type: ignore[misc]
                 lg, work, cfg["settle_players"], cfg["settle_bets_per_player"], store=store,
-                timeout=cfg["timeout"], gateways=n), store=store, gateways=n)
+                timeout=cfg["timeout"], gateways=n, role=args.gateway_role), store=store,
+                gateways=n)
             results["settlement"].append(r)
             if "error" not in r:
                 sc._log(f"  settlement {r['store']} ×{r['gateways']}: "

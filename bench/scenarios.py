@@ -316,13 +316,14 @@ class LivetableServe:
     """``livetable serve`` as a subprocess on a free port, with its own data directory."""
 
     def __init__(self, work: Path, name: str, args: list[str], env: dict[str, str],
-                 redis_url: str = "", profile_to: Path | None = None) -> None:
+                 redis_url: str = "", profile_to: Path | None = None,
+                 command: str = "serve") -> None:
         self.port = free_port()
         self.data = _fresh(work / f"data-{name}")
         self.log = work / f"serve-{name}.log"
         self.log_from = self.log.stat().st_size if self.log.exists() else 0  # this run's
         self.profile_to = profile_to
-        argv = [PYTHON, "-m", "livetable.cli", "serve", "--port", str(self.port),
+        argv = [PYTHON, "-m", "livetable.cli", command, "--port", str(self.port),
                 "--data-dir", str(self.data), "--log-level", "warning", *args]
         if profile_to is not None:  # the same, with cProfile switched by SIGUSR1 / SIGUSR2
             argv[1:3] = ["-m", "bench.serve_profiled", str(profile_to)]
@@ -412,12 +413,15 @@ class LivetableServe:
 
 def start_serves(work: Path, name: str, args: list[str], env: dict[str, str],
                  redis_url: str = "", gateways: int = 1,
-                 profile_to: Path | None = None) -> list[LivetableServe]:
+                 profile_to: Path | None = None,
+                 role: str = "serve") -> list[LivetableServe]:
     """``gateways`` ``livetable serve`` processes (scale-out when more than one: every one a
     gateway, the table's lease holder its engine). They share the signing secret, so that a
     token verifies on all, and the shoe key; each starts once the one before is ready and
     knows t1 (the first takes the lease and writes the table's state, which the others'
-    gateways read). ``profile_to``: the first process only."""
+    gateways read). ``profile_to``: the first process only. ``role``: what the processes
+    after the first run, ``serve`` (gateway and standby engine) or ``gateway`` (no engine:
+    none can take the first one's lease)."""
     if gateways > 1:
         if not redis_url:
             raise ValueError("several gateways need the Redis bus (a scale-out store)")
@@ -428,7 +432,8 @@ def start_serves(work: Path, name: str, args: list[str], env: dict[str, str],
         for i in range(gateways):
             serves.append(LivetableServe(work, name if i == 0 else f"{name}-gw{i}", args, env,
                                          redis_url=redis_url,
-                                         profile_to=profile_to if i == 0 else None))
+                                         profile_to=profile_to if i == 0 else None,
+                                         command="serve" if i == 0 else role))
             if gateways > 1:
                 serves[-1].wait_ready()
     except BaseException:
@@ -546,7 +551,8 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
                window_s: float = 2.0, store: str = "sqlite",
                profile_to: Path | None = None,
                wallet_latency_ms: float | None = None,
-               spy_to: Path | None = None, gateways: int = 1) -> dict[str, Any]:
+               spy_to: Path | None = None, gateways: int = 1,
+               role: str = "serve") -> dict[str, Any]:
     """Bet intake; with ``wallet_latency_ms``, in seamless mode against the reference
     operator (``livetable operator-demo``) answering each debit after about that long
     (uniform in [0.5, 1.5] × the latency: its ``slow`` fault at rate 1). ``gateways``
@@ -579,7 +585,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
         serves = start_serves(work, f"bets-{store}{'-wallet' if wallet else ''}",
                               ["--betting-seconds", str(betting_s), "--reveal-interval",
                                "0.3"], env, redis_url=redis.url if redis else "",
-                              gateways=gateways, profile_to=profile_to)
+                              gateways=gateways, profile_to=profile_to, role=role)
     except BaseException:
         _stop_services(redis, database, operator)
         raise
@@ -632,7 +638,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             client_errors.update(a["errors"])
         lg.call("close")
         return {
-            "store": store, "gateways": gateways, "leases_held": held,
+            "store": store, "gateways": gateways, "role": role, "leases_held": held,
             "server_warnings": serve_warnings(serves),
             "players": players, "connected": conn["connected"],
             "connect": conn, "bets": sent, "per_player": per_player,
@@ -771,7 +777,7 @@ def _stop_services(redis: RedisServer | None, database: Any,
 
 def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
                store: str = "sqlite", timeout: float = 180.0,
-               gateways: int = 1) -> dict[str, Any]:
+               gateways: int = 1, role: str = "serve") -> dict[str, Any]:
     across = f" across {gateways} gateways" if gateways > 1 else ""
     _log(f"settlement ({store}): {players} players × {per_player} bets in one round{across}")
     redis = RedisServer(work / "redis-settle").start() if store in SCALE_OUT else None
@@ -779,7 +785,8 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
     try:
         serves = start_serves(work, f"settle-{store}", ["--mode", "manual"],
                               store_env(store, database),
-                              redis_url=redis.url if redis else "", gateways=gateways)
+                              redis_url=redis.url if redis else "", gateways=gateways,
+                              role=role)
     except BaseException:
         _stop_services(redis, database)
         raise
@@ -816,7 +823,7 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
             client_errors.update(a["errors"])
         accepted_per_worker = [a["accepted"] for a in lg.call("accepted")]
         accepted = sum(accepted_per_worker)
-        intake = {"store": store, "gateways": gateways, "players": players,
+        intake = {"store": store, "gateways": gateways, "role": role, "players": players,
                   "connected": conn["connected"],
                   "bets": sum(a["sent"] for a in answers), "codes": dict(codes),
                   "client_errors": dict(client_errors), "accepted": accepted,
@@ -851,7 +858,7 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
         lg.call("close")
         settle_cpu = cpu_spent(cpu1, cpu2, accepted, prefix="settle_")
         return {
-            "store": store, "gateways": gateways, "leases_held": held,
+            "store": store, "gateways": gateways, "role": role, "leases_held": held,
             "server_warnings": serve_warnings(serves),
             "players": players, "connected": conn["connected"],
             "connect": conn, "bets": sum(a["sent"] for a in answers), "codes": dict(codes),
