@@ -67,11 +67,12 @@ class Peer:
 
     __slots__ = ("caught_up_ns", "closed", "connected_ns", "dups", "epoch", "events", "gaps", "idx",
                  "last_seq", "open_bets", "ready", "resume", "resumed", "settled", "target",
-                 "token", "transport", "welcome_ns")
+                 "token", "transport", "url", "welcome_ns")
 
-    def __init__(self, idx: int, token: str | None) -> None:
+    def __init__(self, idx: int, token: str | None, url: str = "") -> None:
         self.idx = idx
         self.token = token
+        self.url = url  # its own server ("" → the worker's): players spread over gateways
         self.transport: Any = None
         self.ready: asyncio.Future[None] | None = None
         self.last_seq = 0
@@ -253,7 +254,7 @@ class Worker:
                 return False
             peer.ready = loop.create_future()
             try:
-                await ws_connect(self.listener(peer), self.url,
+                await ws_connect(self.listener(peer), peer.url or self.url,
                                  local_addr=(self.src_ip, 0),
                                  websocket_handshake_timeout=left)
                 await asyncio.wait_for(peer.ready, left)
@@ -295,9 +296,13 @@ class Worker:
 
     async def cmd_connect(self, kind: str, url: str, count: int, start: int,
                           tokens: list[str] | None = None, concurrency: int = 200,
-                          timeout: float = 60.0, table: str = "t1") -> dict[str, Any]:
+                          timeout: float = 60.0, table: str = "t1",
+                          urls: list[str] | None = None) -> dict[str, Any]:
+        """Connect ``count`` peers (global indexes ``start``…); with ``urls``, peer i goes
+        to ``urls[i % len(urls)]`` (several gateways), else every peer to ``url``."""
         self.kind, self.url, self.table = kind, url, table
-        peers = [Peer(start + i, tokens[i] if tokens else None) for i in range(count)]
+        peers = [Peer(start + i, tokens[i] if tokens else None,
+                      urls[(start + i) % len(urls)] if urls else "") for i in range(count)]
         self.peers.extend(peers)
         t0 = time.time_ns()
         ok, _ = await self.connect_all(peers, concurrency, timeout)

@@ -5,6 +5,9 @@
     .venv/bin/python bench/run.py                  # the full run (several minutes)
     .venv/bin/python bench/run.py --only fanout    # one part: fanout profile bets
                                                    #   settlement storm (comma-separated)
+    .venv/bin/python bench/run.py --only bets --postgres --gateways 2
+                                                   # PostgreSQL: the players over two
+                                                   #   `livetable serve` processes
     .venv/bin/python bench/run.py --only wallet    # bet intake with a seamless wallet
                                                    #   (never part of a default run)
     .venv/bin/python bench/run.py --report bench/results/<file>.json   # docs from a run
@@ -91,6 +94,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--postgres", action="store_true",
                         help="bets and settlement also with the PostgreSQL store (a primary "
                              "and a synchronous standby of the bench's own; Redis the bus)")
+    parser.add_argument("--gateways", default="1",
+                        help="bets and settlement on PostgreSQL: that many `livetable serve "
+                             "--redis --postgres` processes, player i on the i mod N-th "
+                             "(default 1; the SQLite runs stay on one). Several counts, "
+                             "e.g. 1,2: each in turn, as the stores are (--repeat)")
+    parser.add_argument("--gateway-role", choices=["serve", "gateway"], default="serve",
+                        help="with --gateways: the processes after the first run `livetable "
+                             "serve` (default: each also a standby engine) or `livetable "
+                             "gateway` (no engine but the first)")
     docs = parser.add_mutually_exclusive_group()
     docs.add_argument("--docs", dest="docs", action="store_true", default=None,
                       help="rewrite docs/benchmarks.md's results and docs/bench/*.png")
@@ -220,16 +232,20 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
         stores.append("postgres")
     # --repeat: the stores in turn, again and again, so that each store's runs are spread
     # over the same stretch of a shared machine's noise
-    rounds = [store for _ in range(args.repeat) for store in stores]
+    rounds = [(store, n) for _ in range(args.repeat) for store in stores
+              for n in _gateways(store, args)]
     if "bets" in parts:
         results["bets"] = []
-        for store in rounds:
-            r = guarded("bets", lambda store=store: sc.bet_intake(  # type: ignore[misc]
+        for store, n in rounds:
+            r = guarded("bets", lambda store=store, n=n: sc.bet_intake(  # type: ignore[misc]
                 lg, work, cfg["bet_players"], cfg["bets_per_player"], cfg["betting_seconds"],
-                store=store), store=store)
+                store=store, gateways=n, role=args.gateway_role), store=store, gateways=n)
             results["bets"].append(r)
             if "error" not in r:
-                sc._log(f"  bets {r['store']}: {r['codes']} ack {r['ack_ms']}")
+                sc._log(f"  bets {r['store']} ×{r['gateways']}: {r['codes']} ack {r['ack_ms']}"
+                        f" server {r['server_cpu_us_per_bet']} µs/bet "
+                        f"{r['server_cpu_per_process_s']} s, postgres {r['postgres_cpu_s']} s,"
+                        f" loadgen {r['loadgen_cpu_s']} s")
             _reset(lg)
     if "wallet" in parts:  # bet intake with the reference operator's wallet in the loop
         results["wallet"] = []
@@ -252,15 +268,18 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
             _reset(lg)
     if "settlement" in parts:
         results["settlement"] = []
-        for store in rounds:
-            r = guarded("settlement", lambda store=store: sc.settlement(  # type: ignore[misc]
+        for store, n in rounds:
+            r = guarded("settlement", lambda store=store, n=n: sc.settlement(  # type: ignore[misc]
                 lg, work, cfg["settle_players"], cfg["settle_bets_per_player"], store=store,
-                timeout=cfg["timeout"]), store=store)
+                timeout=cfg["timeout"], gateways=n, role=args.gateway_role), store=store,
+                gateways=n)
             results["settlement"].append(r)
             if "error" not in r:
-                sc._log(f"  settlement {r['store']}: {r['bet_settled_delivered']}/"
-                        f"{r['accepted']} delivered, round_settled → last bet_settled "
-                        f"{r['round_settled_to_last_bet_settled_ms']} ms")
+                sc._log(f"  settlement {r['store']} ×{r['gateways']}: "
+                        f"{r['bet_settled_delivered']}/{r['accepted']} delivered, "
+                        f"round_settled → last bet_settled "
+                        f"{r['round_settled_to_last_bet_settled_ms']} ms, last reveal → "
+                        f"last bet_settled {r['reveal_to_last_bet_settled_ms']} ms")
             _reset(lg)
     if "storm" in parts:
         results["storm"] = []
@@ -272,6 +291,14 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
                 sc._log(f"  storm {n}: all in step after {r['all_in_step_ms']} ms, "
                         f"gaps {r['gaps']}, resumed {r['resumed_true']}/{n}")
             _reset(lg)
+
+
+def _gateways(store: str, args: argparse.Namespace) -> list[int]:
+    """How many server processes a store's runs spread their players over, each count a
+    run: ``--gateways`` for a scale-out store, one for the embedded SQLite."""
+    if store not in sc.SCALE_OUT:
+        return [1]
+    return [int(x) for x in args.gateways.split(",") if x.strip()] or [1]
 
 
 def _reset(lg: LoadGen) -> None:

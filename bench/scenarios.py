@@ -96,8 +96,13 @@ def bench_server(kind: str, work: Path, redis_url: str = "",
     return ServerProcess(argv, log=work / f"server-{name or kind}.log"), port
 
 
-def connect(lg: LoadGen, kind: str, port: int, n: int, tokens: list[str] | None = None,
-            concurrency: int = 100, timeout: float = 60.0) -> dict[str, Any]:
+def connect(lg: LoadGen, kind: str, port: int | list[int], n: int,
+            tokens: list[str] | None = None, concurrency: int = 100,
+            timeout: float = 60.0) -> dict[str, Any]:
+    """Connect ``n`` clients; ``port`` a list: client i to the server on ``port[i % len]``
+    (the players spread over several gateways)."""
+    ports = port if isinstance(port, list) else [port]
+    urls = [f"ws://127.0.0.1:{p}{PATHS[kind]}" for p in ports]
     per_worker = []
     for start, count in lg.split(n):
         share: dict[str, Any] = {"start": start, "count": count}
@@ -106,8 +111,8 @@ def connect(lg: LoadGen, kind: str, port: int, n: int, tokens: list[str] | None 
         per_worker.append(share)
     t0 = time.monotonic()
     answers = lg.call("connect", per_worker=per_worker, kind=CLIENT_KIND[kind],
-                      url=f"ws://127.0.0.1:{port}{PATHS[kind]}", concurrency=concurrency,
-                      timeout=timeout)
+                      url=urls[0], urls=urls if len(urls) > 1 else None,
+                      concurrency=concurrency, timeout=timeout)
     errors: Counter[str] = Counter()
     for a in answers:
         errors.update(a["errors"])
@@ -311,12 +316,14 @@ class LivetableServe:
     """``livetable serve`` as a subprocess on a free port, with its own data directory."""
 
     def __init__(self, work: Path, name: str, args: list[str], env: dict[str, str],
-                 redis_url: str = "", profile_to: Path | None = None) -> None:
+                 redis_url: str = "", profile_to: Path | None = None,
+                 command: str = "serve") -> None:
         self.port = free_port()
         self.data = _fresh(work / f"data-{name}")
         self.log = work / f"serve-{name}.log"
+        self.log_from = self.log.stat().st_size if self.log.exists() else 0  # this run's
         self.profile_to = profile_to
-        argv = [PYTHON, "-m", "livetable.cli", "serve", "--port", str(self.port),
+        argv = [PYTHON, "-m", "livetable.cli", command, "--port", str(self.port),
                 "--data-dir", str(self.data), "--log-level", "warning", *args]
         if profile_to is not None:  # the same, with cProfile switched by SIGUSR1 / SIGUSR2
             argv[1:3] = ["-m", "bench.serve_profiled", str(profile_to)]
@@ -328,7 +335,9 @@ class LivetableServe:
         if redis_url:
             argv += ["--redis", redis_url]
             # with --redis every process must share LIVETABLE_SECRET (no file is written)
-            self.env_secret = secrets.token_urlsafe(32).encode()
+            # (the caller's, when several processes must share it: start_serves)
+            self.env_secret = (env.get("LIVETABLE_SECRET")
+                               or secrets.token_urlsafe(32)).encode()
             env["LIVETABLE_SECRET"] = self.env_secret.decode()
             # ... and the shoe key (an engine with --redis refuses to start without one)
             env.setdefault("LIVETABLE_SHOE_KEY", secrets.token_hex(32))
@@ -359,6 +368,33 @@ class LivetableServe:
     def table(self) -> dict[str, Any]:
         return dict(self.http.get("/api/tables/t1").json())
 
+    def warnings(self) -> dict[str, int]:
+        """This process's warnings so far that say a table moved or stalled: its lease
+        lost (another engine may then take the table, and cancel a round in betting),
+        its runner fenced off, its bus subscription lost (3 s without a word from Redis:
+        a starved event loop)."""
+        text = self.log.read_bytes()[self.log_from:].decode(errors="replace")
+        return {"lease_lost": text.count("lease lost"),
+                "fenced": text.count("is older than"),
+                "bus_lost": text.count("subscription lost")}
+
+    def readiness(self) -> dict[str, Any]:
+        """``/readyz``'s answer (``ready`` and its ``checks``)."""
+        return dict(self.http.get("/readyz").json())
+
+    def wait_ready(self, table: str = "t1", timeout: float = 60.0) -> None:
+        """Until ``/readyz`` says ready and the gateway knows ``table``."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                last = self.readiness()
+                if last.get("ready") and table in last["checks"].get("tables_known", []):
+                    return
+            time.sleep(0.1)
+        raise TimeoutError(f"livetable serve on port {self.port} not ready with {table} "
+                           f"after {timeout:g} s: {last}")
+
     def profile(self, on: bool) -> None:
         """Start (SIGUSR1) or stop and write (SIGUSR2) the server's profile."""
         if self.profile_to is None:
@@ -373,6 +409,96 @@ class LivetableServe:
     def stop(self) -> None:
         self.http.close()
         stop_process(self.proc)
+
+
+def start_serves(work: Path, name: str, args: list[str], env: dict[str, str],
+                 redis_url: str = "", gateways: int = 1,
+                 profile_to: Path | None = None,
+                 role: str = "serve") -> list[LivetableServe]:
+    """``gateways`` ``livetable serve`` processes (scale-out when more than one: every one a
+    gateway, the table's lease holder its engine). They share the signing secret, so that a
+    token verifies on all, and the shoe key; each starts once the one before is ready and
+    knows t1 (the first takes the lease and writes the table's state, which the others'
+    gateways read). ``profile_to``: the first process only. ``role``: what the processes
+    after the first run, ``serve`` (gateway and standby engine) or ``gateway`` (no engine:
+    none can take the first one's lease)."""
+    if gateways > 1:
+        if not redis_url:
+            raise ValueError("several gateways need the Redis bus (a scale-out store)")
+        env = {"LIVETABLE_SECRET": secrets.token_urlsafe(32),
+               "LIVETABLE_SHOE_KEY": secrets.token_hex(32), **env}
+    serves: list[LivetableServe] = []
+    try:
+        for i in range(gateways):
+            serves.append(LivetableServe(work, name if i == 0 else f"{name}-gw{i}", args, env,
+                                         redis_url=redis_url,
+                                         profile_to=profile_to if i == 0 else None,
+                                         command="serve" if i == 0 else role))
+            if gateways > 1:
+                serves[-1].wait_ready()
+    except BaseException:
+        for serve in serves:
+            serve.stop()
+        raise
+    return serves
+
+
+def cpu_snapshot(serves: list[LivetableServe], lg: LoadGen, redis: RedisServer | None = None,
+                 database: Any = None) -> dict[str, Any]:
+    """CPU seconds so far of each server process (with its children: the SQLite writer),
+    of each one's own threads alone, of PostgreSQL (primary and standby, every backend),
+    of Redis and of the load generator's workers."""
+    postgres = None
+    if database is not None:
+        pids = [server.postmaster_pid() for server in (database.primary, database.standby)
+                if server is not None]
+        postgres = sum(tree_cpu_seconds(pid) for pid in pids if pid is not None)
+    return {"servers": [tree_cpu_seconds(s.pid) for s in serves],
+            "mains": [cpu_seconds(s.pid) for s in serves],
+            "postgres": postgres,
+            "redis": (cpu_seconds(redis.proc.pid)
+                      if redis is not None and redis.proc is not None else None),
+            "loadgen": lg.cpu()}
+
+
+def cpu_spent(before: dict[str, Any], after: dict[str, Any], count: int,
+              prefix: str = "") -> dict[str, Any]:
+    """What :func:`cpu_snapshot` counted between two readings: seconds, and µs per one of
+    ``count`` (bets), keys prefixed with ``prefix``."""
+    servers = [b - a for a, b in zip(before["servers"], after["servers"], strict=True)]
+    mains = [b - a for a, b in zip(before["mains"], after["mains"], strict=True)]
+
+    def per(seconds: float | None) -> float | None:
+        return round(seconds / count * 1e6, 1) if seconds is not None and count else None
+
+    out: dict[str, Any] = {
+        "server_cpu_s": round(sum(servers), 3),
+        # the server processes alone (without their SQLite writer processes, if any)
+        "server_main_cpu_s": round(sum(mains), 3),
+        "server_cpu_us_per_bet": per(sum(servers)),
+        "server_cpu_per_process_s": [round(x, 3) for x in servers],
+    }
+    for part in ("postgres", "redis", "loadgen"):
+        spent = (after[part] - before[part] if before[part] is not None
+                 and after[part] is not None else None)
+        out[f"{part}_cpu_s"] = round(spent, 3) if spent is not None else None
+        out[f"{part}_cpu_us_per_bet"] = per(spent)
+    return {f"{prefix}{k}": v for k, v in out.items()}
+
+
+def serve_warnings(serves: list[LivetableServe]) -> list[dict[str, int]]:
+    return [serve.warnings() for serve in serves]
+
+
+def leases_held(serves: list[LivetableServe]) -> list[Any]:
+    """Each process's leases (``/readyz``): which one ran the table."""
+    held = []
+    for serve in serves:
+        try:
+            held.append(serve.readiness()["checks"].get("leases_held"))
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            held.append(f"{type(exc).__name__}")
+    return held
 
 
 def _env_without_livetable() -> dict[str, str]:
@@ -425,13 +551,17 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
                window_s: float = 2.0, store: str = "sqlite",
                profile_to: Path | None = None,
                wallet_latency_ms: float | None = None,
-               spy_to: Path | None = None) -> dict[str, Any]:
+               spy_to: Path | None = None, gateways: int = 1,
+               role: str = "serve") -> dict[str, Any]:
     """Bet intake; with ``wallet_latency_ms``, in seamless mode against the reference
     operator (``livetable operator-demo``) answering each debit after about that long
-    (uniform in [0.5, 1.5] × the latency: its ``slow`` fault at rate 1)."""
+    (uniform in [0.5, 1.5] × the latency: its ``slow`` fault at rate 1). ``gateways``
+    (a scale-out store): that many ``livetable serve`` processes, player i on the i mod
+    N-th (the profile and the spy watch the first, which holds the table's lease)."""
     wallet = "" if wallet_latency_ms is None else f", seamless wallet {wallet_latency_ms:g} ms"
+    across = f" across {gateways} gateways" if gateways > 1 else ""
     _log(f"bet intake ({store}{wallet}): {players} players × {per_player} bets in the last "
-         f"{window_s:g} s of a {betting_s:g} s countdown")
+         f"{window_s:g} s of a {betting_s:g} s countdown{across}")
     redis = RedisServer(work / "redis-bets").start() if store in SCALE_OUT else None
     database = start_postgres() if store == "postgres" else None
     env = {"LIVETABLE_BETWEEN_ROUNDS": "1", **store_env(store, database)}
@@ -451,14 +581,20 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
                     # 1,024 (what 10,000 debits a second at 100 ms hold) did worse than
                     # 128 at 200 x 10 bets, 100 ms (docs/benchmarks.md): not understood yet
                     "LIVETABLE_WALLET_CONNECTIONS": "128"})
-    serve = LivetableServe(work, f"bets-{store}{'-wallet' if wallet else ''}",
-                           ["--betting-seconds", str(betting_s), "--reveal-interval", "0.3"],
-                           env, redis_url=redis.url if redis else "", profile_to=profile_to)
+    try:
+        serves = start_serves(work, f"bets-{store}{'-wallet' if wallet else ''}",
+                              ["--betting-seconds", str(betting_s), "--reveal-interval",
+                               "0.3"], env, redis_url=redis.url if redis else "",
+                              gateways=gateways, profile_to=profile_to, role=role)
+    except BaseException:
+        _stop_services(redis, database, operator)
+        raise
+    serve = serves[0]
     try:
         secret = serve.secret()
         tokens = (guest_tokens(secret, players, "bets") if wallet_latency_ms is None
                   else player_tokens(secret, players, "w"))
-        conn = connect(lg, "livetable", serve.port, players, tokens)
+        conn = connect(lg, "livetable", [s.port for s in serves], players, tokens)
         margin_ms = 250
         while True:  # a round in betting, with the whole window still ahead
             snap = serve.table()
@@ -475,12 +611,12 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             redis.slowlog_start()
         spy = _spy(serve.pid, spy_to, start_ns, window_s + 6) if spy_to is not None else None
         load0 = loadavg()
-        cpu0, main0 = tree_cpu_seconds(serve.pid), cpu_seconds(serve.pid)
+        cpu0 = cpu_snapshot(serves, lg, redis, database)
         op0 = cpu_seconds(operator.pid) if operator is not None else 0.0
         answers = lg.call("bets", round_id=snap["round_id"], start_ns=start_ns, end_ns=end_ns,
                           per_peer=per_player, seed=7, timeout=60.0, spots=SPOTS,
                           amounts=AMOUNTS)
-        cpu1, main1 = tree_cpu_seconds(serve.pid), cpu_seconds(serve.pid)
+        cpu1 = cpu_snapshot(serves, lg, redis, database)
         op1 = cpu_seconds(operator.pid) if operator is not None else 0.0
         serve.profile(False)
         if spy is not None:
@@ -488,6 +624,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
         # the round's close and settlement too: wait for the next round to open
         time.sleep(max(0.0, (closes + 1_500) / 1000 - time.time()) + 3.0)
         slowlog = redis.slowlog_longest() if redis is not None else None
+        held = leases_held(serves) if redis is not None else None
         codes: Counter[str] = Counter()
         for a in answers:
             codes.update(a["codes"])
@@ -501,7 +638,9 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             client_errors.update(a["errors"])
         lg.call("close")
         return {
-            "store": store, "players": players, "connected": conn["connected"],
+            "store": store, "gateways": gateways, "role": role, "leases_held": held,
+            "server_warnings": serve_warnings(serves),
+            "players": players, "connected": conn["connected"],
             "connect": conn, "bets": sent, "per_player": per_player,
             "betting_seconds": betting_s, "window_s": window_s,
             "window": f"[closes_at - {window_s * 1000 + margin_ms:g} ms, "
@@ -513,10 +652,8 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             "ack_by_quarter_second": ack_timeline(start_ns, sent_at, acks),
             "accepted_pct": round(100 * codes.get("accepted", 0) / sent, 2) if sent else None,
             "redis_longest_command": slowlog,
-            "server_cpu_s": round(cpu1 - cpu0, 3),
-            # the server process alone (without its SQLite writer process, if any)
-            "server_main_cpu_s": round(main1 - main0, 3),
-            "server_cpu_us_per_bet": round((cpu1 - cpu0) / sent * 1e6, 1) if sent else None,
+            # every server process (and per process), PostgreSQL, Redis, the load generator
+            **cpu_spent(cpu0, cpu1, sent),
             "wallet_latency_ms": wallet_latency_ms,
             "loadavg": [load0[0], loadavg()[0]],  # the machine's 1-min load, before/after
             # the reference operator's own CPU over the same burst: the bench measures
@@ -526,7 +663,8 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
                                         if operator is not None and sent else None),
         }
     finally:
-        serve.stop()
+        for one in serves:
+            one.stop()
         if operator is not None:
             stop_process(operator)
         if redis is not None:
@@ -548,7 +686,8 @@ def _spy(pid: int, out: Path, start_ns: int, seconds: float) -> threading.Thread
     def record(target: int, to: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen([str(spy), "record", "--pid", str(target), "--idle",
                                  "--threads", "--format", "raw", "--rate", "100",
-                                 "--nonblocking", *(["--native"] if os.environ.get("BENCH_SPY_NATIVE") else []),
+                                 "--nonblocking",
+                                 *(["--native"] if os.environ.get("BENCH_SPY_NATIVE") else []),
                                  "--duration", str(int(seconds + 0.999)),
                                  "--output", str(to)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -594,8 +733,12 @@ class Dealer:
         from websockets.sync.client import connect as ws_connect
 
         self.timeout = timeout
+        # The console is read only between commands: through a long intake on a busy
+        # machine its frames wait unread. No keepalive pings (their pongs would wait behind
+        # those frames: "keepalive ping timeout" killed the console in a 20 s intake) and
+        # no cap on the frames kept (with one, the reader stops reading the socket).
         self.ws = ws_connect(f"ws://127.0.0.1:{port}/ws/dealer", max_size=2**24,
-                             open_timeout=30)
+                             open_timeout=30, ping_interval=None, max_queue=None)
         self.events: list[dict[str, Any]] = []
         self.ws.send(json.dumps({"type": "hello", "v": 1, "table": "t1", "token": token}))
         self.wait_for("welcome")
@@ -622,13 +765,32 @@ class Dealer:
             self.ws.close()
 
 
+def _stop_services(redis: RedisServer | None, database: Any,
+                   operator: subprocess.Popen[bytes] | None = None) -> None:
+    if operator is not None:
+        stop_process(operator)
+    if redis is not None:
+        redis.stop()
+    if database is not None:
+        database.stop()
+
+
 def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
-               store: str = "sqlite", timeout: float = 180.0) -> dict[str, Any]:
-    _log(f"settlement ({store}): {players} players × {per_player} bets in one round")
+               store: str = "sqlite", timeout: float = 180.0,
+               gateways: int = 1, role: str = "serve") -> dict[str, Any]:
+    across = f" across {gateways} gateways" if gateways > 1 else ""
+    _log(f"settlement ({store}): {players} players × {per_player} bets in one round{across}")
     redis = RedisServer(work / "redis-settle").start() if store in SCALE_OUT else None
     database = start_postgres() if store == "postgres" else None
-    serve = LivetableServe(work, f"settle-{store}", ["--mode", "manual"],
-                           store_env(store, database), redis_url=redis.url if redis else "")
+    try:
+        serves = start_serves(work, f"settle-{store}", ["--mode", "manual"],
+                              store_env(store, database),
+                              redis_url=redis.url if redis else "", gateways=gateways,
+                              role=role)
+    except BaseException:
+        _stop_services(redis, database)
+        raise
+    serve = serves[0]  # the lease holder: the dealer's console is on it
     dealer = None
     try:
         from livetable.auth import mint
@@ -644,15 +806,15 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
         # in scale-out the event comes over the bus, and may arrive after the ack
         round_id = (opened[-1] if opened else dealer.wait_for("round_opened"))["round_id"]
         tokens = guest_tokens(secret, players, "settle")
-        conn = connect(lg, "livetable", serve.port, players, tokens)
+        conn = connect(lg, "livetable", [s.port for s in serves], players, tokens)
         if redis is not None:
             redis.slowlog_start()
         now = time.time_ns()
-        cpu0, t0 = tree_cpu_seconds(serve.pid), time.monotonic()
+        cpu0, t0 = cpu_snapshot(serves, lg, redis, database), time.monotonic()
         answers = lg.call("bets", round_id=round_id, start_ns=now, end_ns=now,
                           per_peer=per_player, seed=11, timeout=timeout, spots=SPOTS,
                           amounts=AMOUNTS)
-        intake_s, intake_cpu = time.monotonic() - t0, tree_cpu_seconds(serve.pid) - cpu0
+        intake_s, cpu_in = time.monotonic() - t0, cpu_snapshot(serves, lg, redis, database)
         codes: Counter[str] = Counter()
         for a in answers:
             codes.update(a["codes"])
@@ -661,7 +823,8 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
             client_errors.update(a["errors"])
         accepted_per_worker = [a["accepted"] for a in lg.call("accepted")]
         accepted = sum(accepted_per_worker)
-        intake = {"store": store, "players": players, "connected": conn["connected"],
+        intake = {"store": store, "gateways": gateways, "role": role, "players": players,
+                  "connected": conn["connected"],
                   "bets": sum(a["sent"] for a in answers), "codes": dict(codes),
                   "client_errors": dict(client_errors), "accepted": accepted,
                   "intake_s": round(intake_s, 2)}
@@ -674,31 +837,36 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
         except Exception as exc:  # what the intake did is still worth reporting
             lg.call("close")
             return {**intake, "error": f"{type(exc).__name__}: {exc}",
+                    "server_warnings": serve_warnings(serves),
                     "dealer_events": [e.get("type") for e in dealer.events][-20:]}
-        cpu1, main1, lg1 = tree_cpu_seconds(serve.pid), cpu_seconds(serve.pid), lg.cpu()
+        cpu1 = cpu_snapshot(serves, lg, redis, database)
         reveal_ns = time.time_ns()
         dealer.ws.send(json.dumps({"type": "reveal"}))
         settled = lg.call("await_settled", per_worker=[{"expected": e}
                                                       for e in accepted_per_worker],
                           timeout=timeout)
-        cpu2, main2, lg2 = tree_cpu_seconds(serve.pid), cpu_seconds(serve.pid), lg.cpu()
+        cpu2 = cpu_snapshot(serves, lg, redis, database)
         ack = dealer.wait_for("ack")
         del ack
         slowlog = redis.slowlog_longest() if redis is not None else None
+        held = leases_held(serves) if redis is not None else None
         settled_ns = _ints([s["settled_ns"] for s in settled])
         round_ns = _ints([s["round_settled_ns"] for s in settled])
         delivered = len(settled_ns)
         first_round = min(round_ns) if round_ns else 0
         last_settled = max(settled_ns) if settled_ns else 0
         lg.call("close")
+        settle_cpu = cpu_spent(cpu1, cpu2, accepted, prefix="settle_")
         return {
-            "store": store, "players": players, "connected": conn["connected"],
+            "store": store, "gateways": gateways, "role": role, "leases_held": held,
+            "server_warnings": serve_warnings(serves),
+            "players": players, "connected": conn["connected"],
             "connect": conn, "bets": sum(a["sent"] for a in answers), "codes": dict(codes),
             "client_errors": dict(client_errors),
             "accepted": accepted,
             "intake_s": round(intake_s, 2),
             "intake_bets_per_s": round(accepted / intake_s) if intake_s else None,
-            "intake_server_cpu_us_per_bet": round(intake_cpu / max(1, accepted) * 1e6, 1),
+            **cpu_spent(cpu0, cpu_in, accepted, prefix="intake_"),
             "ack_ms": summary_ms(_ints([a["ack_ns"] for a in answers])),
             "bet_settled_delivered": delivered,
             "all_delivered": delivered == accepted,
@@ -709,22 +877,19 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
             "round_settled_to_last_bet_settled_ms": round((last_settled - first_round) / 1e6, 1),
             "reveal_to_last_bet_settled_ms": round((last_settled - reveal_ns) / 1e6, 1),
             "bet_settled_since_reveal_ms": summary_ms(v - reveal_ns for v in settled_ns),
-            "settle_server_cpu_s": round(cpu2 - cpu1, 3),
-            # the server process alone (without its SQLite writer process, if any), and
-            # the load generator's workers: on one machine they share its cores
-            "settle_server_main_cpu_s": round(main2 - main1, 3),
-            "settle_loadgen_cpu_s": round(lg2 - lg1, 3),
+            # the server processes (each, and alone: without their SQLite writer
+            # processes, if any), PostgreSQL, Redis and the load generator's workers: on
+            # one machine they share its cores
+            **settle_cpu,
             "redis_longest_command": slowlog,  # over the intake and the settlement
             "gaps": sum(s["gaps"] for s in settled),
         }
     finally:
         if dealer is not None:
             dealer.close()
-        serve.stop()
-        if redis is not None:
-            redis.stop()
-        if database is not None:
-            database.stop()
+        for one in serves:
+            one.stop()
+        _stop_services(redis, database)
 
 
 # --- 4. reconnect storm -----------------------------------------------------------------
