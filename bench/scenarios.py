@@ -548,7 +548,8 @@ def _spy(pid: int, out: Path, start_ns: int, seconds: float) -> threading.Thread
     def record(target: int, to: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen([str(spy), "record", "--pid", str(target), "--idle",
                                  "--threads", "--format", "raw", "--rate", "100",
-                                 "--nonblocking", *(["--native"] if os.environ.get("BENCH_SPY_NATIVE") else []),
+                                 "--nonblocking",
+                                 *(["--native"] if os.environ.get("BENCH_SPY_NATIVE") else []),
                                  "--duration", str(int(seconds + 0.999)),
                                  "--output", str(to)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -358,6 +358,15 @@ def _surfacing(method: Callable[..., Awaitable[Any]],
     return call
 
 
+class Withdrawal(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """One :meth:`Store.withdraw` of a batch (:meth:`Store.withdraw_many`)."""
+
+    transfer_id: str
+    player_id: str
+    amount: int
+    against: str | None = None
+
+
 class Settled(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A private ``bet_settled`` for one player: the settled bet, flat — one object per
     bet, a plain array in msgpack (a 2,000-bet chunk crosses from the SQLite writer
@@ -406,6 +415,13 @@ class Store(Protocol):
         livetable's books this way: see docs/operator.md, "the ledger".)"""
         ...
 
+    async def withdraw_many(self, moves: list[Withdrawal], now: int) -> list[str | None]:
+        """:meth:`withdraw` each of ``moves``, in one transaction (a round's close: one
+        call, not one per player): for each, None if done (or nothing to take back, as
+        with ``against``), else why not (a short balance, an unknown player) — one that
+        cannot be done does not stop the others."""
+        ...
+
     async def place_slip(self, slip: SlipRequest, now: int) -> p.SlipAccepted | Rejection: ...
 
     async def place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected: ...
@@ -438,6 +454,11 @@ class Store(Protocol):
     async def settlements_for_rounds(
         self, player_id: str, round_ids: list[str]
     ) -> list[p.BetSettled]: ...
+
+    async def round_settlements(self, round_id: str) -> list[tuple[str, p.BetSettled]]:
+        """Every settled (or refunded) bet of the round, with its player's id: a round's
+        close reads them once for all its players."""
+        ...
 
     async def bet_record(
         self, player_id: str, limit: int, before: str | None
