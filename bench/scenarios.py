@@ -421,6 +421,29 @@ def start_postgres() -> Any:
     return start_pg(standby=True)
 
 
+def start_operator(work: Path, latency_ms: float, methods: str,
+                   env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """The reference operator (``livetable operator-demo``) answering each call of
+    ``methods`` (``debit``, ``*``: every call) after about ``latency_ms`` (uniform in
+    [0.5, 1.5] × it: its ``slow`` fault at rate 1); ``env`` gets the server's seamless
+    wallet settings for it."""
+    op_port, wallet_secret = free_port(), secrets.token_urlsafe(16)
+    faults = (["--fault", f"{methods}:slow=1", "--slow", str(latency_ms / 1000)]
+              if latency_ms > 0 else [])
+    operator = subprocess.Popen(
+        [PYTHON, "-m", "livetable.cli", "operator-demo", "--port", str(op_port),
+         "--secret", wallet_secret, "--initial-balance", str(10**9), *faults],
+        cwd=ROOT, stdout=open(work / "operator.log", "ab"),  # noqa: SIM115
+        stderr=subprocess.STDOUT, env=_env_without_livetable())
+    wait_port(op_port, timeout=30)
+    env.update({"LIVETABLE_WALLET": "seamless", "LIVETABLE_WALLET_SECRET": wallet_secret,
+                "LIVETABLE_WALLET_URL": f"http://127.0.0.1:{op_port}/wallet",
+                # 1,024 (what 10,000 debits a second at 100 ms hold) did worse than
+                # 128 at 200 x 10 bets, 100 ms (docs/benchmarks.md): not understood yet
+                "LIVETABLE_WALLET_CONNECTIONS": "128"})
+    return operator
+
+
 def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s: float,
                window_s: float = 2.0, store: str = "sqlite",
                profile_to: Path | None = None,
@@ -437,20 +460,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
     env = {"LIVETABLE_BETWEEN_ROUNDS": "1", **store_env(store, database)}
     operator: subprocess.Popen[bytes] | None = None
     if wallet_latency_ms is not None:
-        op_port, wallet_secret = free_port(), secrets.token_urlsafe(16)
-        faults = (["--fault", "debit:slow=1", "--slow", str(wallet_latency_ms / 1000)]
-                  if wallet_latency_ms > 0 else [])
-        operator = subprocess.Popen(
-            [PYTHON, "-m", "livetable.cli", "operator-demo", "--port", str(op_port),
-             "--secret", wallet_secret, "--initial-balance", str(10**9), *faults],
-            cwd=ROOT, stdout=open(work / "operator.log", "ab"),  # noqa: SIM115
-            stderr=subprocess.STDOUT, env=_env_without_livetable())
-        wait_port(op_port, timeout=30)
-        env.update({"LIVETABLE_WALLET": "seamless", "LIVETABLE_WALLET_SECRET": wallet_secret,
-                    "LIVETABLE_WALLET_URL": f"http://127.0.0.1:{op_port}/wallet",
-                    # 1,024 (what 10,000 debits a second at 100 ms hold) did worse than
-                    # 128 at 200 x 10 bets, 100 ms (docs/benchmarks.md): not understood yet
-                    "LIVETABLE_WALLET_CONNECTIONS": "128"})
+        operator = start_operator(work, wallet_latency_ms, "debit", env)
     serve = LivetableServe(work, f"bets-{store}{'-wallet' if wallet else ''}",
                            ["--betting-seconds", str(betting_s), "--reveal-interval", "0.3"],
                            env, redis_url=redis.url if redis else "", profile_to=profile_to)

@@ -41,15 +41,19 @@ class DebitGate:
         self.ceiling_ms = ceiling_ms
         self.busy = 0
         self.typical_ms = float(MIN_CALL_MS)
+        #: debits in line (the deque keeps the ones given up on until they come up)
+        self.waiting = 0
         self._line: deque[tuple[int, asyncio.Future[bool]]] = deque()
 
-    def in_time(self, deadline: int) -> bool:
-        """Whether a debit sent now could still be answered by ``deadline`` (ms)."""
-        return self.clock() + max(MIN_CALL_MS, self.typical_ms) <= deadline
+    def in_time(self, deadline: int, wait_ms: float = 0.0) -> bool:
+        """Whether a debit sent after ``wait_ms`` could still be answered by
+        ``deadline`` (ms)."""
+        return self.clock() + wait_ms + max(MIN_CALL_MS, self.typical_ms) <= deadline
 
-    @property
-    def waiting(self) -> int:
-        return sum(1 for _, future in self._line if not future.done())
+    def expected_wait_ms(self) -> float:
+        """How long a debit joining the line now should wait for a place: the places
+        come free ``limit`` per typical call."""
+        return (self.waiting + 1) * max(MIN_CALL_MS, self.typical_ms) / self.limit
 
     async def enter(self, deadline: int) -> bool:
         """Wait for a place: True once the caller holds one (it must call :meth:`leave`
@@ -57,12 +61,16 @@ class DebitGate:
         ``deadline`` — the debit must not be sent."""
         if not self.in_time(deadline):
             return False
-        if self.busy < self.limit and not self._line:
+        if self.busy < self.limit and not self.waiting:
             self.busy += 1
             return True
+        if not self.in_time(deadline, self.expected_wait_ms()):
+            return False  # the line ahead is longer than its time: refused at once
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._line.append((deadline, future))
         wait = (deadline - max(MIN_CALL_MS, self.typical_ms) - self.clock()) / 1000
+        self.waiting += 1
+        self._hand_on()  # a place may be free (those ahead given up on)
         try:
             async with asyncio.timeout(max(0.0, wait)):
                 return await future
@@ -74,6 +82,7 @@ class DebitGate:
                 self.leave(None)  # handed a place as it was cancelled: give it on
             raise
         finally:
+            self.waiting -= 1
             if not future.done():
                 future.cancel()  # skipped by leave()
 
@@ -85,6 +94,11 @@ class DebitGate:
             took = min(self.ceiling_ms, took_ms)
             self.typical_ms += WEIGHT * (took - self.typical_ms)
         self.busy -= 1
+        self._hand_on()
+
+    def _hand_on(self) -> None:
+        """Free places to the first in line still in time; those no longer in time are
+        told so."""
         while self._line and self.busy < self.limit:
             deadline, future = self._line.popleft()
             if future.done():

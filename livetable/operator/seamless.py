@@ -10,8 +10,11 @@ money. Three rules keep every unit accounted for:
    before the first attempt. A kill -9 at any point leaves a record to finish from.
 2. **A slip is accepted only on ``ok`` within the betting window.** Anything else that is
    not a refusal code — a timeout, a non-200, a body that does not parse — is an unknown
-   outcome: the slip is refused to the player and the debit rolled back (the operator
-   applies a rollback of a debit it never saw as a no-op, and refuses that debit after).
+   outcome: the slip is refused to the player once the log says ``unknown``, and the
+   sweeper rolls the debit back (the operator applies a rollback of a debit it never saw
+   as a no-op, and refuses that debit after). A debit that finds no place in its wallet's
+   line in time for its deadline (operator/gate.py) is never sent: logged ``refused``
+   (:data:`NOT_SENT`), nothing to roll back.
 3. **Every closing call has one id, whoever writes it.** A round's credit for a player in
    a currency is ``credit_tx_id(installation, round, player, currency)`` — one per
    currency the player's debits of the round were in, each in that currency — a debit's
@@ -30,7 +33,7 @@ the deposit it undoes was made). So a seamless player's ledger balance is 0 when
 of its bets is in play, ``external`` is the operator's side of every move, and the audit
 proves the same invariants as with an internal wallet.
 
-What runs where. :meth:`SeamlessWallet.place_bet` runs in the gateway, per slip, and
+What runs where. :meth:`SeamlessWallet.place_slip` runs in the gateway, per slip, and
 waits for the debit (bounded by the betting window). The sweeper and the outbox
 (:meth:`SeamlessWallet.run`) run in every process that runs tables: they never block a
 round — a round settles in the ledger whatever the wallet does, and its credits follow.

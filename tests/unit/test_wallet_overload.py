@@ -46,6 +46,23 @@ async def test_the_line_hands_places_in_turn_and_refuses_who_cannot_start_in_tim
     assert gate.busy == 0 and gate.waiting == 0
 
 
+async def test_a_debit_behind_a_line_longer_than_its_time_is_refused_at_once() -> None:
+    gate = DebitGate(2, Clock())
+    gate.typical_ms = 100.0  # two places: one comes free every 50 ms
+    assert await gate.enter(T0 + 5_000) and await gate.enter(T0 + 5_000)
+    line = [asyncio.create_task(gate.enter(T0 + 250)) for _ in range(3)]
+    await asyncio.sleep(0)
+    assert gate.waiting == 3  # the third starts after 150 ms: answered by 250
+    refused = asyncio.create_task(gate.enter(T0 + 250))
+    await asyncio.sleep(0)
+    assert refused.done() and refused.result() is False  # no wait: 200 + 100 > 250
+    gate.leave(None)
+    gate.leave(None)
+    assert await line[0] and await line[1] and not line[2].done()
+    gate.leave(None)
+    assert await line[2]
+
+
 async def test_a_place_handed_to_a_cancelled_waiter_is_given_on() -> None:
     gate = DebitGate(1, Clock())
     assert await gate.enter(T0 + 5_000)
