@@ -11,9 +11,11 @@ only as long as a call started then could still be answered before its deadline
 (:meth:`DebitGate.enter`); one that cannot is never sent, and its slip is refused at
 once, ``wallet_unavailable`` — never a debit in doubt, never a rollback.
 
-How long a call takes is learnt from the calls answered (:attr:`DebitGate.typical_ms`, a
-moving average of their times, at least :data:`MIN_CALL_MS`): a slower wallet or a
-busier machine makes the line refuse sooner.
+How long a call takes is learnt from the calls made (:attr:`DebitGate.typical_ms`, a
+moving average of their times, timeouts too, at least :data:`MIN_CALL_MS`); a debit is
+sent only with :data:`HEADROOM` times that left: a slower wallet or a busier machine makes
+the line refuse sooner, instead of sending calls that time out (each a debit in doubt, a
+rollback, and a connection dropped and made again).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from collections.abc import Callable
 MIN_CALL_MS = 20
 #: The weight of the newest call in :attr:`DebitGate.typical_ms`.
 WEIGHT = 0.1
+#: A debit is sent only with this many typical calls' time left before its deadline.
+HEADROOM = 1.5
 
 
 class DebitGate:
@@ -45,10 +49,15 @@ class DebitGate:
         self.waiting = 0
         self._line: deque[tuple[int, asyncio.Future[bool]]] = deque()
 
+    @property
+    def call_ms(self) -> float:
+        """The time a debit must have left to be sent (ms)."""
+        return HEADROOM * max(MIN_CALL_MS, self.typical_ms)
+
     def in_time(self, deadline: int, wait_ms: float = 0.0) -> bool:
         """Whether a debit sent after ``wait_ms`` could still be answered by
         ``deadline`` (ms)."""
-        return self.clock() + wait_ms + max(MIN_CALL_MS, self.typical_ms) <= deadline
+        return self.clock() + wait_ms + self.call_ms <= deadline
 
     def expected_wait_ms(self) -> float:
         """How long a debit joining the line now should wait for a place: the places
@@ -68,7 +77,7 @@ class DebitGate:
             return False  # the line ahead is longer than its time: refused at once
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._line.append((deadline, future))
-        wait = (deadline - max(MIN_CALL_MS, self.typical_ms) - self.clock()) / 1000
+        wait = (deadline - self.call_ms - self.clock()) / 1000
         self.waiting += 1
         self._hand_on()  # a place may be free (those ahead given up on)
         try:
@@ -87,8 +96,8 @@ class DebitGate:
                 future.cancel()  # skipped by leave()
 
     def leave(self, took_ms: float | None) -> None:
-        """Give the place back; ``took_ms``: how long the call took to be answered (None:
-        no answer, or not sent). The first in line still in time gets the place; those
+        """Give the place back; ``took_ms``: how long the call took, answered or not
+        (None: not sent). The first in line still in time gets the place; those
         no longer in time are told so."""
         if took_ms is not None:
             took = min(self.ceiling_ms, took_ms)
