@@ -19,7 +19,6 @@ from livetable.engine.bets import BetRequest, Rejection, SlipRequest
 from livetable.operator.gate import MIN_CALL_MS, DebitGate
 from livetable.operator.reference import Faults
 from livetable.operator.seamless import NOT_SENT
-from livetable.store.base import Withdrawal
 
 
 class Clock:
@@ -143,6 +142,10 @@ async def test_a_500_player_rounds_close_is_a_few_calls_and_pays_every_player_ri
     await rig.wallet.sweep()
     assert calls == {"expire_debits": 1, "open_debits": 1, "round_view": 1,
                      "round_settlements": 1, "withdraw_many": 1, "enqueue": 1}
+    count_calls(rig.log, ["due"], calls)
+    while await rig.log.backlog():  # 500 credits, 32 places: the log read ahead
+        assert await rig.wallet.deliver() > 0
+    assert calls["due"] <= 500 / 32 / 2  # one read per delivery of every place, before
     await rig.drain()
     applied_once(rig.books)
     won = {c["bets"][0]["returned"] for p_ in players for c in credits_of(rig.books, p_, R1)}
@@ -153,22 +156,4 @@ async def test_a_500_player_rounds_close_is_a_few_calls_and_pays_every_player_ri
         view = await rig.store.player(player)
         assert view is not None and view.balance == 0
     assert (await rig.store.audit()).ok
-    await rig.close()
-
-
-async def test_withdraw_many_does_what_it_can_and_says_why_not_for_the_rest(
-        tmp_path: Path) -> None:
-    rig = Rig(tmp_path)
-    await rig.open_round()
-    await rig.store.deposit("in", "alice", 300, T0)
-    assert await rig.store.withdraw_many([
-        Withdrawal("w1", "alice", 100),
-        Withdrawal("w2", "alice", 1_000),  # more than she holds
-        Withdrawal("w3", "nobody", 1),
-        Withdrawal("w4", "alice", 50, against="never-made"),  # nothing to take back
-        Withdrawal("w1", "alice", 100),  # once by its id
-        Withdrawal("w5", "alice", 150),
-    ], T0) == [None, "InsufficientBalance: withdraw w2: 'alice' holds 200, not 1000",
-               "UnknownPlayer: no player 'nobody'", None, None, None]
-    assert await rig.ledger_balance() == 50
     await rig.close()
