@@ -19,7 +19,7 @@ from livetable import protocol as p
 from livetable.operator.calls import DEBIT_DECODER, ENCODER, Credit, CreditBet, Rollback
 from livetable.operator.log import WalletCall, credit_tx_id, mirror_id, rollback_tx_id
 from livetable.operator.registry import operator_player_id
-from livetable.store.base import Withdrawal
+from livetable.store.bets import Withdrawal
 
 #: How long after a debit's deadline the sweeper waits before it takes the debit over
 #: from a gateway that may still be finishing it (ms).

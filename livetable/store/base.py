@@ -63,7 +63,7 @@ from livetable.engine.bets import BetRequest, Rejection, SlipRequest, settled_me
 from livetable.engine.effects import Effect
 from livetable.engine.sessions import SessionRecord
 from livetable.rules.fairness import ShoeRecord
-from livetable.store.bets import RoundView
+from livetable.store.bets import RoundView, Withdrawal
 
 __all__ = [
     "AuditReport",
@@ -358,15 +358,6 @@ def _surfacing(method: Callable[..., Awaitable[Any]],
     return call
 
 
-class Withdrawal(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """One :meth:`Store.withdraw` of a batch (:meth:`Store.withdraw_many`)."""
-
-    transfer_id: str
-    player_id: str
-    amount: int
-    against: str | None = None
-
-
 class Settled(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A private ``bet_settled`` for one player: the settled bet, flat — one object per
     bet, a plain array in msgpack (a 2,000-bet chunk crosses from the SQLite writer
@@ -416,10 +407,9 @@ class Store(Protocol):
         ...
 
     async def withdraw_many(self, moves: list[Withdrawal], now: int) -> list[str | None]:
-        """:meth:`withdraw` each of ``moves``, in one transaction (a round's close: one
-        call, not one per player): for each, None if done (or nothing to take back, as
-        with ``against``), else why not (a short balance, an unknown player) — one that
-        cannot be done does not stop the others."""
+        """:meth:`withdraw` each of ``moves`` in one transaction (a round's close): for
+        each, None if done (or nothing to take back), else why not — one that cannot be
+        done does not stop the others."""
         ...
 
     async def place_slip(self, slip: SlipRequest, now: int) -> p.SlipAccepted | Rejection: ...

@@ -43,9 +43,8 @@ from livetable.store.base import (
     Settled,
     SlipQueue,
     StoreUnavailable,
-    Withdrawal,
 )
-from livetable.store.bets import SETTLE_CHUNK, RoundView
+from livetable.store.bets import SETTLE_CHUNK, RoundView, Withdrawal
 from livetable.store.ledger import calls as c
 from livetable.store.ledger.core import DEFAULT_EVENT_RETENTION, Ledger
 from livetable.store.ledger.schema import check_synchronous, is_sqlite_outage, outage

@@ -39,7 +39,8 @@ from livetable.rules import (
 )
 from livetable.rules.fairness import ShoeRecord, ShoeRound
 from livetable.store import SQLiteStore, Store
-from livetable.store.base import OutOfStep, UnknownPlayer, Withdrawal
+from livetable.store.base import OutOfStep, UnknownPlayer
+from livetable.store.bets import Withdrawal
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import DEFAULT_EVENT_RETENTION
 

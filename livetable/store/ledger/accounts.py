@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from livetable import protocol as p
 from livetable.accounts import AccountError
-from livetable.store.base import InsufficientBalance, UnknownPlayer, Withdrawal
+from livetable.store.base import InsufficientBalance, UnknownPlayer
+from livetable.store.bets import Withdrawal
 from livetable.store.ledger.core import Ledger, Transfer
 
 

@@ -24,8 +24,8 @@ from livetable.engine.bets import SlipAnswer, SlipRequest
 from livetable.engine.effects import Effect
 from livetable.engine.sessions import SessionRecord
 from livetable.rules.fairness import ShoeRecord
-from livetable.store.base import AuditReport, Settled, Withdrawal
-from livetable.store.bets import RoundView
+from livetable.store.base import AuditReport, Settled
+from livetable.store.bets import RoundView, Withdrawal
 from livetable.store.ledger import accounts, reads, sessions, slips, steps, wallet
 from livetable.store.ledger.core import Ledger
 

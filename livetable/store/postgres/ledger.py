@@ -14,12 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from livetable.accounts import AccountError
-from livetable.store.base import (
-    AuditReport,
-    InsufficientBalance,
-    UnknownPlayer,
-    Withdrawal,
-)
+from livetable.store.base import AuditReport, InsufficientBalance, UnknownPlayer
+from livetable.store.bets import Withdrawal
 
 
 async def kind(con: Any, account: str, *, lock: bool = False) -> str | None:

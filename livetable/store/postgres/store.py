@@ -55,7 +55,6 @@ from livetable.store.base import (
     Settled,
     SlipQueue,
     UnknownPlayer,
-    Withdrawal,
     cursor_of,
     surface_outages,
 )
@@ -66,6 +65,7 @@ from livetable.store.bets import (
     SHOE_COLUMNS,
     BetRow,
     RoundView,
+    Withdrawal,
     record_page,
     round_view_of,
     shoe_record,
