@@ -281,25 +281,23 @@ class SeamlessWallet:
         return gate
 
     async def _send(self, call: WalletCall) -> Reply | WalletCall:
-        """Write the debit, then send it, once a place in its wallet's line comes free in
+        """Write the debit, then send it once a place in its wallet's line comes free in
         time (operator/gate.py): the reply; or the debit the log holds for the slip
-        instead — its first send's (a re-send), or this one never sent (written
-        ``refused`` with :data:`NOT_SENT`: nothing moved, nothing to roll back, and a
-        re-send hears the same)."""
+        instead — its first send's (a re-send), or this one never sent (``refused`` with
+        :data:`NOT_SENT`: nothing moved, nothing to roll back, a re-send hears the same).
+        A place is the call on the wire only: the log's writes are made outside it."""
+        prior = await self.log.begin_debit(call)
+        if prior is not None:
+            return prior
         gate = self._gate(call.player_id)
         if not await gate.enter(call.deadline):
-            return await self._not_sent(call)
+            if await self.log.answer_debit(call, "refused", NOT_SENT, self.clock(),
+                                           closed_by="refused"):
+                self.metrics.inc("livetable_wallet_debits_not_sent_total")
+            return await self.log.debit_of(call.player_id, call.table_id,
+                                            call.slip_key or "") or call
         took: float | None = None
         try:
-            prior = await self.log.begin_debit(call)
-            if prior is not None:
-                return prior
-            if not gate.in_time(call.deadline):  # the write took the time left
-                if await self.log.answer_debit(call, "refused", NOT_SENT, self.clock(),
-                                               closed_by="refused"):
-                    self.metrics.inc("livetable_wallet_debits_not_sent_total")
-                return await self.log.debit_of(call.player_id, call.table_id,
-                                                call.slip_key or "") or call
             sent = self.clock()
             reply = self._heard(await self.wallets.of(call.player_id).debits.call(
                 "debit", call.body, (call.deadline - sent) / 1000))
@@ -307,15 +305,6 @@ class SeamlessWallet:
             return reply
         finally:
             gate.leave(took)
-
-    async def _not_sent(self, call: WalletCall) -> WalletCall:
-        """Record ``call`` as never sent (unless the slip was debited before: that debit)."""
-        unsent = msgspec.structs.replace(call, state="refused", answer=NOT_SENT,
-                                         closed_by="refused")
-        prior = await self.log.begin_debit(unsent)
-        if prior is None:
-            self.metrics.inc("livetable_wallet_debits_not_sent_total")
-        return prior or unsent
 
     async def _debited(self, call: WalletCall, reply: Reply, slip: SlipRequest,
                        arrived_at: int, now: int) -> p.SlipAccepted | Rejection:
