@@ -263,7 +263,7 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
             if "error" not in r:
                 sc._log(f"  wallet {latency} ms: {r['codes']} ack {r['ack_ms']} "
                         f"server {r['server_cpu_us_per_bet']} µs/bet, operator "
-                        f"{r['operator_cpu_us_per_bet']} µs/bet")
+                        f"{r['operator_cpu_us_per_bet']} µs/bet, debits {r['wallet_debits']}")
             _reset(lg)
     if "wallet-close" in parts:
         from bench.wallet_close import wallet_close

@@ -497,6 +497,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             spy.join()
         # the round's close and settlement too: wait for the next round to open
         time.sleep(max(0.0, (closes + 1_500) / 1000 - time.time()) + 3.0)
+        debits = wallet_debits(serve) if wallet_latency_ms is not None else None
         slowlog = redis.slowlog_longest() if redis is not None else None
         codes: Counter[str] = Counter()
         for a in answers:
@@ -528,6 +529,9 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             "server_main_cpu_s": round(main1 - main0, 3),
             "server_cpu_us_per_bet": round((cpu1 - cpu0) / sent * 1e6, 1) if sent else None,
             "wallet_latency_ms": wallet_latency_ms,
+            # the server's debits by outcome (its metrics): ok, refused codes, unknown
+            # (timeouts and the like), not_sent (no place in the wallet's line in time)
+            "wallet_debits": debits,
             "loadavg": [load0[0], loadavg()[0]],  # the machine's 1-min load, before/after
             # the reference operator's own CPU over the same burst: the bench measures
             # livetable only while this stays well below a core
@@ -547,6 +551,16 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             for log in (serve.log, work / "operator.log"):
                 if log.exists():
                     shutil.copy(log, spy_to.with_suffix(f".{log.stem}.log"))
+
+
+def wallet_debits(serve: LivetableServe) -> dict[str, float]:
+    """The server's ``livetable_wallet_debits_<outcome>_total`` counters, by outcome."""
+    out: dict[str, float] = {}
+    for line in serve.http.get("/metrics").text.splitlines():
+        if line.startswith("livetable_wallet_debits_") and "_total" in line:
+            name, _, value = line.partition(" ")
+            out[name.removeprefix("livetable_wallet_debits_").split("_total")[0]] = float(value)
+    return out
 
 
 def _spy(pid: int, out: Path, start_ns: int, seconds: float) -> threading.Thread:
