@@ -10,6 +10,8 @@
                                                    #   `livetable serve` processes
     .venv/bin/python bench/run.py --only wallet    # bet intake with a seamless wallet
                                                    #   (never part of a default run)
+    .venv/bin/python bench/run.py --only wallet-close  # a 5,000-player round's close
+                                                   #   through the seamless wallet (nor this)
     .venv/bin/python bench/run.py --report bench/results/<file>.json   # docs from a run
 
 Results go to bench/results/<timestamp>.json (``--out DIR`` to change); a full run also
@@ -39,12 +41,15 @@ from bench import scenarios as sc  # noqa: E402
 from bench.common import machine, raise_nofile, write_json  # noqa: E402
 from bench.loadgen import LoadGen  # noqa: E402
 
-PARTS = ("fanout", "profile", "bets", "settlement", "storm", "wallet")
+PARTS = ("fanout", "profile", "bets", "settlement", "storm", "wallet", "wallet-close")
+#: The parts asked for by name only (each runs its own servers; no room in a default run).
+BY_NAME = ("wallet", "wallet-close")
 
 QUICK: dict[str, Any] = {
     "workers": 2, "sizes": [200, 1000], "kinds": ["livetable", "ws", "sio"], "events": 4,
     "interval": 0.25, "pad": 0, "profile_n": 1000, "bet_players": 200, "bets_per_player": 10,
     "wallet_players": 40, "wallet_bets_per_player": 2, "wallet_latencies": [0, 20, 100],
+    "close_players": 200, "close_latencies": [0, 20],
     "betting_seconds": 5.0, "settle_players": 300, "settle_bets_per_player": 20,
     "storm_sizes": [1000],
     "timeout": 60.0,
@@ -55,6 +60,8 @@ FULL: dict[str, Any] = {
     "pad": 0, "profile_n": 10000, "bet_players": 2000, "bets_per_player": 10,
     # the seamless wallet's target load: 2,000 players × 10 bets in the last 2 s
     "wallet_players": 2000, "wallet_bets_per_player": 10, "wallet_latencies": [0, 20, 100],
+    # a round's close through the seamless wallet: 5,000 players, one bet each
+    "close_players": 5000, "close_latencies": [0, 20],
     "betting_seconds": 20.0, "settle_players": 5000, "settle_bets_per_player": 20,
     "storm_sizes": [1000, 5000], "timeout": 240.0,
 }
@@ -74,6 +81,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--wallet-latencies",
                         help="--only wallet: the points, e.g. internal,0,20,100 (internal: "
                              "the internal wallet; a number: seamless at that many ms)")
+    parser.add_argument("--close-players", type=int,
+                        help="--only wallet-close: players (one bet each)")
+    parser.add_argument("--close-latencies",
+                        help="--only wallet-close: operator latencies in ms, e.g. 0,20")
     parser.add_argument("--wallet-store", choices=["sqlite", "postgres"], default="sqlite",
                         help="--only wallet: the store of the server")
     parser.add_argument("--spy", action="store_true",
@@ -133,12 +144,16 @@ def main(argv: list[str] | None = None) -> int:
         points = [None if x == "internal" else float(x)
                   for x in args.wallet_latencies.split(",") if x]
     cfg["wallet_points"] = points
+    if args.close_players:
+        cfg["close_players"] = args.close_players
+    if args.close_latencies:
+        cfg["close_latencies"] = [float(x) for x in args.close_latencies.split(",") if x]
     if args.sizes:
         cfg["sizes"] = [int(x) for x in args.sizes.split(",")]
     # the wallet part is asked for by name (--only wallet): it runs a second server per
     # latency and the quick suite's time budget has no room for it
     parts = [p.strip() for p in args.only.split(",") if p.strip()] or [
-        p for p in PARTS if p != "wallet"]
+        p for p in PARTS if p not in BY_NAME]
     unknown = set(parts) - set(PARTS)
     if unknown:
         print(f"bench/run.py: unknown part(s) {sorted(unknown)}; choose from {PARTS}",
@@ -264,7 +279,20 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
             if "error" not in r:
                 sc._log(f"  wallet {latency} ms: {r['codes']} ack {r['ack_ms']} "
                         f"server {r['server_cpu_us_per_bet']} µs/bet, operator "
-                        f"{r['operator_cpu_us_per_bet']} µs/bet")
+                        f"{r['operator_cpu_us_per_bet']} µs/bet, debits {r['wallet_debits']}")
+            _reset(lg)
+    if "wallet-close" in parts:
+        from bench.wallet_close import wallet_close
+
+        results["wallet_close"] = []
+        for latency in cfg["close_latencies"]:
+            r = guarded("wallet-close", lambda ms=latency: wallet_close(  # type: ignore[misc]
+                lg, work, cfg["close_players"], ms), latency_ms=latency)
+            results["wallet_close"].append(r)
+            if "error" not in r:
+                sc._log(f"  wallet close {latency} ms: {r['codes']}, credits ok "
+                        f"{r['credits_ok']}/{r['credits']}, all closed {r['all_closed']}, "
+                        f"settled → last credit ok {r['settled_to_last_credit_ok_ms']} ms")
             _reset(lg)
     if "settlement" in parts:
         results["settlement"] = []
@@ -308,7 +336,7 @@ def _reset(lg: LoadGen) -> None:
 
 
 RESULT_PARTS = ("fanout", "profile", "profile_bets", "redis_mode", "bets", "settlement",
-                "storm", "wallet")
+                "storm", "wallet", "wallet_close")
 
 
 def merge(files: list[Path]) -> dict[str, Any]:

@@ -547,6 +547,29 @@ def start_postgres() -> Any:
     return start_pg(standby=True)
 
 
+def start_operator(work: Path, latency_ms: float, methods: str,
+                   env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """The reference operator (``livetable operator-demo``) answering each call of
+    ``methods`` (``debit``, ``*``: every call) after about ``latency_ms`` (uniform in
+    [0.5, 1.5] × it: its ``slow`` fault at rate 1); ``env`` gets the server's seamless
+    wallet settings for it."""
+    op_port, wallet_secret = free_port(), secrets.token_urlsafe(16)
+    faults = (["--fault", f"{methods}:slow=1", "--slow", str(latency_ms / 1000)]
+              if latency_ms > 0 else [])
+    operator = subprocess.Popen(
+        [PYTHON, "-m", "livetable.cli", "operator-demo", "--port", str(op_port),
+         "--secret", wallet_secret, "--initial-balance", str(10**9), *faults],
+        cwd=ROOT, stdout=open(work / "operator.log", "ab"),  # noqa: SIM115
+        stderr=subprocess.STDOUT, env=_env_without_livetable())
+    wait_port(op_port, timeout=30)
+    env.update({"LIVETABLE_WALLET": "seamless", "LIVETABLE_WALLET_SECRET": wallet_secret,
+                "LIVETABLE_WALLET_URL": f"http://127.0.0.1:{op_port}/wallet",
+                # 1,024 (what 10,000 debits a second at 100 ms hold) did worse than
+                # 128 at 200 x 10 bets, 100 ms (docs/benchmarks.md): not understood yet
+                "LIVETABLE_WALLET_CONNECTIONS": "128"})
+    return operator
+
+
 def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s: float,
                window_s: float = 2.0, store: str = "sqlite",
                profile_to: Path | None = None,
@@ -567,20 +590,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
     env = {"LIVETABLE_BETWEEN_ROUNDS": "1", **store_env(store, database)}
     operator: subprocess.Popen[bytes] | None = None
     if wallet_latency_ms is not None:
-        op_port, wallet_secret = free_port(), secrets.token_urlsafe(16)
-        faults = (["--fault", "debit:slow=1", "--slow", str(wallet_latency_ms / 1000)]
-                  if wallet_latency_ms > 0 else [])
-        operator = subprocess.Popen(
-            [PYTHON, "-m", "livetable.cli", "operator-demo", "--port", str(op_port),
-             "--secret", wallet_secret, "--initial-balance", str(10**9), *faults],
-            cwd=ROOT, stdout=open(work / "operator.log", "ab"),  # noqa: SIM115
-            stderr=subprocess.STDOUT, env=_env_without_livetable())
-        wait_port(op_port, timeout=30)
-        env.update({"LIVETABLE_WALLET": "seamless", "LIVETABLE_WALLET_SECRET": wallet_secret,
-                    "LIVETABLE_WALLET_URL": f"http://127.0.0.1:{op_port}/wallet",
-                    # 1,024 (what 10,000 debits a second at 100 ms hold) did worse than
-                    # 128 at 200 x 10 bets, 100 ms (docs/benchmarks.md): not understood yet
-                    "LIVETABLE_WALLET_CONNECTIONS": "128"})
+        operator = start_operator(work, wallet_latency_ms, "debit", env)
     try:
         serves = start_serves(work, f"bets-{store}{'-wallet' if wallet else ''}",
                               ["--betting-seconds", str(betting_s), "--reveal-interval",
@@ -623,6 +633,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             spy.join()
         # the round's close and settlement too: wait for the next round to open
         time.sleep(max(0.0, (closes + 1_500) / 1000 - time.time()) + 3.0)
+        debits = wallet_debits(serve) if wallet_latency_ms is not None else None
         slowlog = redis.slowlog_longest() if redis is not None else None
         held = leases_held(serves) if redis is not None else None
         codes: Counter[str] = Counter()
@@ -655,6 +666,9 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             # every server process (and per process), PostgreSQL, Redis, the load generator
             **cpu_spent(cpu0, cpu1, sent),
             "wallet_latency_ms": wallet_latency_ms,
+            # the server's debits by outcome (its metrics): ok, refused codes, unknown
+            # (timeouts and the like), not_sent (no place in the wallet's line in time)
+            "wallet_debits": debits,
             "loadavg": [load0[0], loadavg()[0]],  # the machine's 1-min load, before/after
             # the reference operator's own CPU over the same burst: the bench measures
             # livetable only while this stays well below a core
@@ -675,6 +689,16 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             for log in (serve.log, work / "operator.log"):
                 if log.exists():
                     shutil.copy(log, spy_to.with_suffix(f".{log.stem}.log"))
+
+
+def wallet_debits(serve: LivetableServe) -> dict[str, float]:
+    """The server's ``livetable_wallet_debits_<outcome>_total`` counters, by outcome."""
+    out: dict[str, float] = {}
+    for line in serve.http.get("/metrics").text.splitlines():
+        if line.startswith("livetable_wallet_debits_") and "_total" in line:
+            name, _, value = line.partition(" ")
+            out[name.removeprefix("livetable_wallet_debits_").split("_total")[0]] = float(value)
+    return out
 
 
 def _spy(pid: int, out: Path, start_ns: int, seconds: float) -> threading.Thread:

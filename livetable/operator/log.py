@@ -10,7 +10,7 @@ So every call is written here *before* it is sent, and kept with its state and a
   answer and the sweeper that gives up on it (past ``deadline``) can never both win.
   ``closed_by`` names the credit or rollback that closes it (``refused`` for a refusal);
 * a ``credit`` or ``rollback`` is the outbox: written ``queued`` together with the
-  ``closed_by`` of the debits it closes (one transaction), then delivered until the
+  ``closed_by`` of the debits it closes (its ``debits``; one transaction), then delivered until the
   operator answers ``ok`` (state ``ok``), each attempt counted, with its last answer.
 
 Ids are deterministic (:func:`credit_tx_id`, :func:`rollback_tx_id`): whoever writes a
@@ -89,9 +89,10 @@ class WalletLog(Protocol):
         """Every ``pending`` debit whose deadline is before ``before`` → ``unknown``."""
         ...
 
-    async def enqueue(self, calls: list[WalletCall], closes: list[str], now: int) -> None:
+    async def enqueue(self, calls: list[WalletCall], now: int) -> None:
         """Queue ``calls`` (credits, rollbacks; one already there is left alone) and close
-        the debits ``closes`` by them, together."""
+        the debits each names (its ``debits``) by it, together: a round's every credit in
+        one write."""
         ...
 
     async def open_debits(self, limit: int) -> list[WalletCall]:

@@ -19,6 +19,7 @@ import msgspec
 
 from livetable.operator.log import CallState, WalletCall
 from livetable.store.base import surface_outages
+from livetable.store.ledger.wallet import closes
 from livetable.store.postgres.store import PostgresStore, is_pg_outage
 
 _FIELDS = tuple(WalletCall.__struct_fields__)
@@ -93,14 +94,13 @@ class PostgresWalletLog:
             call.state = "unknown"
         return expired
 
-    async def enqueue(self, calls: list[WalletCall], closes: list[str], now: int) -> None:
+    async def enqueue(self, calls: list[WalletCall], now: int) -> None:
         async def work(con: Any) -> None:
-            for call in calls:
-                await con.execute(_INSERT, *_values(call))
-            closer = calls[0].tx_id if calls else None
-            await con.execute("UPDATE wallet_calls SET closed_by = $1, updated_at = $2 "
-                              "WHERE tx_id = ANY($3::text[]) AND closed_by IS NULL",
-                              closer, now, closes)
+            await con.executemany(_INSERT, [_values(call) for call in calls])
+            await con.executemany("UPDATE wallet_calls SET closed_by = $1, updated_at = $2 "
+                                  "WHERE tx_id = $3 AND closed_by IS NULL",
+                                  [(call.tx_id, now, t) for call in calls
+                                   for t in closes(call)])
 
         await self.store._transaction(work)
 

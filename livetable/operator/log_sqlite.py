@@ -163,8 +163,8 @@ class SQLiteWalletLog:
     async def expire_debits(self, before: int, now: int) -> list[WalletCall]:
         return await self._calls(w.ExpireDebits(before, now))
 
-    async def enqueue(self, calls: list[WalletCall], closes: list[str], now: int) -> None:
-        await self._in_batch(w.Enqueue(calls, closes, now))
+    async def enqueue(self, calls: list[WalletCall], now: int) -> None:
+        await self._in_batch(w.Enqueue(calls, now))
 
     async def open_debits(self, limit: int) -> list[WalletCall]:
         return await self._calls(w.OpenDebits(limit))

@@ -14,8 +14,14 @@ from the debits' path so that it can be read and bounded on its own:
 * **Never lost, never doubled.** A call stays ``queued`` in the log until an ``ok`` is
   recorded, and is sent again — byte for byte, the same ``tx_id`` — after a back-off
   (:func:`backoff_ms`); the operator applies a ``tx_id`` once.
-* **Never waited on.** The wallet's loop starts deliveries and goes on; a delivery ending
+* **Never waited on.** The wallet's loop starts deliveries and goes on; a call answered
   wakes it to send more (``on_free``).
+* **A place is the call on the wire, and the log is read ahead.** A place comes free when
+  the operator answers, not when the answer is written, and the due calls are read from
+  the log :data:`READ_AHEAD` places' worth at a time and kept until a place is free: one
+  read per many deliveries, not one per delivery. (Measured on a 5,000-player round's
+  close, issue 23: a place held over its log write and a log read to fill it kept 32
+  places to some 460 credits a second at 20 ms.)
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections import deque
 from collections.abc import Callable
 
 from livetable.config import Settings
@@ -32,6 +39,8 @@ from livetable.operator.wallets import OperatorWallets
 from livetable.server.metrics import Metrics
 
 log = logging.getLogger("livetable.wallet")
+#: Due calls read from the log at a time, in places' worth.
+READ_AHEAD = 4
 
 
 def backoff_ms(attempts: int, cap_seconds: float, rng: random.Random) -> int:
@@ -58,9 +67,14 @@ class Outbox:
         self.heard = heard
         self.on_free = on_free
         self.rng = random.Random()
-        #: tx_ids of the credits and rollbacks being delivered, and their tasks
+        #: tx_ids of the credits and rollbacks being delivered (on the wire, or their
+        #: answer being written), and their tasks
         self.sending: set[str] = set()
         self.deliveries: set[asyncio.Task[bool]] = set()
+        #: calls on the wire (each holds a place)
+        self.calling = 0
+        #: due calls read from the log, not started yet
+        self.ready: deque[WalletCall] = deque()
 
     @property
     def limit(self) -> int:
@@ -72,30 +86,35 @@ class Outbox:
         """Start the delivery of what is due, up to the free places: each call on its own,
         so a wallet slow to answer one player holds one place (for at most the call's
         deadline), never the others' deliveries."""
-        free = self.limit - len(self.sending)
+        free = self.limit - self.calling
         if free <= 0:
             return []
-        now = self.clock()
-        # a call in flight is still queued in the log: ask for enough to skip them
-        due = [c for c in await self.log.due(now, free + len(self.sending))
-               if c.tx_id not in self.sending][:free]
+        if len(self.ready) < free:
+            # a call being delivered is still queued in the log: ask for enough to skip
+            known = self.sending | {c.tx_id for c in self.ready}
+            self.ready.extend(c for c in await self.log.due(
+                self.clock(), READ_AHEAD * self.limit + len(known)) if c.tx_id not in known)
         tasks = []
-        for call in due:
+        while self.ready and self.calling < self.limit:
+            call = self.ready.popleft()
+            if call.tx_id in self.sending:
+                continue
             self.sending.add(call.tx_id)
+            self.calling += 1
             task = asyncio.create_task(self._deliver_one(call), name=f"wallet-{call.tx_id}")
             self.deliveries.add(task)
-            task.add_done_callback(self._delivered)
+            task.add_done_callback(self.deliveries.discard)
             tasks.append(task)
         return tasks
 
-    def _delivered(self, task: asyncio.Task[bool]) -> None:
-        self.deliveries.discard(task)
-        self.on_free()
-
     async def _deliver_one(self, call: WalletCall) -> bool:
         try:
-            reply = self.heard(await self.wallets.of(call.player_id).outbox.call(
-                call.method, call.body))
+            try:
+                reply = self.heard(await self.wallets.of(call.player_id).outbox.call(
+                    call.method, call.body))
+            finally:
+                self.calling -= 1  # its place is free: the answer is written meanwhile
+                self.on_free()
             now = self.clock()
             # "rolled_back" to a credit cannot happen (only debits are rolled back); any
             # status but ok is retried: the operator must end up saying ok to this tx_id

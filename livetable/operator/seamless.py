@@ -10,8 +10,11 @@ money. Three rules keep every unit accounted for:
    before the first attempt. A kill -9 at any point leaves a record to finish from.
 2. **A slip is accepted only on ``ok`` within the betting window.** Anything else that is
    not a refusal code — a timeout, a non-200, a body that does not parse — is an unknown
-   outcome: the slip is refused to the player and the debit rolled back (the operator
-   applies a rollback of a debit it never saw as a no-op, and refuses that debit after).
+   outcome: the slip is refused to the player once the log says ``unknown``, and the
+   sweeper rolls the debit back (the operator applies a rollback of a debit it never saw
+   as a no-op, and refuses that debit after). A debit that finds no place in its wallet's
+   line in time for its deadline (operator/gate.py) is never sent: logged ``refused``
+   (:data:`NOT_SENT`), nothing to roll back.
 3. **Every closing call has one id, whoever writes it.** A round's credit for a player in
    a currency is ``credit_tx_id(installation, round, player, currency)`` — one per
    currency the player's debits of the round were in, each in that currency — a debit's
@@ -30,7 +33,7 @@ the deposit it undoes was made). So a seamless player's ledger balance is 0 when
 of its bets is in play, ``external`` is the operator's side of every move, and the audit
 proves the same invariants as with an internal wallet.
 
-What runs where. :meth:`SeamlessWallet.place_bet` runs in the gateway, per slip, and
+What runs where. :meth:`SeamlessWallet.place_slip` runs in the gateway, per slip, and
 waits for the debit (bounded by the betting window). The sweeper and the outbox
 (:meth:`SeamlessWallet.run`) run in every process that runs tables: they never block a
 round — a round settles in the ledger whatever the wallet does, and its credits follow.
@@ -54,25 +57,11 @@ from livetable.auth import Identity
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine.bets import MirrorDeposit, Rejection, SlipRequest
-from livetable.operator.calls import (
-    ANSWER_DECODER,
-    DEBIT_DECODER,
-    ENCODER,
-    BalanceQuery,
-    Credit,
-    CreditBet,
-    Debit,
-    DebitBet,
-    Rollback,
-)
+from livetable.operator.calls import ANSWER_DECODER, ENCODER, BalanceQuery, Debit, DebitBet
 from livetable.operator.client import Reply, WalletClient
-from livetable.operator.log import (
-    WalletCall,
-    WalletLog,
-    credit_tx_id,
-    mirror_id,
-    rollback_tx_id,
-)
+from livetable.operator.closing import TAKEOVER_MS, Closing, close_round, rollback_of
+from livetable.operator.gate import DebitGate
+from livetable.operator.log import WalletCall, WalletLog, mirror_id
 from livetable.operator.outbox import Outbox
 from livetable.operator.registry import operator_player_id
 from livetable.operator.wallets import OperatorWallets
@@ -83,9 +72,8 @@ from livetable.tasks import cancel
 
 log = logging.getLogger("livetable.wallet")
 
-#: How long after a debit's deadline the sweeper waits before it takes the debit over
-#: from a gateway that may still be finishing it (ms).
-TAKEOVER_MS = 15_000
+#: The answer a debit never sent is logged with (state ``refused``: nothing moved).
+NOT_SENT = "not sent: no place in the wallet's line in time for its deadline"
 #: The wallet counts as failing after this many calls in a row without an answer...
 FAILING_CALLS = 3
 #: ...as long as the last of them is this recent (ms): one that has not been called since
@@ -132,6 +120,8 @@ class SeamlessWallet:
         self._failed_at = 0
         self._failure = ""
         self._turns: dict[tuple[str, str], _Turn] = {}
+        #: each operator's wallet's line of debits (operator/gate.py)
+        self._gates: dict[str, DebitGate] = {}
 
     def _heard(self, reply: Reply) -> Reply:
         """Count ``reply`` for :meth:`health`: any status the contract knows (a refusal
@@ -239,6 +229,32 @@ class SeamlessWallet:
         if arrived_at >= window_end or now >= window_end:
             again = await self.answer_again(slip, arrived_at, in_turn=True)
             return Rejection("betting_closed") if again is None else again
+        call = self._debit(identity, slip, now, window_end)
+        sent = await self._send(call)
+        if isinstance(sent, WalletCall):  # sent before (a re-send), or never sent now
+            return await self._again(sent, slip, arrived_at)
+        reply = sent
+        now = self.clock()
+        self.metrics.inc(f"livetable_wallet_debits_{reply.status or 'unknown'}_total")
+        if reply.ok and now <= call.deadline:
+            return await self._debited(call, reply, slip, arrived_at, now)
+        if reply.status is not None and not reply.ok:
+            await self.log.answer_debit(call, "refused", reply.text, now, closed_by="refused")
+            if reply.status == "insufficient_funds" and reply.balance is not None:
+                return Rejection("insufficient_funds", None, (call.amount, reply.balance))
+            if reply.status == "insufficient_funds":
+                return Rejection("insufficient_funds")
+            return Rejection("wallet_refused", None, (reply.status,))
+        # unknown outcome (or an ok past the window): the player hears it as soon as the
+        # log says so; the sweeper rolls the debit back (it rolls back every unknown debit)
+        why = reply.text if not reply.ok else f"ok after the betting window: {reply.text}"
+        if await self.log.answer_debit(call, "unknown", why, now):
+            self._ask_sweep()
+        return Rejection("wallet_unavailable")
+
+    def _debit(self, identity: Identity, slip: SlipRequest, now: int,
+               window_end: int) -> WalletCall:
+        """The slip's debit as the log keeps it (``pending``), with the body to send."""
         currency = self.currency_of(identity)
         bets = [DebitBet(bet_id=b.bet_id, spot=b.spot, amount=b.amount,
                          deducted=b.amount * BetSpot(b.spot).deducted_multiple)
@@ -247,51 +263,68 @@ class SeamlessWallet:
         tx_id = "d-" + uuid.uuid4().hex
         body = ENCODER.encode(Debit(
             tx_id=tx_id, player_id=operator_player_id(slip.player_id), currency=currency,
-            amount=total,
-            table_id=slip.table, round_id=slip.round_id, bets=bets))
-        deadline = min(window_end, now + int(self.settings.wallet_timeout * 1000))
-        call = WalletCall(
+            amount=total, table_id=slip.table, round_id=slip.round_id, bets=bets))
+        return WalletCall(
             tx_id=tx_id, method="debit", player_id=slip.player_id, currency=currency,
             table_id=slip.table, round_id=slip.round_id, amount=total, body=body,
             state="pending", created_at=now, updated_at=now, slip_key=self.slip_key(slip),
-            deadline=deadline)
+            deadline=min(window_end, now + int(self.settings.wallet_timeout * 1000)))
+
+    def _gate(self, player_id: str) -> DebitGate:
+        """The line of debits to the player's operator's wallet (operator/gate.py)."""
+        wallet = self.wallets.of(player_id)
+        gate = self._gates.get(wallet.operator_id)
+        if gate is None:
+            gate = self._gates[wallet.operator_id] = DebitGate(
+                wallet.debits.connections, self.clock,
+                ceiling_ms=self.settings.wallet_timeout * 1000 / 2)
+        return gate
+
+    async def _send(self, call: WalletCall) -> Reply | WalletCall:
+        """Write the debit, then send it once a place in its wallet's line comes free in
+        time (operator/gate.py): the reply; or the debit the log holds for the slip
+        instead — its first send's (a re-send), or this one never sent (``refused`` with
+        :data:`NOT_SENT`: nothing moved, nothing to roll back, a re-send hears the same).
+        A place is the call on the wire only: the log's writes are made outside it."""
         prior = await self.log.begin_debit(call)
         if prior is not None:
-            return await self._again(prior, slip, arrived_at)
-        reply = self._heard(await self.wallets.of(slip.player_id).debits.call(
-            "debit", body, (deadline - self.clock()) / 1000))
-        now = self.clock()
-        self.metrics.inc(f"livetable_wallet_debits_{reply.status or 'unknown'}_total")
-        if reply.ok and now <= deadline:
-            if not await self.log.answer_debit(call, "ok", reply.text, now):
-                # the sweeper gave up on it first (and queued its rollback)
-                return Rejection("wallet_unavailable")
-            # the debit's mirror deposit goes with the slip, in the store's group commit
-            # with every other slip (one transaction for the batch, not a call per slip)
-            paid = msgspec.structs.replace(
-                slip, deposit=MirrorDeposit(mirror_id(tx_id), total, now))
-            answer = await self.store.place_slip(paid, arrived_at)
-            if isinstance(answer, Rejection):
-                # debited, then refused here (the round closed meanwhile, a limit):
-                # the money goes back, the player hears the store's reason
-                await self._roll_back(call, now)
-                self._ask_sweep()
-            elif reply.balance is not None:
-                answer.balance = reply.balance
-            return answer
-        if reply.status is not None and not reply.ok:
-            await self.log.answer_debit(call, "refused", reply.text, now, closed_by="refused")
-            if reply.status == "insufficient_funds" and reply.balance is not None:
-                return Rejection("insufficient_funds", None, (total, reply.balance))
-            if reply.status == "insufficient_funds":
-                return Rejection("insufficient_funds")
-            return Rejection("wallet_refused", None, (reply.status,))
-        # unknown outcome (or an ok past the window): refuse, and roll back
-        why = reply.text if not reply.ok else f"ok after the betting window: {reply.text}"
-        if await self.log.answer_debit(call, "unknown", why, now):
-            await self._roll_back(call, now)
+            return prior
+        gate = self._gate(call.player_id)
+        if not await gate.enter(call.deadline):
+            if await self.log.answer_debit(call, "refused", NOT_SENT, self.clock(),
+                                           closed_by="refused"):
+                self.metrics.inc("livetable_wallet_debits_not_sent_total")
+            return await self.log.debit_of(call.player_id, call.table_id,
+                                            call.slip_key or "") or call
+        took: float | None = None
+        try:
+            sent = self.clock()
+            reply = self._heard(await self.wallets.of(call.player_id).debits.call(
+                "debit", call.body, (call.deadline - sent) / 1000))
+            took = self.clock() - sent  # a timeout too: the line learns the wallet is slow
+            return reply
+        finally:
+            gate.leave(took)
+
+    async def _debited(self, call: WalletCall, reply: Reply, slip: SlipRequest,
+                       arrived_at: int, now: int) -> p.SlipAccepted | Rejection:
+        """The debit answered ``ok`` in time: the store takes the slip's bets."""
+        if not await self.log.answer_debit(call, "ok", reply.text, now):
+            # the sweeper gave up on it first (and queued its rollback)
+            return Rejection("wallet_unavailable")
+        # the debit's mirror deposit goes with the slip, in the store's group commit
+        # with every other slip (one transaction for the batch, not a call per slip)
+        paid = msgspec.structs.replace(
+            slip, deposit=MirrorDeposit(mirror_id(call.tx_id), call.amount, now))
+        answer = await self.store.place_slip(paid, arrived_at)
+        if isinstance(answer, Rejection):
+            # debited, then refused here (the round closed meanwhile, a limit): the
+            # money goes back, the player hears the store's reason
+            await self._close([rollback_of(call, now)], now)
             self._ask_sweep()
-        return Rejection("wallet_unavailable")
+        elif reply.balance is not None:
+            answer.balance = reply.balance
+        return answer
 
     async def _again(self, prior: WalletCall, slip: SlipRequest,
                      arrived_at: int) -> p.SlipAccepted | Rejection:
@@ -315,6 +348,8 @@ class SeamlessWallet:
         if prior.state == "pending":
             return Rejection("wallet_pending")
         if prior.state == "refused":
+            if prior.answer == NOT_SENT:  # never sent: the answer its first send heard
+                return Rejection("wallet_unavailable")
             if answer is not None and answer.status == "insufficient_funds":
                 return Rejection("insufficient_funds")
             return Rejection("wallet_refused", None, (answer.status if answer else "?",))
@@ -322,70 +357,42 @@ class SeamlessWallet:
 
     # --- closing debits -----------------------------------------------------------------
 
-    async def _roll_back(self, debit: WalletCall, now: int) -> None:
-        """Queue the rollback of ``debit``; first take its mirror deposit (if it was made)
-        back out of the ledger."""
-        tx_id = rollback_tx_id(debit.tx_id)
-        await self.store.withdraw(mirror_id(tx_id), debit.player_id, debit.amount, now,
-                                  against=mirror_id(debit.tx_id))
-        body = ENCODER.encode(Rollback(
-            tx_id=tx_id, player_id=operator_player_id(debit.player_id), currency=debit.currency,
-            amount=debit.amount, table_id=debit.table_id, round_id=debit.round_id,
-            debit_tx_id=debit.tx_id))
-        await self.log.enqueue([WalletCall(
-            tx_id=tx_id, method="rollback", player_id=debit.player_id,
-            currency=debit.currency, table_id=debit.table_id, round_id=debit.round_id,
-            amount=debit.amount, body=body, state="queued", created_at=now, updated_at=now,
-            next_at=now, debits=debit.tx_id)], [debit.tx_id], now)
-
-    async def _credit(self, round_id: str, player_id: str, debits: list[WalletCall],
-                      settled: dict[str, p.BetSettled], now: int) -> None:
-        """Queue the player's credit for the round in the currency of ``debits`` (all in
-        one); first take the return out of the ledger."""
-        first = debits[0]
-        assert all(d.currency == first.currency for d in debits), "one currency a credit"
-        tx_id = credit_tx_id(await self.installation(), round_id, player_id, first.currency)
-        bets = [CreditBet(bet_id=b.bet_id, outcome=settled[b.bet_id].outcome,
-                          returned=settled[b.bet_id].returned)
-                for d in debits for b in DEBIT_DECODER.decode(d.body).bets]
-        amount = sum(b.returned for b in bets)
-        await self.store.withdraw(mirror_id(tx_id), player_id, amount, now)
-        body = ENCODER.encode(Credit(
-            tx_id=tx_id, player_id=operator_player_id(player_id), currency=first.currency,
-            amount=amount,
-            table_id=first.table_id, round_id=round_id,
-            debit_tx_ids=[d.tx_id for d in debits], bets=bets))
-        await self.log.enqueue([WalletCall(
-            tx_id=tx_id, method="credit", player_id=player_id, currency=first.currency,
-            table_id=first.table_id, round_id=round_id, amount=amount, body=body,
-            state="queued", created_at=now, updated_at=now, next_at=now,
-            debits=",".join(d.tx_id for d in debits))], [d.tx_id for d in debits], now)
+    async def _close(self, closings: list[Closing], now: int) -> None:
+        """Take each closing's money out of the ledger (one store call for them all), then
+        queue the calls of those done (one log write): each closes the debits it names.
+        One the ledger cannot do is logged and left open (the audit says more)."""
+        if not closings:
+            return
+        errors = await self.store.withdraw_many([c.withdrawal for c in closings], now)
+        queued = []
+        for closing, error in zip(closings, errors, strict=True):
+            if error is None:
+                queued.append(closing.call)
+            else:
+                log.error("wallet: %s %s: the ledger does not hold what it moves out (%s); "
+                          "left open (the audit says more)", closing.call.method,
+                          closing.call.tx_id, error)
+        if queued:
+            await self.log.enqueue(queued, now)
 
     async def sweep(self) -> None:
-        """Close what is due: debits nobody answered, and the debits of ended rounds
-        (one credit per player for the bets in the ledger, a rollback for the rest).
-        One item that fails (logged) does not hold up the others."""
+        """Close what is due: debits nobody answered or whose outcome is unknown (rolled
+        back), and the debits of ended rounds (one credit per player for the bets in the
+        ledger, a rollback for the rest) — in batches: one store call and one log write
+        for all the rollbacks, and as many for each ended round, whatever its players.
+        One batch that fails (logged) does not hold up the others."""
         now = self.clock()
-        for debit in await self.log.expire_debits(now - TAKEOVER_MS, now):
-            await self._isolated(self._roll_back(debit, now), debit.tx_id)
+        unknown = {d.tx_id: d for d in await self.log.expire_debits(now - TAKEOVER_MS, now)}
         by_round: dict[str, list[WalletCall]] = defaultdict(list)
         for debit in await self.log.open_debits(5000):
-            if debit.state == "unknown":  # its gateway gave up but did not queue (a crash)
-                await self._isolated(self._roll_back(debit, now), debit.tx_id)
-            else:
+            if debit.state == "unknown":  # its gateway answered the player and left it
+                unknown.setdefault(debit.tx_id, debit)
+            elif debit.tx_id not in unknown:
                 by_round[debit.round_id].append(debit)
+        await self._isolated(self._close([rollback_of(d, now) for d in unknown.values()], now),
+                             f"{len(unknown)} unknown debits")
         for round_id, debits in by_round.items():
-            view = await self.store.round_view(round_id)
-            state = None if view is None else view.state
-            if state not in ("settled", "cancelled"):
-                continue
-            by_player: dict[str, list[WalletCall]] = defaultdict(list)
-            for debit in debits:
-                by_player[debit.player_id].append(debit)
-            for player_id, theirs in by_player.items():
-                await self._isolated(
-                    self._close_round(round_id, state == "settled", player_id, theirs, now),
-                    f"round {round_id} player {player_id}")
+            await self._isolated(self._close_round(round_id, debits, now), f"round {round_id}")
 
     async def _isolated(self, work: Coroutine[Any, Any, None], what: str) -> None:
         try:
@@ -398,28 +405,21 @@ class SeamlessWallet:
         except Exception:
             log.exception("wallet: closing %s failed; retried on the next sweep", what)
 
-    async def _close_round(self, round_id: str, settled_round: bool, player_id: str,
-                           debits: list[WalletCall], now: int) -> None:
-        settled = {b.bet_id: b for b in
-                   await self.store.settlements_for_rounds(player_id, [round_id])}
-        credited: dict[str, list[WalletCall]] = defaultdict(list)  # by currency
-        for debit in debits:
-            placed = all(b.bet_id in settled for b in DEBIT_DECODER.decode(debit.body).bets)
-            if placed and settled_round:
-                # the ledger settled its bets: the credit in its currency pays them
-                credited[debit.currency].append(debit)
-                continue
-            if not placed:
-                # never placed (a crash between the debit and the bet): its gateway may
-                # still be finishing it until well past its deadline
-                if debit.deadline + TAKEOVER_MS >= now:
-                    continue
-                if debit.state == "pending" and not await self.log.answer_debit(
-                        debit, "unknown", "no answer by the deadline", now):
-                    continue
-            await self._roll_back(debit, now)  # cancelled (refunded), or never placed
-        for theirs in credited.values():
-            await self._credit(round_id, player_id, theirs, settled, now)
+    async def _close_round(self, round_id: str, debits: list[WalletCall], now: int) -> None:
+        """Close an ended round's open debits (:func:`~livetable.operator.closing.
+        close_round`): one read of its settlements, then :meth:`_close`."""
+        view = await self.store.round_view(round_id)
+        state = None if view is None else view.state
+        if state not in ("settled", "cancelled"):
+            return
+        settled = {(player_id, b.bet_id): b
+                   for player_id, b in await self.store.round_settlements(round_id)}
+        plan = close_round(await self.installation(), round_id, state == "settled", debits,
+                           settled, now)
+        for debit in plan.takeovers:  # won from its gateway, or left to it
+            if await self.log.answer_debit(debit, "unknown", "no answer by the deadline", now):
+                plan.closings.append(rollback_of(debit, now))
+        await self._close(plan.closings, now)
 
     async def deliver(self) -> int:
         """Send every queued credit and rollback that is due (at most the outbox's limit

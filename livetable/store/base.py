@@ -63,7 +63,7 @@ from livetable.engine.bets import BetRequest, Rejection, SlipRequest, settled_me
 from livetable.engine.effects import Effect
 from livetable.engine.sessions import SessionRecord
 from livetable.rules.fairness import ShoeRecord
-from livetable.store.bets import RoundView
+from livetable.store.bets import RoundView, Withdrawal
 
 __all__ = [
     "AuditReport",
@@ -406,6 +406,12 @@ class Store(Protocol):
         livetable's books this way: see docs/operator.md, "the ledger".)"""
         ...
 
+    async def withdraw_many(self, moves: list[Withdrawal], now: int) -> list[str | None]:
+        """:meth:`withdraw` each of ``moves`` in one transaction (a round's close): for
+        each, None if done (or nothing to take back), else why not — one that cannot be
+        done does not stop the others."""
+        ...
+
     async def place_slip(self, slip: SlipRequest, now: int) -> p.SlipAccepted | Rejection: ...
 
     async def place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected: ...
@@ -438,6 +444,11 @@ class Store(Protocol):
     async def settlements_for_rounds(
         self, player_id: str, round_ids: list[str]
     ) -> list[p.BetSettled]: ...
+
+    async def round_settlements(self, round_id: str) -> list[tuple[str, p.BetSettled]]:
+        """Every settled (or refunded) bet of the round, with its player's id: a round's
+        close reads them once for all its players."""
+        ...
 
     async def bet_record(
         self, player_id: str, limit: int, before: str | None

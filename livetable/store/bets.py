@@ -126,6 +126,15 @@ def record_entry(row: BetRow, shoe_id: str, round_no: int,
         banker_cards=shown["BANKER"] if shown else None, balance_after=row.balance_after)
 
 
+class Withdrawal(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """One ``Store.withdraw`` of a batch (``Store.withdraw_many``: a round's close)."""
+
+    transfer_id: str
+    player_id: str
+    amount: int
+    against: str | None = None
+
+
 class RoundView(msgspec.Struct, kw_only=True):
     """A round as the store keeps it (``GET /api/rounds/{id}`` shows ended ones).
 

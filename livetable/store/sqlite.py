@@ -44,7 +44,7 @@ from livetable.store.base import (
     SlipQueue,
     StoreUnavailable,
 )
-from livetable.store.bets import SETTLE_CHUNK, RoundView
+from livetable.store.bets import SETTLE_CHUNK, RoundView, Withdrawal
 from livetable.store.ledger import calls as c
 from livetable.store.ledger.core import DEFAULT_EVENT_RETENTION, Ledger
 from livetable.store.ledger.schema import check_synchronous, is_sqlite_outage, outage
@@ -152,6 +152,11 @@ class SQLiteStore:
         check_player_id(player_id)
         return await self._run(c.Withdraw(transfer_id, player_id, amount, now, against))
 
+    async def withdraw_many(self, moves: list[Withdrawal], now: int) -> list[str | None]:
+        for move in moves:
+            check_player_id(move.player_id)
+        return await self._run(c.WithdrawMany(moves, now))
+
     # --- slips -----------------------------------------------------------------------
 
     async def place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected:
@@ -213,6 +218,9 @@ class SQLiteStore:
     async def settlements_for_rounds(self, player_id: str,
                                      round_ids: list[str]) -> list[p.BetSettled]:
         return await self._run(c.SettlementsForRounds(player_id, round_ids))
+
+    async def round_settlements(self, round_id: str) -> list[tuple[str, p.BetSettled]]:
+        return await self._run(c.RoundSettlements(round_id))
 
     async def bet_record(self, player_id: str, limit: int,
                          before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:

@@ -40,6 +40,7 @@ from livetable.rules import (
 from livetable.rules.fairness import ShoeRecord, ShoeRound
 from livetable.store import SQLiteStore, Store
 from livetable.store.base import OutOfStep, UnknownPlayer
+from livetable.store.bets import Withdrawal
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import DEFAULT_EVENT_RETENTION
 
@@ -226,6 +227,26 @@ async def test_deposit_is_idempotent_by_id(store: Store) -> None:
         await store.deposit("d3", "nobody", 10, T0)
     report = await store.audit()
     assert (report.ok, report.deposits) == (True, 1_750)
+
+
+async def test_withdraw_many_does_each_once_and_says_why_not_for_the_rest(
+        store: Store) -> None:
+    """A round's close takes every player's money out in one call (the seamless wallet's
+    credits and rollbacks): one that cannot be done does not stop the others."""
+    await store.ensure_player("alice", "Alice", 200, T0)
+    await store.deposit("d1", "alice", 100, T0)
+    assert await store.withdraw_many([
+        Withdrawal("w1", "alice", 100),
+        Withdrawal("w2", "alice", 1_000),  # more than she holds
+        Withdrawal("w3", "nobody", 1),
+        Withdrawal("w4", "alice", 50, against="never-made"),  # nothing to take back
+        Withdrawal("w1", "alice", 100),  # once by its id
+        Withdrawal("w5", "alice", 150, against="d1"),
+    ], T0) == [None, "InsufficientBalance: withdraw w2: 'alice' holds 200, not 1000",
+               "UnknownPlayer: no player 'nobody'", None, None, None]
+    assert await balance(store, "alice") == 50
+    assert await store.withdraw_many([], T0) == []
+    assert (await store.audit()).ok
 
 
 # --- place_bet: every rejection, and that it changes nothing ------------------------------------
@@ -582,6 +603,21 @@ async def test_settlements_for_rounds(table: Store) -> None:
     got = await table.settlements_for_rounds("alice", [R2])
     assert [(s.bet_id, s.outcome, s.returned, s.balance) for s in got] == [
         ("a3", "refund", 200, await balance(table, "alice"))]
+
+
+async def test_round_settlements_are_every_players_settled_bets(table: Store) -> None:
+    await accepted(table, bet("alice", "a1", "P1", 100))
+    await accepted(table, bet("bob", "a1", "P2_PAIR", 10))  # bet ids are a player's own
+    await open_round(table, R2)
+    await accepted(table, bet("alice", "a3", "P1", 100, round_id=R2))
+    assert await table.round_settlements(R1) == []  # not settled yet
+    await commit(table, settle_effect(R1, ROUND_A))
+    got = await table.round_settlements(R1)
+    assert {(player, s.bet_id, s.outcome, s.returned) for player, s in got} == {
+        ("alice", "a1", "win", 300), ("bob", "a1", "win", 120)}
+    await commit(table, cancel(R2))
+    assert [(player, s.bet_id, s.outcome) for player, s in
+            await table.round_settlements(R2)] == [("alice", "a3", "refund")]
 
 
 async def test_round_view(table: Store) -> None:

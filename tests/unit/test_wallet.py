@@ -30,11 +30,12 @@ from livetable.engine import CancelRound, OpenRound, SettleRound
 from livetable.engine.bets import BetRequest, Rejection, SlipRequest, bet_answer
 from livetable.operator import signatures
 from livetable.operator.client import WalletClient
+from livetable.operator.closing import TAKEOVER_MS
 from livetable.operator.log import rollback_tx_id
 from livetable.operator.log_sqlite import SQLiteWalletLog
 from livetable.operator.reference import Books, Call, Faults, create_operator_app
 from livetable.operator.report import report
-from livetable.operator.seamless import TAKEOVER_MS, SeamlessWallet
+from livetable.operator.seamless import SeamlessWallet
 from livetable.rules import Position, hand_of, parse_cards, settle_round
 from livetable.server.metrics import Metrics
 from livetable.store.sqlite import SQLiteStore
@@ -309,7 +310,11 @@ async def test_an_unknown_outcome_refuses_the_bet_and_rolls_the_debit_back(
     await rig.open_round()
     answer = await rig.bet("b1")
     assert isinstance(answer, p.BetRejected) and answer.code == "wallet_unavailable"
-    assert await rig.log.backlog() == 1  # the rollback, queued before the answer
+    # the player heard it once the log said "unknown": the rollback is the sweeper's
+    [debit] = await rig.log.open_debits(10)
+    assert debit.state == "unknown" and await rig.log.backlog() == 0
+    await rig.wallet.sweep()
+    assert await rig.log.open_debits(10) == [] and await rig.log.backlog() == 1
     await rig.drain()
     assert rig.books.balances["alice"] == INITIAL  # "lost"/"garbage" applied it: refunded
     debit_tx = next(c.tx_id for c in await rig.log.calls() if c.method == "debit")

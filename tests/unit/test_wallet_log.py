@@ -123,7 +123,7 @@ async def test_enqueue_closes_its_debits_and_is_idempotent(wallet_log: WalletLog
     await wallet_log.begin_debit(call)
     await wallet_log.answer_debit(call, "unknown", "timeout", T0)
     for _ in range(2):  # the gateway, then the sweeper after a crash: one rollback
-        await wallet_log.enqueue([rollback(call)], [call.tx_id], T0 + 1)
+        await wallet_log.enqueue([rollback(call)], T0 + 1)
     assert await wallet_log.backlog() == 1
     assert await wallet_log.open_debits(10) == []
     [stored_debit, queued] = await wallet_log.calls()
@@ -135,8 +135,8 @@ async def test_the_outbox_gives_what_is_due_and_keeps_each_attempt(
     a, b = debit("d-1", "b1"), debit("d-2", "b2")
     for call in (a, b):
         await wallet_log.begin_debit(call)
-    await wallet_log.enqueue([rollback(a, next_at=T0)], [a.tx_id], T0)
-    await wallet_log.enqueue([rollback(b, next_at=T0 + 500)], [b.tx_id], T0)
+    await wallet_log.enqueue([rollback(a, next_at=T0)], T0)
+    await wallet_log.enqueue([rollback(b, next_at=T0 + 500)], T0)
     [due] = await wallet_log.due(T0 + 100, 10)
     assert due.tx_id == rollback_tx_id("d-1")
     await wallet_log.delivered(due, False, "http 500", T0 + 1_000, T0 + 100)

@@ -140,8 +140,9 @@ async def test_the_wallet_log_runs_in_the_ledgers_writer_process(tmp_path: Path)
         assert again is not None and again.state == "ok" and again.body == b'{"a":1}'
         credit = WalletCall(tx_id="c-1", method="credit", player_id="alice", currency="THB",
                             table_id="t1", round_id="r1", amount=190, body=b"{}",
-                            state="queued", created_at=T0, updated_at=T0, next_at=T0)
-        await wallet_log.enqueue([credit], ["d-1"], T0 + 3)
+                            state="queued", created_at=T0, updated_at=T0, next_at=T0,
+                            debits="d-1")
+        await wallet_log.enqueue([credit], T0 + 3)
         assert [c.tx_id for c in await wallet_log.due(T0 + 4, 10)] == ["c-1"]
         assert await wallet_log.open_debits(10) == []  # closed by the credit
         await wallet_log.delivered(credit, True, '{"status":"ok"}', T0 + 5, T0 + 5)

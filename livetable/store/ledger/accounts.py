@@ -9,6 +9,7 @@ from __future__ import annotations
 from livetable import protocol as p
 from livetable.accounts import AccountError
 from livetable.store.base import InsufficientBalance, UnknownPlayer
+from livetable.store.bets import Withdrawal
 from livetable.store.ledger.core import Ledger, Transfer
 
 
@@ -53,20 +54,42 @@ def withdraw(ledger: Ledger, transfer_id: str, player_id: str, amount: int, now:
              against: str | None) -> int | None:
     """Move ``amount`` from the player to ``external`` once by ``transfer_id``; None if
     ``against`` names a deposit that was never made (see ``Store.withdraw``)."""
-    db = ledger.db
     with ledger.transaction():
-        if ledger.kind(player_id) != "player":
-            raise UnknownPlayer(f"no player {player_id!r}")
-        tid = f"withdraw:{transfer_id}"
-        if db.execute("SELECT 1 FROM transfers WHERE id = ?", (tid,)).fetchone() is None:
-            if against is not None and db.execute(
-                    "SELECT 1 FROM transfers WHERE id = ?",
-                    (f"deposit:{against}",)).fetchone() is None:
-                return None  # that deposit was never made: nothing to take back
-            balance = ledger.balance(player_id) or 0
-            if balance < amount:
-                raise InsufficientBalance(
-                    f"withdraw {transfer_id}: {player_id!r} holds {balance}, not {amount}")
-            ledger.transfer(Transfer(tid, player_id, "external", amount, "withdraw",
-                                     player_id, now))
+        if not _withdraw(ledger, Withdrawal(transfer_id, player_id, amount, against), now):
+            return None
     return ledger.balance(player_id)
+
+
+def withdraw_many(ledger: Ledger, moves: list[Withdrawal], now: int) -> list[str | None]:
+    """Each of ``moves`` (see ``Store.withdraw_many``), in one transaction."""
+    out: list[str | None] = []
+    with ledger.transaction():
+        for move in moves:
+            try:
+                _withdraw(ledger, move, now)
+                out.append(None)
+            except (InsufficientBalance, UnknownPlayer) as exc:  # raised before any write
+                out.append(f"{type(exc).__name__}: {exc}")
+    return out
+
+
+def _withdraw(ledger: Ledger, move: Withdrawal, now: int) -> bool:
+    """One withdrawal, inside the caller's transaction; False if its ``against`` deposit
+    was never made (nothing moved)."""
+    db = ledger.db
+    if ledger.kind(move.player_id) != "player":
+        raise UnknownPlayer(f"no player {move.player_id!r}")
+    tid = f"withdraw:{move.transfer_id}"
+    if db.execute("SELECT 1 FROM transfers WHERE id = ?", (tid,)).fetchone() is not None:
+        return True
+    if move.against is not None and db.execute(
+            "SELECT 1 FROM transfers WHERE id = ?",
+            (f"deposit:{move.against}",)).fetchone() is None:
+        return False  # that deposit was never made: nothing to take back
+    balance = ledger.balance(move.player_id) or 0
+    if balance < move.amount:
+        raise InsufficientBalance(f"withdraw {move.transfer_id}: {move.player_id!r} holds "
+                                  f"{balance}, not {move.amount}")
+    ledger.transfer(Transfer(tid, move.player_id, "external", move.amount, "withdraw",
+                             move.player_id, now))
+    return True

@@ -25,7 +25,7 @@ from livetable.engine.effects import Effect
 from livetable.engine.sessions import SessionRecord
 from livetable.rules.fairness import ShoeRecord
 from livetable.store.base import AuditReport, Settled
-from livetable.store.bets import RoundView
+from livetable.store.bets import RoundView, Withdrawal
 from livetable.store.ledger import accounts, reads, sessions, slips, steps, wallet
 from livetable.store.ledger.core import Ledger
 
@@ -69,6 +69,12 @@ class Withdraw(Call[int | None], frozen=True, tag="withdraw"):
     against: str | None
 
 
+class WithdrawMany(Call[list[str | None]], frozen=True, tag="withdraw_many"):
+    writes = True
+    moves: list[Withdrawal]
+    now: int
+
+
 class TakeSlips(Call[list[SlipAnswer]], frozen=True, tag="take_slips"):
     writes = True
     batch: list[tuple[SlipRequest, int]]
@@ -108,6 +114,11 @@ class SettlementsForRounds(Call[list[p.BetSettled]], frozen=True,
                            tag="settlements_for_rounds"):
     player_id: str
     round_ids: list[str]
+
+
+class RoundSettlements(Call[list[tuple[str, p.BetSettled]]], frozen=True,
+                       tag="round_settlements"):
+    round_id: str
 
 
 class BetRecord(Call[tuple[list[p.BetRecordEntry], str | None]], frozen=True,
@@ -180,8 +191,9 @@ class CloseLedger(Call[None], frozen=True, tag="close"):
 #: The calls about an operator's session.
 SessionCall = OpenSession | ReadSession | EndSession | CountSession | RealityChecked
 #: Every call, as the writer process decodes them.
-LedgerCall = (EnsurePlayer | ReadPlayer | Deposit | Withdraw | TakeSlips | CommitStep
-              | SettlePending | LoadTable | EventsAfter | SettlementsForRounds | BetRecord
+LedgerCall = (EnsurePlayer | ReadPlayer | Deposit | Withdraw | WithdrawMany | TakeSlips
+              | CommitStep | SettlePending | LoadTable | EventsAfter | SettlementsForRounds
+              | RoundSettlements | BetRecord
               | ReadRound | ReadShoe | Audit | Identity | OpenSession | ReadSession
               | EndSession | CountSession | RealityChecked | WalletLogBatch | CloseLedger)
 
@@ -197,6 +209,8 @@ def perform(ledger: Ledger, call: LedgerCall) -> object:
             return accounts.deposit(ledger, transfer_id, player_id, amount, now)
         case Withdraw(transfer_id, player_id, amount, now, against):
             return accounts.withdraw(ledger, transfer_id, player_id, amount, now, against)
+        case WithdrawMany(moves, now):
+            return accounts.withdraw_many(ledger, moves, now)
         case TakeSlips(batch):
             return slips.take_slips(ledger, batch)
         case CommitStep(table, state, events, effects, now, chunk, left):
@@ -209,6 +223,8 @@ def perform(ledger: Ledger, call: LedgerCall) -> object:
             return steps.events_after(ledger, table, epoch, seq, limit)
         case SettlementsForRounds(player_id, round_ids):
             return reads.settlements_for_rounds(ledger, player_id, round_ids)
+        case RoundSettlements(round_id):
+            return reads.round_settlements(ledger, round_id)
         case BetRecord(player_id, limit, before):
             return reads.bet_record(ledger, player_id, limit, before)
         case ReadRound(round_id):

@@ -35,6 +35,13 @@ def settlements_for_rounds(ledger: Ledger, player_id: str,
     return [settled_message(BetRow(*r)) for r in rows]
 
 
+def round_settlements(ledger: Ledger, round_id: str) -> list[tuple[str, p.BetSettled]]:
+    rows = ledger.db.execute(
+        f"SELECT player_id, {BET_COLUMNS} FROM bets WHERE round_id = ? "
+        f"AND state != 'accepted' ORDER BY seq", (round_id,)).fetchall()
+    return [(r[0], settled_message(BetRow(*r[1:]))) for r in rows]
+
+
 def bet_record(ledger: Ledger, player_id: str, limit: int,
                 before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
     limit = max(1, min(limit, 200))

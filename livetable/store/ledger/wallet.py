@@ -156,7 +156,6 @@ class ExpireDebits(Step, frozen=True, tag="expire_debits"):
 
 class Enqueue(Step, frozen=True, tag="enqueue"):
     calls: list[WalletCall]
-    closes: list[str]
     now: int
 
 
@@ -236,13 +235,17 @@ def _expire(db: sqlite3.Connection, before: int, now: int) -> list[WalletCall]:
     return expired
 
 
+def closes(call: WalletCall) -> list[str]:
+    """The debits a credit or rollback closes (its ``debits``)."""
+    return [t for t in call.debits.split(",") if t]
+
+
 def _enqueue(db: sqlite3.Connection, step: Enqueue) -> None:
     for call in step.calls:
         _insert(db, call)
-    closer = step.calls[0].tx_id if step.calls else None
     db.executemany("UPDATE wallet_calls SET closed_by = ?, updated_at = ? "
                    "WHERE tx_id = ? AND closed_by IS NULL",
-                   [(closer, step.now, t) for t in step.closes])
+                   [(call.tx_id, step.now, t) for call in step.calls for t in closes(call)])
 
 
 def perform(db: sqlite3.Connection, step: AnyStep) -> Value:

@@ -14,13 +14,34 @@ from collections.abc import Sequence
 from typing import Any
 
 from livetable.accounts import AccountError
-from livetable.store.base import AuditReport
+from livetable.store.base import AuditReport, InsufficientBalance, UnknownPlayer
+from livetable.store.bets import Withdrawal
 
 
 async def kind(con: Any, account: str, *, lock: bool = False) -> str | None:
     kind = await con.fetchval("SELECT kind FROM accounts WHERE id = $1"
                               + (" FOR UPDATE" if lock else ""), account)
     return None if kind is None else str(kind)
+
+
+async def withdraw(con: Any, move: Withdrawal, now: int) -> bool:
+    """One withdrawal (see ``Store.withdraw``), inside the caller's transaction; False if
+    its ``against`` deposit was never made (nothing moved). Raises before any write."""
+    if await kind(con, move.player_id, lock=True) != "player":
+        raise UnknownPlayer(f"no player {move.player_id!r}")
+    tid = f"withdraw:{move.transfer_id}"
+    if await con.fetchval("SELECT 1 FROM transfers WHERE id = $1", tid) is not None:
+        return True
+    if move.against is not None and await con.fetchval(
+            "SELECT 1 FROM transfers WHERE id = $1", f"deposit:{move.against}") is None:
+        return False  # that deposit was never made: nothing to take back
+    balance = await con.fetchval("SELECT balance FROM accounts WHERE id = $1", move.player_id)
+    if balance < move.amount:
+        raise InsufficientBalance(f"withdraw {move.transfer_id}: {move.player_id!r} holds "
+                                  f"{balance}, not {move.amount}")
+    await transfer(con, tid, move.player_id, "external", move.amount, "withdraw",
+                   move.player_id, now)
+    return True
 
 
 async def transfer(con: Any, tid: str, debit: str, credit: str, amount: int, kind: str,

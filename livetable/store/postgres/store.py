@@ -65,6 +65,7 @@ from livetable.store.bets import (
     SHOE_COLUMNS,
     BetRow,
     RoundView,
+    Withdrawal,
     record_page,
     round_view_of,
     shoe_record,
@@ -232,22 +233,29 @@ class PostgresStore:
         check_player_id(player_id)
 
         async def work(con: Any) -> int | None:
-            if await ledger.kind(con, player_id, lock=True) != "player":
-                raise UnknownPlayer(f"no player {player_id!r}")
-            tid = f"withdraw:{transfer_id}"
-            if await con.fetchval("SELECT 1 FROM transfers WHERE id = $1", tid) is None:
-                if against is not None and await con.fetchval(
-                        "SELECT 1 FROM transfers WHERE id = $1", f"deposit:{against}") is None:
-                    return None  # that deposit was never made: nothing to take back
-                balance = await con.fetchval("SELECT balance FROM accounts WHERE id = $1",
-                                             player_id)
-                if balance < amount:
-                    raise InsufficientBalance(
-                        f"withdraw {transfer_id}: {player_id!r} holds {balance}, not {amount}")
-                await ledger.transfer(con, tid, player_id, "external", amount, "withdraw",
-                                player_id, now)
+            if not await ledger.withdraw(
+                    con, Withdrawal(transfer_id, player_id, amount, against), now):
+                return None
             return int(await con.fetchval("SELECT balance FROM accounts WHERE id = $1",
                                           player_id))
+
+        return await self._transaction(work)
+
+    async def withdraw_many(self, moves: list[Withdrawal], now: int) -> list[str | None]:
+        """See :meth:`livetable.store.base.Store.withdraw_many`: one transaction, its
+        players locked in the order of their ids (as every other writer locks them)."""
+        for move in moves:
+            check_player_id(move.player_id)
+
+        async def work(con: Any) -> list[str | None]:
+            out: dict[int, str | None] = {}
+            for i in sorted(range(len(moves)), key=lambda i: moves[i].player_id):
+                try:
+                    await ledger.withdraw(con, moves[i], now)
+                    out[i] = None
+                except (InsufficientBalance, UnknownPlayer) as exc:  # before any write
+                    out[i] = f"{type(exc).__name__}: {exc}"
+            return [out[i] for i in range(len(moves))]
 
         return await self._transaction(work)
 
@@ -374,6 +382,13 @@ class PostgresStore:
                 f"SELECT {BET_COLUMNS} FROM bets WHERE player_id = $1 AND round_id = "
                 f"ANY($2::text[]) AND state != 'accepted' ORDER BY seq", player_id, round_ids)
         return [settled_message(BetRow(*r)) for r in rows]
+
+    async def round_settlements(self, round_id: str) -> list[tuple[str, p.BetSettled]]:
+        async with self._connection() as con:
+            rows = await con.fetch(
+                f"SELECT player_id, {BET_COLUMNS} FROM bets WHERE round_id = $1 AND "
+                f"state != 'accepted' ORDER BY seq", round_id)
+        return [(r[0], settled_message(BetRow(*r[1:]))) for r in rows]
 
     async def bet_record(self, player_id: str, limit: int,
                          before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
