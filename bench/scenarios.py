@@ -679,12 +679,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
     finally:
         for one in serves:
             one.stop()
-        if operator is not None:
-            stop_process(operator)
-        if redis is not None:
-            redis.stop()
-        if database is not None:
-            database.stop()
+        _stop_services(redis, database, operator)
         if spy_to is not None:  # the logs beside the samples
             for log in (serve.log, work / "operator.log"):
                 if log.exists():
