@@ -98,13 +98,14 @@ def close_round(installation: str, round_id: str, settled_round: bool,
                      for b in DEBIT_DECODER.decode(debit.body).bets)
         if placed and settled_round:
             credited[debit.player_id, debit.currency].append(debit)
-        elif placed or debit.state != "pending":
-            if placed or debit.deadline + TAKEOVER_MS < now:
-                closings.append(rollback_of(debit, now))
-        elif debit.deadline + TAKEOVER_MS < now:
-            # never placed, and its gateway may still be finishing it until well past
-            # its deadline
+        elif placed:
+            closings.append(rollback_of(debit, now))  # the round cancelled: refunded
+        elif debit.deadline + TAKEOVER_MS >= now:
+            continue  # never placed: its gateway may still be finishing it
+        elif debit.state == "pending":
             takeovers.append(debit)
+        else:
+            closings.append(rollback_of(debit, now))
     for (player_id, _), theirs in credited.items():
         closings.append(credit_of(installation, round_id, player_id, theirs, settled, now))
     return RoundClose(closings, takeovers)
