@@ -152,7 +152,6 @@ class Session:
             return False
         if not isinstance(command, p.PlaceBet | p.PlaceBets):
             return False
-        self.arrived_at = arrived_at
         if self.admit(text) is not None:
             self.start_bet(command, arrived_at)
         return True
