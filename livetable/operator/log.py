@@ -19,16 +19,20 @@ engine after a failover — writes the same one, and writing it twice is a no-op
 
 Two implementations keep the one contract (tests/unit/test_wallet_log.py): SQLite
 (:mod:`livetable.operator.log_sqlite`, table ``wallet_calls`` in the embedded database file)
-and PostgreSQL (:mod:`livetable.operator.log_postgres`, beside the scale-out ledger).
+and PostgreSQL (:mod:`livetable.operator.log_postgres`, beside the scale-out ledger). Both
+are :class:`BatchedWalletLog`: a group commit of the calls that arrive together.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 # The records live with the SQL that keeps them in the ledger's writer process (the store
 # layer, which imports nothing of the operator's); every log and caller reads them here.
+from livetable.store.base import StoreUnavailable
+from livetable.store.ledger import wallet as w
 from livetable.store.ledger.wallet import (
     CallRecord,
     CallState,
@@ -37,8 +41,11 @@ from livetable.store.ledger.wallet import (
     WalletCall,
 )
 
-__all__ = ["CallRecord", "CallState", "CallSummary", "Method", "WalletCall", "WalletLog",
-           "credit_tx_id", "mirror_id", "rollback_tx_id"]
+__all__ = ["BatchedWalletLog", "CallRecord", "CallState", "CallSummary", "Method",
+           "WalletCall", "WalletLog", "credit_tx_id", "mirror_id", "rollback_tx_id"]
+
+#: Calls in one transaction at most (a batch stays a few milliseconds in the store).
+MAX_CALLS_PER_TRANSACTION = 1000
 
 
 def _digest(*parts: str) -> str:
@@ -118,3 +125,118 @@ class WalletLog(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class BatchedWalletLog:
+    """The :class:`WalletLog` as a group commit: every call is a step
+    (:mod:`livetable.store.ledger.wallet`), and the steps that arrive while a batch is
+    being written wait for one another and go in the next transaction together — the
+    event loop only queues a step and awaits its answer.
+
+    Why. Every seamless slip writes the log twice (its debit before the call, the answer
+    after), at the close of betting hundreds at once, and a round's close delivers
+    thousands of credits, each answer written. A transaction per call was a commit per
+    call (with PostgreSQL's synchronous standby, a network round trip too): hundreds of
+    commits a second queued behind one another while players waited for their bets.
+
+    A store's log says only how a batch is written (:meth:`_run`: one transaction, each
+    step's :class:`~livetable.store.ledger.wallet.Outcome` in order) and when a driver's
+    error is an outage (:meth:`_is_outage`: surfaced as
+    :class:`~livetable.store.base.StoreUnavailable`). A batch whose transaction fails
+    fails each of its calls, never the batches after.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[w.AnyStep, asyncio.Future[Any]]] = []
+        self._draining: asyncio.Task[None] | None = None
+
+    async def _run(self, steps: list[w.AnyStep]) -> list[w.Outcome]:
+        raise NotImplementedError
+
+    def _is_outage(self, exc: BaseException) -> bool:
+        raise NotImplementedError
+
+    # --- the group commit ----------------------------------------------------------------
+
+    async def _in_batch(self, step: w.AnyStep) -> Any:
+        """Run ``step`` inside the next transaction; steps that come while one is running
+        go together in the one after."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._pending.append((step, future))
+        if self._draining is None:
+            self._draining = loop.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                batch = self._pending[:MAX_CALLS_PER_TRANSACTION]
+                del self._pending[:MAX_CALLS_PER_TRANSACTION]
+                try:
+                    outcomes = await self._run([step for step, _ in batch])
+                except Exception as exc:  # the transaction failed: each call did
+                    failure: Exception = exc
+                    if self._is_outage(exc):
+                        failure = StoreUnavailable(f"{type(exc).__name__}: {exc}")
+                        failure.__cause__ = exc
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(failure)
+                    continue
+                for (_, future), outcome in zip(batch, outcomes, strict=True):
+                    if future.done():  # its caller gave up waiting
+                        continue
+                    if outcome.error is None:
+                        future.set_result(outcome.value)
+                    else:
+                        future.set_exception(StoreUnavailable(outcome.error) if outcome.outage
+                                             else RuntimeError(outcome.error))
+        finally:
+            self._draining = None
+
+    async def _finish(self) -> None:
+        """Wait for the batch being written (before closing)."""
+        if self._draining is not None:
+            await self._draining
+
+    async def _calls(self, step: w.AnyStep) -> list[WalletCall]:
+        return cast(list[WalletCall], await self._in_batch(step))
+
+    # --- the calls (the WalletLog contract) -----------------------------------------------
+
+    async def begin_debit(self, call: WalletCall) -> WalletCall | None:
+        return cast(WalletCall | None, await self._in_batch(w.BeginDebit(call)))
+
+    async def answer_debit(self, debit: WalletCall, state: CallState, answer: str, now: int,
+                           closed_by: str | None = None) -> bool:
+        return bool(await self._in_batch(
+            w.AnswerDebit(debit.tx_id, state, answer, now, closed_by)))
+
+    async def debit_of(self, player_id: str, table_id: str, slip_key: str
+                       ) -> WalletCall | None:
+        return cast(WalletCall | None,
+                    await self._in_batch(w.DebitOf(player_id, table_id, slip_key)))
+
+    async def expire_debits(self, before: int, now: int) -> list[WalletCall]:
+        return await self._calls(w.ExpireDebits(before, now))
+
+    async def enqueue(self, calls: list[WalletCall], now: int) -> None:
+        await self._in_batch(w.Enqueue(calls, now))
+
+    async def open_debits(self, limit: int) -> list[WalletCall]:
+        return await self._calls(w.OpenDebits(limit))
+
+    async def due(self, now: int, limit: int) -> list[WalletCall]:
+        return await self._calls(w.Due(now, limit))
+
+    async def delivered(self, call: WalletCall, ok: bool, answer: str, next_at: int,
+                        now: int) -> None:
+        await self._in_batch(w.Delivered(call.tx_id, ok, answer, next_at, now))
+
+    async def calls(self, round_id: str | None = None, player_id: str | None = None,
+                    limit: int = 10_000) -> list[WalletCall]:
+        return await self._calls(w.Calls(round_id, player_id, limit))
+
+    async def backlog(self) -> int:
+        return int(await self._in_batch(w.Backlog()))

@@ -1,14 +1,30 @@
-"""The wallet log (:class:`~livetable.store.wallet.WalletLog`) in PostgreSQL, next to the
+"""The wallet log (:class:`~livetable.operator.log.WalletLog`) in PostgreSQL, next to the
 ledger: the calls to a seamless wallet and the outbox of those still owed.
 
 Why next to the ledger: with the PostgreSQL store the money's system of record has a
 synchronous standby, and the record of what the operator's wallet was asked for — a debit
 in doubt, a credit still owed — is money too: a failover that lost it would lose a player's
 winnings or debit a stake twice. So the log shares the store's pool and its durability
-(table ``wallet_calls``, the store's migration 2), and follows
-:class:`~livetable.store.wallet.SQLiteWalletLog` statement for statement: the same contract
-tests hold it (tests/integration/test_wallet_log_pg.py). As there, the log never shares a
-transaction with the ledger: every step that touches both is idempotent by id instead.
+(table ``wallet_calls``, the store's migration 2), and keeps the contract of the SQLite log
+(tests/integration/test_wallet_log_pg.py runs the same tests). As there, the log never
+shares a transaction with the ledger: every step that touches both is idempotent by id
+instead.
+
+A group commit, set-based (:class:`~livetable.operator.log.BatchedWalletLog`). The calls
+that arrive while a batch is written go in the next transaction together, and the three
+a burst is made of take one statement each for the whole batch, whatever its size: every
+debit begun (one ``INSERT … ON CONFLICT DO NOTHING``, then one read of the slips that had
+a debit already), every debit answered (one ``UPDATE … FROM``, a compare-and-set on
+``pending`` per row), every credit or rollback delivered (one ``UPDATE … FROM``). The
+rows go as one JSON parameter, as the slips' batch sends them
+(:mod:`livetable.store.postgres.slips`: asyncpg checks every element of an array
+parameter). Before, each debit was a transaction of its own and each answer a commit of
+its own — with a synchronous standby a WAL flush and a network round trip per call, two
+per seamless slip. The other calls (reads, the sweeper's) run one after another in the
+same transaction.
+
+Steps within a batch were issued concurrently (none waited for another's answer), so any
+order of them is one the callers could have seen; a batch fails or commits whole.
 """
 
 from __future__ import annotations
@@ -17,16 +33,50 @@ from typing import Any
 
 import msgspec
 
-from livetable.operator.log import CallState, WalletCall
-from livetable.store.base import surface_outages
+from livetable.operator.log import BatchedWalletLog, WalletCall
+from livetable.store.ledger import wallet as w
 from livetable.store.ledger.wallet import closes
 from livetable.store.postgres.store import PostgresStore, is_pg_outage
 
-_FIELDS = tuple(WalletCall.__struct_fields__)
+_FIELDS = w.FIELDS
 _COLUMNS = ", ".join(_FIELDS)
+#: How each column is read back from a row of the JSON parameter (``body``: base64, as
+#: msgspec writes bytes).
+_TYPES = {"amount": "bigint", "attempts": "integer", "created_at": "bigint",
+          "updated_at": "bigint", "deadline": "bigint", "next_at": "bigint"}
+
+
+def _column(n: int, name: str) -> str:
+    if name == "body":
+        return f"decode(r->>{n}, 'base64')"
+    cast = _TYPES.get(name)
+    return f"(r->>{n})::{cast}" if cast else f"r->>{n}"
+
+
+_BEGIN = (f"INSERT INTO wallet_calls ({_COLUMNS}) SELECT "
+          f"{', '.join(_column(n, name) for n, name in enumerate(_FIELDS))} "
+          f"FROM jsonb_array_elements($1::jsonb) r ON CONFLICT DO NOTHING RETURNING tx_id")
+#: The debits already made for the slips of a batch's debits that were not written.
+_PRIOR = (f"SELECT {_COLUMNS} FROM wallet_calls WHERE method = 'debit' AND "
+          f"(player_id, slip_key) IN (SELECT r->>0, r->>1 FROM jsonb_array_elements($1::jsonb) r)")
+_ANSWER = """
+UPDATE wallet_calls w SET state = x.r->>1, answer = x.r->>2, attempts = w.attempts + 1,
+    updated_at = (x.r->>3)::bigint, closed_by = COALESCE(w.closed_by, x.r->>4)
+FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY x(r, i)
+WHERE w.tx_id = x.r->>0 AND w.state = 'pending'
+RETURNING x.i
+"""
+_DELIVERED = """
+UPDATE wallet_calls w SET state = CASE WHEN (x.r->>1)::boolean THEN 'ok' ELSE w.state END,
+    answer = x.r->>2, attempts = w.attempts + 1, next_at = (x.r->>3)::bigint,
+    updated_at = (x.r->>4)::bigint
+FROM jsonb_array_elements($1::jsonb) x(r)
+WHERE w.tx_id = x.r->>0 AND w.state = 'queued'
+"""
 _INSERT = (f"INSERT INTO wallet_calls ({_COLUMNS}) VALUES "
-           f"({', '.join(f'${n}' for n in range(1, len(_FIELDS) + 1))}) "
-           f"ON CONFLICT DO NOTHING RETURNING 1")
+           f"({', '.join(f'${n}' for n in range(1, len(_FIELDS) + 1))}) ON CONFLICT DO NOTHING")
+#: The steps taken one statement for the whole batch.
+_SET_BASED = (w.BeginDebit, w.AnswerDebit, w.Delivered)
 
 
 def _call(row: Any) -> WalletCall:
@@ -37,99 +87,114 @@ def _values(call: WalletCall) -> list[Any]:
     return [getattr(call, name) for name in _FIELDS]
 
 
-@surface_outages(is_pg_outage)
-class PostgresWalletLog:
-    """The wallet log on the PostgreSQL store's connections."""
+def _json(rows: list[Any]) -> str:
+    return msgspec.json.encode(rows).decode()
 
-    def __init__(self, store: PostgresStore) -> None:
-        self.store = store
 
-    async def _select(self, where: str, *args: Any) -> list[WalletCall]:
-        async with self.store._connection() as con:
-            rows = await con.fetch(f"SELECT {_COLUMNS} FROM wallet_calls WHERE {where}", *args)
-        return [_call(r) for r in rows]
+async def _select(con: Any, where: str, *args: Any) -> list[WalletCall]:
+    return [_call(r) for r in await con.fetch(
+        f"SELECT {_COLUMNS} FROM wallet_calls WHERE {where}", *args)]
 
-    async def begin_debit(self, call: WalletCall) -> WalletCall | None:
-        async def work(con: Any) -> WalletCall | None:
-            if await con.fetchval(_INSERT, *_values(call)):
-                return None
-            prior = await con.fetch(f"SELECT {_COLUMNS} FROM wallet_calls WHERE method = "
-                                    f"'debit' AND player_id = $1 AND slip_key = $2",
-                                    call.player_id, call.slip_key)
-            return _call(prior[0]) if prior else None
 
-        return await self.store._transaction(work)
+async def _begin_debits(con: Any, begins: list[tuple[int, w.BeginDebit]],
+                        values: list[w.Value]) -> None:
+    """Write every new debit; a slip debited before gets that debit back instead."""
+    written = {r[0] for r in await con.fetch(
+        _BEGIN, _json([_values(step.call) for _, step in begins]))}
+    others = [(i, step.call) for i, step in begins if step.call.tx_id not in written]
+    if not others:
+        return
+    prior = {(c.player_id, c.slip_key): c for c in map(_call, await con.fetch(
+        _PRIOR, _json([[call.player_id, call.slip_key] for _, call in others])))}
+    for i, call in others:
+        values[i] = prior.get((call.player_id, call.slip_key))
 
-    async def debit_of(self, player_id: str, table_id: str, slip_key: str
-                       ) -> WalletCall | None:
-        async with self.store._connection() as con:
-            found = await con.fetch(f"SELECT {_COLUMNS} FROM wallet_calls WHERE method = "
-                                    f"'debit' AND player_id = $1 AND slip_key = $2 AND "
-                                    f"table_id = $3", player_id, slip_key, table_id)
-        return _call(found[0]) if found else None
 
-    async def answer_debit(self, debit: WalletCall, state: CallState, answer: str, now: int,
-                           closed_by: str | None = None) -> bool:
-        async with self.store._connection() as con:
-            done = await con.execute(
-                "UPDATE wallet_calls SET state = $1, answer = $2, attempts = attempts + 1, "
-                "updated_at = $3, closed_by = COALESCE(closed_by, $4) "
-                "WHERE tx_id = $5 AND state = 'pending'",
-                state, answer, now, closed_by, debit.tx_id)
-        return bool(done == "UPDATE 1")
+async def _answer_debits(con: Any, answers: list[tuple[int, w.AnswerDebit]],
+                         values: list[w.Value]) -> None:
+    """``pending`` → each answer's state, if still pending (True where it was)."""
+    rows = [[s.tx_id, s.state, s.answer, s.now, s.closed_by] for _, s in answers]
+    for i, _ in answers:
+        values[i] = False
+    for (n,) in await con.fetch(_ANSWER, _json(rows)):
+        values[answers[n - 1][0]] = True
 
-    async def expire_debits(self, before: int, now: int) -> list[WalletCall]:
-        async def work(con: Any) -> list[WalletCall]:
-            expired = [_call(r) for r in await con.fetch(
-                f"SELECT {_COLUMNS} FROM wallet_calls WHERE method = 'debit' AND "
-                f"state = 'pending' AND deadline < $1 ORDER BY n FOR UPDATE", before)]
+
+async def _perform(con: Any, step: w.AnyStep) -> w.Value:
+    """One of the other steps, on its own (inside the batch's transaction)."""
+    match step:
+        case w.DebitOf(player_id, table_id, slip_key):
+            found = await _select(con, "method = 'debit' AND player_id = $1 AND "
+                                       "slip_key = $2 AND table_id = $3",
+                                  player_id, slip_key, table_id)
+            return found[0] if found else None
+        case w.ExpireDebits(before, now):
+            expired = await _select(con, "method = 'debit' AND state = 'pending' AND "
+                                         "deadline < $1 ORDER BY n FOR UPDATE", before)
             await con.execute(
                 "UPDATE wallet_calls SET state = 'unknown', answer = 'no answer by the "
                 "deadline', updated_at = $1 WHERE tx_id = ANY($2::text[]) AND "
                 "state = 'pending'", now, [c.tx_id for c in expired])
+            for call in expired:
+                call.state = "unknown"
             return expired
-
-        expired = await self.store._transaction(work)
-        for call in expired:
-            call.state = "unknown"
-        return expired
-
-    async def enqueue(self, calls: list[WalletCall], now: int) -> None:
-        async def work(con: Any) -> None:
+        case w.Enqueue(calls, now):
             await con.executemany(_INSERT, [_values(call) for call in calls])
             await con.executemany("UPDATE wallet_calls SET closed_by = $1, updated_at = $2 "
                                   "WHERE tx_id = $3 AND closed_by IS NULL",
                                   [(call.tx_id, now, t) for call in calls
                                    for t in closes(call)])
-
-        await self.store._transaction(work)
-
-    async def open_debits(self, limit: int) -> list[WalletCall]:
-        return await self._select("method = 'debit' AND closed_by IS NULL ORDER BY "
-                                  "created_at, n LIMIT $1", limit)
-
-    async def due(self, now: int, limit: int) -> list[WalletCall]:
-        return await self._select("state = 'queued' AND next_at <= $1 ORDER BY next_at, n "
-                                  "LIMIT $2", now, limit)
-
-    async def delivered(self, call: WalletCall, ok: bool, answer: str, next_at: int,
-                        now: int) -> None:
-        async with self.store._connection() as con:
-            await con.execute(
-                "UPDATE wallet_calls SET state = CASE WHEN $1 THEN 'ok' ELSE state END, "
-                "answer = $2, attempts = attempts + 1, next_at = $3, updated_at = $4 "
-                "WHERE tx_id = $5 AND state = 'queued'", ok, answer, next_at, now, call.tx_id)
-
-    async def calls(self, round_id: str | None = None, player_id: str | None = None,
-                    limit: int = 10_000) -> list[WalletCall]:
-        return await self._select(
-            "($1::text IS NULL OR round_id = $1) AND ($2::text IS NULL OR player_id = $2) "
-            "ORDER BY created_at, n LIMIT $3", round_id, player_id, limit)
-
-    async def backlog(self) -> int:
-        async with self.store._connection() as con:
+            return None
+        case w.OpenDebits(limit):
+            return await _select(con, "method = 'debit' AND closed_by IS NULL ORDER BY "
+                                      "created_at, n LIMIT $1", limit)
+        case w.Due(now, limit):
+            return await _select(con, "state = 'queued' AND next_at <= $1 ORDER BY "
+                                      "next_at, n LIMIT $2", now, limit)
+        case w.Calls(round_id, player_id, limit):
+            return await _select(
+                con, "($1::text IS NULL OR round_id = $1) AND ($2::text IS NULL OR "
+                     "player_id = $2) ORDER BY created_at, n LIMIT $3",
+                round_id, player_id, limit)
+        case w.Backlog():
             return int(await con.fetchval(
                 "SELECT count(*) FROM wallet_calls WHERE state = 'queued'"))
+    raise TypeError(f"not a wallet log step: {step!r}")
+
+
+async def apply(con: Any, steps: list[w.AnyStep]) -> list[w.Outcome]:
+    """A batch of steps on ``con``, inside its transaction: the set-based ones first, a
+    statement per kind, then the others in order."""
+    values: list[w.Value] = [None] * len(steps)
+    begins = [(i, s) for i, s in enumerate(steps) if isinstance(s, w.BeginDebit)]
+    if begins:
+        await _begin_debits(con, begins, values)
+    answers = [(i, s) for i, s in enumerate(steps) if isinstance(s, w.AnswerDebit)]
+    if answers:
+        await _answer_debits(con, answers, values)
+    delivered = [[s.tx_id, s.ok, s.answer, s.next_at, s.now] for s in steps
+                 if isinstance(s, w.Delivered)]
+    if delivered:
+        await con.execute(_DELIVERED, _json(delivered))
+    for i, step in enumerate(steps):
+        if not isinstance(step, _SET_BASED):
+            values[i] = await _perform(con, step)
+    return [w.Outcome(value) for value in values]
+
+
+class PostgresWalletLog(BatchedWalletLog):
+    """The wallet log on the PostgreSQL store's connections, a batch a transaction."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        super().__init__()
+        self.store = store
+
+    async def _run(self, steps: list[w.AnyStep]) -> list[w.Outcome]:
+        return await self.store._transaction(lambda con: apply(con, steps))
+
+    def _is_outage(self, exc: BaseException) -> bool:
+        return is_pg_outage(exc)
 
     async def close(self) -> None:
-        """Nothing of its own to close: the store's pool is the store's."""
+        """Only the batch being written: the store's pool is the store's."""
+        await self._finish()

@@ -3,6 +3,7 @@ SQLite here; tests/integration/test_wallet_log_pg.py runs the same tests on Post
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -98,6 +99,35 @@ async def test_a_debit_leaves_pending_once(wallet_log: WalletLog) -> None:
     assert (stored.state, stored.answer, stored.attempts) == ("ok", '{"status":"ok"}', 1)
     assert stored.closed_by is None
     assert [c.tx_id for c in await wallet_log.open_debits(10)] == ["d-1"]
+
+
+async def test_calls_made_together_are_answered_as_one_after_another(
+        wallet_log: WalletLog) -> None:
+    """What arrives together goes to the store together (a group commit): the answers
+    are still those of the calls made one at a time, in some order — one debit per slip,
+    one answer per debit, every credit's delivery kept."""
+    firsts = await asyncio.gather(*(wallet_log.begin_debit(debit(f"d-{n}", f"b{n // 2}"))
+                                    for n in range(40)))
+    # two debits per slip key: the one written first is the slip's, the other gets it
+    for n in range(0, 40, 2):
+        pair = firsts[n:n + 2]
+        assert sorted(x is None for x in pair) == [False, True], pair
+        prior = next(x for x in pair if x is not None)
+        assert prior.tx_id in (f"d-{n}", f"d-{n + 1}") and prior.slip_key == f"b{n // 2}"
+    debits = [c for c in await wallet_log.calls() if c.method == "debit"]
+    assert len(debits) == 20
+    won = await asyncio.gather(*(wallet_log.answer_debit(c, state, why, T0 + 5)
+                                 for c in debits for state, why in
+                                 (("ok", '{"status":"ok"}'), ("unknown", "timeout"))))
+    assert [won[n] + won[n + 1] for n in range(0, 40, 2)] == [1] * 20  # one answer each
+    credits = [rollback(c) for c in debits]
+    await wallet_log.enqueue(credits, T0 + 6)
+    await asyncio.gather(*(wallet_log.delivered(c, n % 2 == 0, "answered", T0 + 9, T0 + 7)
+                           for n, c in enumerate(credits)))
+    stored = {c.tx_id: c for c in await wallet_log.calls()}
+    assert [(stored[c.tx_id].state, stored[c.tx_id].attempts) for c in credits] == [
+        ("ok" if n % 2 == 0 else "queued", 1) for n in range(20)]
+    assert await wallet_log.backlog() == 10
 
 
 async def test_a_refused_debit_is_closed_by_its_refusal(wallet_log: WalletLog) -> None:
