@@ -699,12 +699,16 @@ def wallet_debits(serve: LivetableServe) -> dict[str, float]:
 def _spy(pid: int, out: Path, start_ns: int, seconds: float) -> threading.Thread:
     """py-spy sampling ``pid`` (every thread, idle ones too: a server that waits shows
     where) from ``start_ns`` (wall clock) for ``seconds``, collapsed stacks to ``out``
-    (``pip install py-spy``)."""
+    (``pip install py-spy``). ``BENCH_SPY_RATE`` samples a second (default 100),
+    ``BENCH_SPY_IDLE=0`` only the samples that run (CPU, not waits), ``BENCH_SPY_NATIVE=1``
+    C frames too."""
     spy = Path(PYTHON).parent / "py-spy"
 
     def record(target: int, to: Path) -> subprocess.Popen[bytes]:
-        return subprocess.Popen([str(spy), "record", "--pid", str(target), "--idle",
-                                 "--threads", "--format", "raw", "--rate", "100",
+        idle = ["--idle"] if os.environ.get("BENCH_SPY_IDLE", "1") != "0" else []
+        return subprocess.Popen([str(spy), "record", "--pid", str(target), *idle,
+                                 "--threads", "--format", "raw", "--rate",
+                                 os.environ.get("BENCH_SPY_RATE", "100"),
                                  "--nonblocking",
                                  *(["--native"] if os.environ.get("BENCH_SPY_NATIVE") else []),
                                  "--duration", str(int(seconds + 0.999)),
