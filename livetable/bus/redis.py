@@ -45,7 +45,7 @@ from livetable.bus.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.bus.redis_conn import is_redis_outage
 from livetable.store.base import StoreUnavailable
 from livetable.store.postgres import PostgresStore
-from livetable.tasks import cancel
+from livetable.tasks import cancel, check_cancelled
 
 log = logging.getLogger("livetable.bus")
 
@@ -188,6 +188,7 @@ class RedisBus:
         backoff = 0.1
         first = True
         while True:
+            check_cancelled()  # redis-py may have swallowed it (livetable/tasks.py)
             pubsub: Any = None
             try:
                 if isinstance(self.subscriber, RedisCluster):
@@ -231,6 +232,7 @@ class RedisBus:
         last_ping = 0.0
         get = pubsub.get_sharded_message if self.sharded else pubsub.get_message
         while True:
+            check_cancelled()
             now = time.monotonic()
             if now - last_ping >= self.ping_interval:
                 if self.sharded:

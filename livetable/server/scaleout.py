@@ -20,6 +20,18 @@ takes it, rebuilds the engine from the store and applies the engine's recovery r
 round goes on (all its cards recorded) or is cancelled and refunded — within ``ttl +
 poll`` of the lapse (2 s + 0.5 s by default).
 On a graceful stop an engine releases its leases, so a standby takes over at once.
+
+**Renewals on a thread of their own.** The lease says an engine is alive, not that its
+event loop is idle. Renewed from the loop that also serves websockets (``livetable
+serve``), a burst of bets that kept the loop busy past the lease's 2 s left the renewal
+waiting in line; a standby took the lapsed lease and, by the recovery rule, cancelled the
+round in betting (measured: a 100,000-bet intake, 75,997 bets refused
+``betting_closed``; docs/benchmarks.md). So the renewals run on a thread with an event
+loop and a Redis connection of its own (:class:`_Renewals`), which a busy loop does not
+hold up; the engine's loop only takes leases, drops the tables it lost and says it is
+alive (:attr:`LeasedTables.heartbeat`). A loop that has not said so for
+:data:`STALL_LIMIT` seconds is stuck, not busy: its leases are left to lapse, and a
+standby takes the tables over.
 """
 
 from __future__ import annotations
@@ -28,9 +40,11 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from importlib import resources
+from typing import Any
 
 import msgspec
 from redis.asyncio import Redis
@@ -43,11 +57,14 @@ from livetable.clock import now_ms
 from livetable.server.runner import DealerAction, TableRunner
 from livetable.store.base import FenceRefused, StoreUnavailable
 from livetable.store.postgres import PostgresStore
-from livetable.tasks import cancel
+from livetable.tasks import cancel, check_cancelled
 
 log = logging.getLogger("livetable.scaleout")
 
 COMMAND_TIMEOUT = 5.0
+#: Seconds without a word from the engine's event loop after which its leases are no
+#: longer renewed (a stuck loop, not a busy one: see the module's docstring).
+STALL_LIMIT = 20.0
 
 
 class CommandEnvelope(msgspec.Struct, kw_only=True):
@@ -91,10 +108,10 @@ class RedisControl:
 class LeasedTables:
     """The engine side: holds table leases, runs their runners, serves their commands."""
 
-    def __init__(self, client: Redis | RedisCluster, store: PostgresStore,
+    def __init__(self, client: Redis, store: PostgresStore,
                  tables: list[str], make_runner: Callable[[str], TableRunner], *,
                  ttl_ms: int = 2000, poll: float = 0.5, owner: str | None = None,
-                 keys: RedisKeys | None = None) -> None:
+                 keys: RedisKeys | None = None, stall_limit: float = STALL_LIMIT) -> None:
         self.redis = client
         #: The store whose steps carry our fencing tokens (``fence_tokens``).
         self.store = store
@@ -115,16 +132,29 @@ class LeasedTables:
         self._tokens: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
         self._acquire = client.register_script(_lease_script("acquire"))
-        self._renew = client.register_script(_lease_script("renew"))
         self._release = client.register_script(_lease_script("release"))
+        #: When (monotonic) the engine's event loop last said it is alive.
+        self.heartbeat = time.monotonic()
+        self.stall_limit = stall_limit
+        self._renewals: _Renewals | None = None
+        #: tables being dropped because their lease was lost
+        self._losing: dict[str, asyncio.Task[None]] = {}
 
     async def start(self) -> None:
+        self.heartbeat = time.monotonic()
         await self._tick()
         self._task = asyncio.create_task(self._loop(), name="leases")
+        self._renewals = _Renewals(self, asyncio.get_running_loop())
+        self._renewals.start()
 
     async def stop(self) -> None:
         """Graceful: stop each runner (its last step is stored), then release its lease."""
         await cancel(self._task)
+        if self._renewals is not None:
+            renewals, self._renewals = self._renewals, None
+            await asyncio.to_thread(renewals.stop)
+        for losing in list(self._losing.values()):
+            await losing
         for table in list(self.runners):
             await self._drop(table)
             with contextlib.suppress(RedisError, OSError):
@@ -133,6 +163,8 @@ class LeasedTables:
     async def _loop(self) -> None:
         while True:
             await asyncio.sleep(self.poll)
+            check_cancelled()  # redis-py may have swallowed it (livetable/tasks.py)
+            self.heartbeat = time.monotonic()
             try:
                 await self._tick()
             except (RedisError, OSError) as exc:
@@ -141,31 +173,16 @@ class LeasedTables:
                 log.exception("leases: unexpected error; going on")
 
     async def _tick(self) -> None:
+        """Take the leases free to take; drop the tables whose runner stopped."""
         for table in self.tables:
             runner = self.runners.get(table)
-            sent = time.monotonic()
             if runner is not None:
-                try:
-                    renewed = bool(await self._renew(
-                        keys=[self.keys.lease_owner(table), self.keys.lease_token(table)],
-                        args=[self.owner, self.ttl_ms, self._tokens.get(table, -1)]))
-                except (RedisError, OSError) as exc:
-                    # No answer is not a "no": the lease lasts ttl from the last renewal
-                    # Redis took, and no other engine can take it before. A stale
-                    # connection after a Redis restart, a blip, must not cancel the round
-                    # in play; keep trying while the lease surely lasts (fencing guards
-                    # the store either way).
-                    if runner.alive and sent < self._valid_until.get(table, 0.0):
-                        log.warning("table %s: lease renewal failed (%s); retrying", table,
-                                    exc)
-                        continue
-                    renewed = False
-                if renewed:
-                    self._valid_until[table] = sent + self.ttl_ms / 1000
-                if not renewed or not runner.alive:
-                    log.warning("table %s: lease lost; this engine stops driving it", table)
+                if not runner.alive:
+                    log.warning("table %s: its runner stopped; this engine stops driving "
+                                "it", table)
                     await self._drop(table)
                 continue
+            sent = time.monotonic()
             token = int(await self._acquire(
                 keys=[self.keys.lease_owner(table), self.keys.lease_counter(table),
                       self.keys.lease_token(table)],
@@ -173,6 +190,29 @@ class LeasedTables:
             if token:
                 self._valid_until[table] = sent + self.ttl_ms / 1000
                 await self._take(table, token)
+
+    def valid_until(self, table: str) -> float:
+        """Until when (monotonic) our lease of ``table`` surely lasts (0: none)."""
+        return self._valid_until.get(table, 0.0)
+
+    def renewed(self, table: str, sent: float) -> None:
+        """A renewal sent at ``sent`` (monotonic) was taken: the lease lasts ttl from
+        then. (Called from the renewals' thread: one assignment.)"""
+        self._valid_until[table] = sent + self.ttl_ms / 1000
+
+    def lost(self, table: str, token: int) -> None:
+        """The lease of ``table`` taken with ``token`` is lost (called on the engine's
+        loop): stop driving it — unless it was dropped since, and maybe taken again."""
+        if self._tokens.get(table) == token and table in self.runners \
+                and table not in self._losing:
+            log.warning("table %s: lease lost; this engine stops driving it", table)
+            self._losing[table] = asyncio.create_task(self._lose(table), name=f"lose-{table}")
+
+    async def _lose(self, table: str) -> None:
+        try:
+            await self._drop(table)
+        finally:
+            self._losing.pop(table, None)
 
     async def _take(self, table: str, token: int) -> None:
         """Start driving ``table``, whose lease we took with ``token``."""
@@ -208,6 +248,7 @@ class LeasedTables:
 
     async def _serve_commands(self, table: str, runner: TableRunner) -> None:
         while True:
+            check_cancelled()  # redis-py may have swallowed it (livetable/tasks.py)
             try:
                 item = await self.redis.blpop([self.keys.commands(table)], timeout=1)
                 if item is None:
@@ -233,3 +274,81 @@ class LeasedTables:
     @property
     def held(self) -> list[str]:
         return sorted(self.runners)
+
+
+class _Renewals(threading.Thread):
+    """The renewals of an engine's leases, on a thread with an event loop and a Redis
+    connection of its own (see the module's docstring: why)."""
+
+    def __init__(self, leases: LeasedTables, engine_loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(name="lease-renewals", daemon=True)
+        self.leases = leases
+        self.engine_loop = engine_loop
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._started = threading.Event()
+
+    @staticmethod
+    def register(client: Redis) -> Any:
+        """The renewal's script, on ``client``."""
+        return client.register_script(_lease_script("renew"))
+
+    def run(self) -> None:
+        asyncio.run(self._main())
+
+    def stop(self) -> None:
+        """Stop renewing (a graceful stop: the engine releases its leases next)."""
+        self._started.wait()
+        if self._loop is not None and self._stopping is not None:
+            with contextlib.suppress(RuntimeError):  # its loop already ended
+                self._loop.call_soon_threadsafe(self._stopping.set)
+        self.join()
+
+    async def _main(self) -> None:
+        leases = self.leases
+        self._loop, self._stopping = asyncio.get_running_loop(), asyncio.Event()
+        self._started.set()
+        # a twin of the engine's lease connections (same server, options and retries),
+        # made for this thread's loop: a connection belongs to the loop that uses it
+        pool = leases.redis.connection_pool
+        client = Redis(connection_pool=type(pool)(
+            connection_class=pool.connection_class, max_connections=2,
+            **pool.connection_kwargs))
+        renew = self.register(client)
+        try:
+            while not self._stopping.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), leases.poll)
+                if self._stopping.is_set():
+                    break
+                if time.monotonic() - leases.heartbeat > leases.stall_limit:
+                    continue  # the engine's loop is stuck: let its leases lapse
+                for table, token in list(leases._tokens.items()):
+                    await self._renew(renew, table, token)
+        finally:
+            await client.aclose()
+
+    async def _renew(self, renew: Any, table: str, token: int) -> None:
+        leases = self.leases
+        sent = time.monotonic()
+        try:
+            renewed = bool(await renew(
+                keys=[leases.keys.lease_owner(table), leases.keys.lease_token(table)],
+                args=[leases.owner, leases.ttl_ms, token]))
+        except (RedisError, OSError) as exc:
+            # No answer is not a "no": the lease lasts ttl from the last renewal Redis
+            # took, and no other engine can take it before. A stale connection after a
+            # Redis restart, a blip, must not cancel the round in play; keep trying while
+            # the lease surely lasts (fencing guards the store either way).
+            if sent < leases.valid_until(table):
+                log.warning("table %s: lease renewal failed (%s); retrying", table, exc)
+                return
+            renewed = False
+        except Exception:  # never let one table's trouble stop the renewals of others
+            log.exception("table %s: lease renewal: unexpected error; going on", table)
+            return
+        if renewed:
+            leases.renewed(table, sent)
+        else:
+            with contextlib.suppress(RuntimeError):  # the engine's loop has ended
+                self.engine_loop.call_soon_threadsafe(leases.lost, table, token)

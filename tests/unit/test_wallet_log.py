@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from livetable.operator.log import WalletCall, WalletLog, rollback_tx_id
+from livetable.operator.log import CallState, WalletCall, WalletLog, rollback_tx_id
 from livetable.operator.log_sqlite import SQLiteWalletLog
 from livetable.operator.report import report
 from livetable.store.base import InsufficientBalance, Store, UnknownPlayer
@@ -116,9 +116,9 @@ async def test_calls_made_together_are_answered_as_one_after_another(
         assert prior.tx_id in (f"d-{n}", f"d-{n + 1}") and prior.slip_key == f"b{n // 2}"
     debits = [c for c in await wallet_log.calls() if c.method == "debit"]
     assert len(debits) == 20
+    answers: list[tuple[CallState, str]] = [("ok", '{"status":"ok"}'), ("unknown", "timeout")]
     won = await asyncio.gather(*(wallet_log.answer_debit(c, state, why, T0 + 5)
-                                 for c in debits for state, why in
-                                 (("ok", '{"status":"ok"}'), ("unknown", "timeout"))))
+                                 for c in debits for state, why in answers))
     assert [won[n] + won[n + 1] for n in range(0, 40, 2)] == [1] * 20  # one answer each
     credits = [rollback(c) for c in debits]
     await wallet_log.enqueue(credits, T0 + 6)
