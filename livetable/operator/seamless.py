@@ -64,7 +64,7 @@ from livetable.operator.gate import DebitGate
 from livetable.operator.log import WalletCall, WalletLog, mirror_id
 from livetable.operator.outbox import Outbox
 from livetable.operator.registry import operator_player_id
-from livetable.operator.wallets import OperatorWallets
+from livetable.operator.wallets import OperatorWallet, OperatorWallets
 from livetable.rules import BetSpot
 from livetable.server.metrics import Metrics
 from livetable.store.base import InsufficientBalance, Store
@@ -109,9 +109,10 @@ class SeamlessWallet:
         self.clock = clock
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
-        #: credits and rollbacks on their way (operator/outbox.py)
+        #: credits and rollbacks on their way (operator/outbox.py), on the outbox's
+        #: connections and on the idle places of the debits' lines
         self.outbox = Outbox(settings, wallet_log, self.wallets, metrics, clock,
-                             self._heard, self._wake.set)
+                             self._heard, self._wake.set, self._line)
         self._sweep_asked = False
         self._installation: str | None = None
         #: Calls in a row whose outcome was unknown (no answer, a non-200, garbage), and
@@ -272,12 +273,17 @@ class SeamlessWallet:
 
     def _gate(self, player_id: str) -> DebitGate:
         """The line of debits to the player's operator's wallet (operator/gate.py)."""
-        wallet = self.wallets.of(player_id)
+        return self._line(self.wallets.of(player_id))
+
+    def _line(self, wallet: OperatorWallet) -> DebitGate:
+        """The line of debits to ``wallet``: it lends idle places to the outbox, unless
+        the outbox calls through the same connections."""
         gate = self._gates.get(wallet.operator_id)
         if gate is None:
             gate = self._gates[wallet.operator_id] = DebitGate(
                 wallet.debits.connections, self.clock,
-                ceiling_ms=self.settings.wallet_timeout * 1000 / 2)
+                ceiling_ms=self.settings.wallet_timeout * 1000 / 2,
+                lends=wallet.outbox is not wallet.debits)
         return gate
 
     async def _send(self, call: WalletCall) -> Reply | WalletCall:
