@@ -79,8 +79,7 @@ FAILING_CALLS = 3
 #: ...as long as the last of them is this recent (ms): one that has not been called since
 #: is not known to be down.
 FAILING_FOR_MS = 60_000
-#: Closings (credits, rollbacks) taken out of the ledger and queued at a time: the outbox
-#: starts on a chunk while the next is written.
+#: Closings taken out of the ledger and queued at a time (the outbox starts on each).
 CLOSE_CHUNK = 500
 #: The currency of a player whose session named none (a token minted by ``livetable
 #: token``, not by a launch).
@@ -112,8 +111,7 @@ class SeamlessWallet:
         self.clock = clock
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
-        #: credits and rollbacks on their way (operator/outbox.py), on the outbox's
-        #: connections and on the idle places of the debits' lines
+        #: credits and rollbacks on their way (operator/outbox.py), lines' places borrowed
         self.outbox = Outbox(settings, wallet_log, self.wallets, metrics, clock,
                              self._heard, self._wake.set, self._line)
         self._sweep_asked = False
@@ -279,8 +277,7 @@ class SeamlessWallet:
         return self._line(self.wallets.of(player_id))
 
     def _line(self, wallet: OperatorWallet) -> DebitGate:
-        """The line of debits to ``wallet``: it lends idle places to the outbox, unless
-        the outbox calls through the same connections."""
+        """The line of debits to ``wallet`` (lending the outbox idle places if apart)."""
         gate = self._gates.get(wallet.operator_id)
         if gate is None:
             gate = self._gates[wallet.operator_id] = DebitGate(
@@ -368,8 +365,7 @@ class SeamlessWallet:
 
     async def _close(self, closings: list[Closing], now: int) -> None:
         """Close ``closings`` :data:`CLOSE_CHUNK` at a time, waking the outbox after each:
-        a 5,000-player round's first credits are on the wire while the next are written
-        (one batch for them all had the first credit wait ~310 ms for every player's)."""
+        the first credits are on the wire while the next are written (issue 23)."""
         for start in range(0, len(closings), CLOSE_CHUNK):
             await self._close_chunk(closings[start:start + CLOSE_CHUNK], now)
             self._wake.set()
@@ -450,9 +446,8 @@ class SeamlessWallet:
         self._wake.set()
 
     def settled(self, bets: int, seconds: float) -> None:
-        """A table settled bets (a round, or a chunk of its bets: the runner's
-        ``on_settled``): sweep now, so that their credits are queued at once, not at the
-        next interval (up to 250 ms later)."""
+        """A table settled bets (the runner's ``on_settled``): sweep now, so that their
+        credits are queued at once, not at the next interval (up to 250 ms later)."""
         self._ask_sweep()
 
     # --- the loop -------------------------------------------------------------------------
@@ -471,9 +466,8 @@ class SeamlessWallet:
             while True:
                 self._wake.clear()
                 try:
-                    # a delivery ending wakes the loop only to send more; the sweep (which
-                    # reads every open debit) keeps its interval unless asked (a rollback
-                    # queued, bets settled)
+                    # a delivery ending wakes the loop only to send more; the sweep keeps
+                    # its interval unless asked (a rollback queued, bets settled)
                     if (sweeping is None or sweeping.done()) and (
                             self._sweep_asked or loop.time() - swept >= interval):
                         self._sweep_asked = False
@@ -493,8 +487,6 @@ class SeamlessWallet:
     async def _sweep_once(self) -> None:
         try:
             await self.sweep()
-        except asyncio.CancelledError:
-            raise
         except Exception:
             log.exception("wallet sweep failed; retrying")
         finally:
