@@ -108,8 +108,10 @@ class Outbox:
         return now, most
 
     def _borrow(self, wallet: OperatorWallet) -> DebitGate | None:
-        """A place lent by ``wallet``'s line of debits, or None."""
-        if self.line_of is None:
+        """A place lent by ``wallet``'s line of debits, or None (none when the outbox
+        calls through the debits' own client: one wallet for both, or an operator this
+        process was never told of, whose line is not made here)."""
+        if self.line_of is None or wallet.debits is wallet.outbox:
             return None
         line = self.lines.get(wallet.operator_id)
         if line is None:

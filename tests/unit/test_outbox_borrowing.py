@@ -190,3 +190,36 @@ async def test_a_borrowed_place_given_back_goes_to_the_debit_in_line(rig: Rig) -
     assert (line.busy, line.borrowed) == (DEBITS, DEBITS // 2 - 1)
     await rig.wallet.outbox.send_due()
     assert line.borrowed == DEBITS // 2 - 1  # the pool is full: nothing more lent
+
+
+async def test_credits_to_an_operator_never_configured_make_no_line_of_debits(
+        tmp_path: Path) -> None:
+    """Credits for ``bet7``'s players, an operator this process was never told of, cannot
+    borrow (its calls all end unknown, and stay queued): the outbox makes no line for it
+    — a line made now would hold ``bet7``'s debits to one place once it is configured."""
+    store = SQLiteStore(tmp_path / "lt.db")
+    log = SQLiteWalletLog(tmp_path / "lt-wallet.db")
+    wallets = OperatorWallets(timeout=1.0, connections=8)
+    wallets.serve("acme", "http://127.0.0.1:9/wallet", b"s")
+    settings = Settings(wallet="seamless", wallet_url="http://127.0.0.1:9/wallet",
+                        wallet_secret=b"s", wallet_timeout=1.0)
+    wallet = SeamlessWallet(settings, store, log, wallets, Metrics(), clock=Clock())
+    calls = []
+    for i in range(10):
+        tx_id = f"c-{i}"
+        calls.append(WalletCall(
+            tx_id=tx_id, method="credit", player_id=f"bet7~p{i}", currency="THB",
+            table_id=TABLE, round_id="t1.1.1", amount=100,
+            body=msgspec.json.encode({"tx_id": tx_id, "player_id": f"p{i}"}),
+            state="queued", created_at=T0, updated_at=T0, next_at=T0))
+    await log.enqueue(calls, T0)
+    try:
+        started = await wallet.outbox.send_due()
+        assert len(started) == wallets.outbox_connections == 2  # acme's quarter of 8
+        await asyncio.gather(*started)
+        assert "bet7" not in wallet._gates
+        assert await log.backlog() == 10  # unknown outcomes: still owed
+    finally:
+        await wallet.stop()
+        await log.close()
+        await store.close()
