@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 from livetable.config import Settings
 from livetable.operator.client import Reply
-from livetable.operator.gate import DebitGate
+from livetable.operator.gate import DebitGate, lendable
 from livetable.operator.log import WalletCall, WalletLog
 from livetable.operator.wallets import OperatorWallet, OperatorWallets
 from livetable.server.metrics import Metrics
@@ -98,12 +98,17 @@ class Outbox:
         clients' connections, every operator's together (more on borrowed places)."""
         return self.wallets.outbox_connections
 
-    def _lendable(self) -> tuple[int, int]:
-        """Places the lines of debits asked so far could lend now, and at most."""
+    def _lendable(self, lenders: list[OperatorWallet]) -> tuple[int, int]:
+        """Places the lines of debits of ``lenders`` could lend now (a line not asked yet:
+        as many as it may), and at most."""
         now = most = 0
-        for line in self.lines.values():
-            most += line.lendable
-            if not line.waiting:
+        for wallet in lenders:
+            places = lendable(wallet.debits.connections)
+            most += places
+            line = self.lines.get(wallet.operator_id)
+            if line is None:
+                now += places
+            elif not line.waiting:
                 now += max(0, min(line.lendable - line.borrowed, line.limit - line.busy))
         return now, most
 
@@ -123,7 +128,8 @@ class Outbox:
         then those the lines of debits lend): each call on its own, so a wallet slow to
         answer one player holds one place (for at most the call's deadline), never the
         others' deliveries."""
-        lend_now, lend_most = self._lendable()
+        lenders = self.wallets.lenders() if self.line_of is not None else []
+        lend_now, lend_most = self._lendable(lenders)
         free = self.limit - self.calling + lend_now
         if free <= 0:
             return []
@@ -135,10 +141,8 @@ class Outbox:
                 if c.tx_id not in known)
         tasks = []
         kept: list[WalletCall] = []  # calls whose operator lends no place now, in order
-        refused: set[str] = set()  # those operators
-        operators = max(1, len(self.wallets.operators))
-        while self.ready and (self.calling < self.limit
-                              or (self.line_of is not None and len(refused) < operators)):
+        refused: set[str] = set()  # those operators (of those that may lend)
+        while self.ready and (self.calling < self.limit or len(refused) < len(lenders)):
             call = self.ready.popleft()
             if call.tx_id in self.sending:
                 continue
@@ -147,7 +151,8 @@ class Outbox:
                 wallet = self.wallets.of(call.player_id)
                 line = None if wallet.operator_id in refused else self._borrow(wallet)
                 if line is None:
-                    refused.add(wallet.operator_id)
+                    if wallet.debits is not wallet.outbox:
+                        refused.add(wallet.operator_id)
                     kept.append(call)
                     continue
                 self.borrowed += 1

@@ -119,6 +119,12 @@ class OperatorWallets:
         wallets = [self._every] if self._every is not None else self._wallets.values()
         return max(1, sum(wallet.outbox.connections for wallet in wallets))
 
+    def lenders(self) -> list[OperatorWallet]:
+        """The wallets whose debit connections the outbox may borrow (those whose outbox
+        has connections of its own: operator/outbox.py)."""
+        wallets = [self._every] if self._every is not None else self._wallets.values()
+        return [wallet for wallet in wallets if wallet.debits is not wallet.outbox]
+
     async def aclose(self) -> None:
         wallets = [self._every] if self._every is not None else list(self._wallets.values())
         for wallet in wallets:

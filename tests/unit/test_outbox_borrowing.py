@@ -196,7 +196,8 @@ async def test_credits_to_an_operator_never_configured_make_no_line_of_debits(
         tmp_path: Path) -> None:
     """Credits for ``bet7``'s players, an operator this process was never told of, cannot
     borrow (its calls all end unknown, and stay queued): the outbox makes no line for it
-    — a line made now would hold ``bet7``'s debits to one place once it is configured."""
+    — a line made now would hold ``bet7``'s debits to one place once it is configured —
+    and they do not stop ``acme``'s credits behind them from borrowing ``acme``'s."""
     store = SQLiteStore(tmp_path / "lt.db")
     log = SQLiteWalletLog(tmp_path / "lt-wallet.db")
     wallets = OperatorWallets(timeout=1.0, connections=8)
@@ -205,20 +206,23 @@ async def test_credits_to_an_operator_never_configured_make_no_line_of_debits(
                         wallet_secret=b"s", wallet_timeout=1.0)
     wallet = SeamlessWallet(settings, store, log, wallets, Metrics(), clock=Clock())
     calls = []
-    for i in range(10):
+    for i in range(20):
         tx_id = f"c-{i}"
+        operator, due = ("bet7", T0 - 1) if i < 10 else ("acme", T0)  # bet7's first
         calls.append(WalletCall(
-            tx_id=tx_id, method="credit", player_id=f"bet7~p{i}", currency="THB",
+            tx_id=tx_id, method="credit", player_id=f"{operator}~p{i}", currency="THB",
             table_id=TABLE, round_id="t1.1.1", amount=100,
             body=msgspec.json.encode({"tx_id": tx_id, "player_id": f"p{i}"}),
-            state="queued", created_at=T0, updated_at=T0, next_at=T0))
+            state="queued", created_at=T0, updated_at=T0, next_at=due))
     await log.enqueue(calls, T0)
     try:
         started = await wallet.outbox.send_due()
-        assert len(started) == wallets.outbox_connections == 2  # acme's quarter of 8
+        # acme's quarter of 8 (bet7's first two), then half of acme's 6 debit places
+        assert wallets.outbox_connections == 2 and len(started) == 2 + 3
+        assert wallet._gates["acme"].borrowed == 3
         await asyncio.gather(*started)
-        assert "bet7" not in wallet._gates
-        assert await log.backlog() == 10  # unknown outcomes: still owed
+        assert "bet7" not in wallet._gates and wallet._gates["acme"].busy == 0
+        assert await log.backlog() == 20  # unknown outcomes (nobody at port 9): owed
     finally:
         await wallet.stop()
         await log.close()
