@@ -22,6 +22,7 @@ def cmd_operator_demo(args: argparse.Namespace) -> int:
     import os
 
     import uvicorn
+    import uvloop
     from aiohttp import web
 
     from livetable.operator import registry
@@ -56,9 +57,12 @@ def cmd_operator_demo(args: argparse.Namespace) -> int:
                                         faults=faults)
         print(f"operator-demo: wallet at {here}/wallet (livetable --wallet seamless "
               f"--wallet-url {here}/wallet); books at /state", flush=True)
-        # one operator, as the bench runs it: on aiohttp's server (operator/reference.py)
+        # one operator, as the bench runs it: on aiohttp's server (operator/reference.py),
+        # on uvloop as livetable's server is (asyncio's own loop cost a third more CPU a
+        # call: docs/benchmarks.md, the 5,000-player close)
         logging.basicConfig(level=args.log_level.upper())
-        web.run_app(server, host=args.host, port=args.port, print=None, access_log=None)
+        web.run_app(server, host=args.host, port=args.port, print=None, access_log=None,
+                    loop=uvloop.new_event_loop())
         return 0
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

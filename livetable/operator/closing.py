@@ -4,9 +4,10 @@ Each closing is the ledger's withdrawal that takes the money out (the player's r
 the refund, or the unused mirror deposit: docs/operator.md, "How the ledger shows
 seamless bets") and the call queued after it in the wallet log's outbox, which closes the
 debits it names. The wallet (operator/seamless.py) makes them in batches — a round's
-close is one read of its settlements, one :meth:`~livetable.store.base.Store.
-withdraw_many` and one :meth:`~livetable.operator.log.WalletLog.enqueue` for all its
-players, not three calls per player (5,000 players were ~15,000 calls in a row).
+close is one read of its settlements, then one :meth:`~livetable.store.base.Store.
+withdraw_many` and one :meth:`~livetable.operator.log.WalletLog.enqueue` per
+:data:`~livetable.operator.seamless.CLOSE_CHUNK` players, not three calls per player
+(5,000 players were ~15,000 calls in a row).
 """
 
 from __future__ import annotations

@@ -16,6 +16,16 @@ moving average of their times, timeouts too, at least :data:`MIN_CALL_MS`); a de
 sent only with :data:`HEADROOM` times that left: a slower wallet or a busier machine makes
 the line refuse sooner, instead of sending calls that time out (each a debit in doubt, a
 rollback, and a connection dropped and made again).
+
+Idle places are lent to the outbox (operator/outbox.py). Once betting closes the debit
+connections sit idle while a round's credits queue, so the outbox may deliver through the
+debit client while no debit waits in line (:meth:`DebitGate.borrow`), at most
+:func:`lendable` places at once: a borrowed place counts in :attr:`DebitGate.busy`, so
+debits and credits together never exceed the debit connections, and since at least half
+the places are never lent, a debit arriving while credits borrow finds one free at once
+as long as fewer than half are debits in flight. A borrowed place is given back
+(:meth:`DebitGate.give_back`) when its call ends — bounded by the call's deadline — and
+goes first to a debit in line.
 """
 
 from __future__ import annotations
@@ -32,18 +42,30 @@ WEIGHT = 0.1
 HEADROOM = 1.5
 
 
+def lendable(limit: int) -> int:
+    """How many of ``limit`` debit places the outbox may borrow at once: at most half."""
+    return limit // 2
+
+
 class DebitGate:
     """At most ``limit`` debits in flight to one wallet; the others wait in line (first
     come, first sent), each until its deadline (see the module's docstring)."""
 
     def __init__(self, limit: int, clock: Callable[[], int], *,
-                 ceiling_ms: float = 1000.0) -> None:
+                 ceiling_ms: float = 1000.0, lends: bool = True) -> None:
+        """``lends``: whether the outbox may borrow places (not when it calls through
+        the same connections as the debits)."""
         self.limit = max(1, limit)
         self.clock = clock
         #: The typical call is never counted longer than this (ms): a run of timeouts
         #: must not make the line refuse every debit for ever after.
         self.ceiling_ms = ceiling_ms
+        #: places held: debits on the wire and places lent to the outbox
         self.busy = 0
+        #: places lent to the outbox (part of :attr:`busy`), at most :attr:`lendable`
+        self.borrowed = 0
+        #: the most places lent at once
+        self.lendable = lendable(self.limit) if lends else 0
         self.typical_ms = float(MIN_CALL_MS)
         #: debits in line (the deque keeps the ones given up on until they come up)
         self.waiting = 0
@@ -102,6 +124,23 @@ class DebitGate:
         if took_ms is not None:
             took = min(self.ceiling_ms, took_ms)
             self.typical_ms += WEIGHT * (took - self.typical_ms)
+        self.busy -= 1
+        self._hand_on()
+
+    def borrow(self) -> bool:
+        """Lend the outbox a place, if no debit waits in line, a place is free and fewer
+        than :attr:`lendable` are lent already: True if lent (the caller must
+        :meth:`give_back` it when its call ends)."""
+        if self.waiting or self.busy >= self.limit or self.borrowed >= self.lendable:
+            return False
+        self.busy += 1
+        self.borrowed += 1
+        return True
+
+    def give_back(self) -> None:
+        """A lent place back (its call ended): to the first debit in line, if any. A
+        credit's time does not count in :attr:`typical_ms` (the debits' own)."""
+        self.borrowed -= 1
         self.busy -= 1
         self._hand_on()
 

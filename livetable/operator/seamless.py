@@ -64,7 +64,7 @@ from livetable.operator.gate import DebitGate
 from livetable.operator.log import WalletCall, WalletLog, mirror_id
 from livetable.operator.outbox import Outbox
 from livetable.operator.registry import operator_player_id
-from livetable.operator.wallets import OperatorWallets
+from livetable.operator.wallets import OperatorWallet, OperatorWallets
 from livetable.rules import BetSpot
 from livetable.server.metrics import Metrics
 from livetable.store.base import InsufficientBalance, Store
@@ -79,6 +79,8 @@ FAILING_CALLS = 3
 #: ...as long as the last of them is this recent (ms): one that has not been called since
 #: is not known to be down.
 FAILING_FOR_MS = 60_000
+#: Closings taken out of the ledger and queued at a time (the outbox starts on each).
+CLOSE_CHUNK = 500
 #: The currency of a player whose session named none (a token minted by ``livetable
 #: token``, not by a launch).
 DEFAULT_CURRENCY = "XXX"
@@ -109,9 +111,9 @@ class SeamlessWallet:
         self.clock = clock
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
-        #: credits and rollbacks on their way (operator/outbox.py)
+        #: credits and rollbacks on their way (operator/outbox.py), lines' places borrowed
         self.outbox = Outbox(settings, wallet_log, self.wallets, metrics, clock,
-                             self._heard, self._wake.set)
+                             self._heard, self._wake.set, self._line)
         self._sweep_asked = False
         self._installation: str | None = None
         #: Calls in a row whose outcome was unknown (no answer, a non-200, garbage), and
@@ -272,12 +274,16 @@ class SeamlessWallet:
 
     def _gate(self, player_id: str) -> DebitGate:
         """The line of debits to the player's operator's wallet (operator/gate.py)."""
-        wallet = self.wallets.of(player_id)
+        return self._line(self.wallets.of(player_id))
+
+    def _line(self, wallet: OperatorWallet) -> DebitGate:
+        """The line of debits to ``wallet`` (lending the outbox idle places if apart)."""
         gate = self._gates.get(wallet.operator_id)
         if gate is None:
             gate = self._gates[wallet.operator_id] = DebitGate(
                 wallet.debits.connections, self.clock,
-                ceiling_ms=self.settings.wallet_timeout * 1000 / 2)
+                ceiling_ms=self.settings.wallet_timeout * 1000 / 2,
+                lends=wallet.outbox is not wallet.debits)
         return gate
 
     async def _send(self, call: WalletCall) -> Reply | WalletCall:
@@ -358,6 +364,13 @@ class SeamlessWallet:
     # --- closing debits -----------------------------------------------------------------
 
     async def _close(self, closings: list[Closing], now: int) -> None:
+        """Close ``closings`` :data:`CLOSE_CHUNK` at a time, waking the outbox after each:
+        the first credits are on the wire while the next are written (issue 23)."""
+        for start in range(0, len(closings), CLOSE_CHUNK):
+            await self._close_chunk(closings[start:start + CLOSE_CHUNK], now)
+            self._wake.set()
+
+    async def _close_chunk(self, closings: list[Closing], now: int) -> None:
         """Take each closing's money out of the ledger (one store call for them all), then
         queue the calls of those done (one log write): each closes the debits it names.
         One the ledger cannot do is logged and left open (the audit says more)."""
@@ -379,8 +392,8 @@ class SeamlessWallet:
         """Close what is due: debits nobody answered or whose outcome is unknown (rolled
         back), and the debits of ended rounds (one credit per player for the bets in the
         ledger, a rollback for the rest) — in batches: one store call and one log write
-        for all the rollbacks, and as many for each ended round, whatever its players.
-        One batch that fails (logged) does not hold up the others."""
+        for every :data:`CLOSE_CHUNK` rollbacks, and as many for each ended round's
+        closings. One batch that fails (logged) does not hold up the others."""
         now = self.clock()
         unknown = {d.tx_id: d for d in await self.log.expire_debits(now - TAKEOVER_MS, now)}
         by_round: dict[str, list[WalletCall]] = defaultdict(list)
@@ -432,6 +445,11 @@ class SeamlessWallet:
         self._sweep_asked = True
         self._wake.set()
 
+    def settled(self, bets: int, seconds: float) -> None:
+        """A table settled bets (the runner's ``on_settled``): sweep now, so that their
+        credits are queued at once, not at the next interval (up to 250 ms later)."""
+        self._ask_sweep()
+
     # --- the loop -------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -439,25 +457,40 @@ class SeamlessWallet:
 
     async def run(self, interval: float = 0.25) -> None:
         """Sweep and start deliveries, forever, never waiting on an answer; a failure (the
-        store down) is logged and retried."""
+        store down) is logged and retried. The sweep is a task of its own, one at a time:
+        the outbox delivers a round's first closings while the sweep writes the next."""
         loop = asyncio.get_running_loop()
         swept = -interval
-        while True:
-            self._wake.clear()
-            try:
-                # a delivery ending wakes the loop only to send more; the sweep (which
-                # reads every open debit) keeps its interval unless a rollback asked
-                if self._sweep_asked or loop.time() - swept >= interval:
-                    self._sweep_asked = False
-                    swept = loop.time()
-                    await self.sweep()
-                await self.outbox.send_due()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("wallet sweep failed; retrying")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), interval)
+        sweeping: asyncio.Task[None] | None = None
+        try:
+            while True:
+                self._wake.clear()
+                try:
+                    # a delivery ending wakes the loop only to send more; the sweep keeps
+                    # its interval unless asked (a rollback queued, bets settled)
+                    if (sweeping is None or sweeping.done()) and (
+                            self._sweep_asked or loop.time() - swept >= interval):
+                        self._sweep_asked = False
+                        swept = loop.time()
+                        sweeping = asyncio.create_task(self._sweep_once(),
+                                                       name="wallet-sweep")
+                    await self.outbox.send_due()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("wallet delivery failed; retrying")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), interval)
+        finally:
+            await cancel(sweeping)
+
+    async def _sweep_once(self) -> None:
+        try:
+            await self.sweep()
+        except Exception:
+            log.exception("wallet sweep failed; retrying")
+        finally:
+            self._wake.set()  # another sweep may have been asked meanwhile
 
     async def stop(self) -> None:
         await cancel(self._task)

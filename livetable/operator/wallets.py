@@ -14,7 +14,8 @@ operator, ``default``, whose players' ids carry no prefix.
 
 Each operator gets two pools of connections, as the one wallet had: most for debits and
 balances (a player waits for them), a quarter for the outbox, so that a backlog of
-credits never takes the connections a bet is waiting for.
+credits never takes the connections a bet is waiting for. (The outbox may borrow up to
+half of the debit connections while no debit waits: operator/gate.py, operator/outbox.py.)
 
 Reloads (SIGHUP, :meth:`OperatorWallets.update`) never drop a call in flight: a new
 operator gets its pools; a changed URL or secret is taken by the next call (the client
@@ -117,6 +118,12 @@ class OperatorWallets:
         rollbacks may be in flight at once."""
         wallets = [self._every] if self._every is not None else self._wallets.values()
         return max(1, sum(wallet.outbox.connections for wallet in wallets))
+
+    def lenders(self) -> list[OperatorWallet]:
+        """The wallets whose debit connections the outbox may borrow (those whose outbox
+        has connections of its own: operator/outbox.py)."""
+        wallets = [self._every] if self._every is not None else self._wallets.values()
+        return [wallet for wallet in wallets if wallet.debits is not wallet.outbox]
 
     async def aclose(self) -> None:
         wallets = [self._every] if self._every is not None else list(self._wallets.values())

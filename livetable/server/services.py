@@ -358,10 +358,16 @@ class Services:
             mode="manual" if self.settings.mode == "manual" else "auto",
             limits=limits_of(self.settings), timing=timing_of(self.settings),
             stream=stream_of(self.settings, table), rng=self.rng,
-            on_settled=self.metrics.settled, on_refused=self.metrics.step_refused,
+            on_settled=self._settled, on_refused=self.metrics.step_refused,
             fatal=fatal)
         self.runners[table] = runner
         return runner
+
+    def _settled(self, bets: int, seconds: float) -> None:
+        """A runner settled bets: counted, and their seamless credits queued at once."""
+        self.metrics.settled(bets, seconds)
+        if self.wallet is not None:
+            self.wallet.settled(bets, seconds)
 
     async def execute(self, table: str, command: DealerAction) -> p.Ack | p.Error:
         runner = self.runners.get(table)

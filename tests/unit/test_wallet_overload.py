@@ -6,6 +6,7 @@ player."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,11 @@ from test_wallet import ALICE, INITIAL, R1, T0, TABLE, Rig, applied_once, credit
 from livetable import protocol as p
 from livetable.auth import Identity
 from livetable.engine.bets import BetRequest, Rejection, SlipRequest
+from livetable.operator import seamless
 from livetable.operator.gate import MIN_CALL_MS, DebitGate
 from livetable.operator.reference import Faults
 from livetable.operator.seamless import NOT_SENT
+from livetable.tasks import cancel
 
 
 class Clock:
@@ -156,4 +159,54 @@ async def test_a_500_player_rounds_close_is_a_few_calls_and_pays_every_player_ri
         view = await rig.store.player(player)
         assert view is not None and view.balance == 0
     assert (await rig.store.audit()).ok
+    await rig.close()
+
+
+async def test_a_rounds_close_is_delivered_chunk_by_chunk_and_starts_when_bets_settle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop's sweep runs once at start, then not for 30 s unless asked: the round's
+    settlement asks (``settled``, the runner's hook), and its credits are written 2 at a
+    time (``CLOSE_CHUNK``), the outbox delivering the first while the next wait to be
+    written. Before, the close waited for the next interval and wrote every credit before
+    the first was sent."""
+    monkeypatch.setattr(seamless, "CLOSE_CHUNK", 2)
+    rig = Rig(tmp_path, timeout=5.0, connections=8)
+    await rig.open_round()
+    players = [f"p{i}" for i in range(5)]
+    for player in players:
+        await rig.store.ensure_player(player, player, 0, T0)
+        answer = await rig.wallet.place_slip(
+            Identity(kind="player", id=player, name=player, expires=2**40, currency="THB"),
+            slip(player, f"{player}-b"), rig.clock.now, T0 + 16_000)
+        assert isinstance(answer, p.SlipAccepted)
+    withdrawals: list[int] = []
+    first_delivered: list[bool] = []
+    real = rig.store.withdraw_many
+
+    async def withdraw_many(moves: Any, now: int) -> Any:
+        withdrawals.append(len(moves))
+        if len(withdrawals) == 2:  # the first chunk's credits reach the operator meanwhile
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5):
+                    while sum(len(credits_of(rig.books, p_, R1)) for p_ in players) < 2:
+                        await asyncio.sleep(0.01)
+            first_delivered.append(
+                sum(len(credits_of(rig.books, p_, R1)) for p_ in players) == 2)
+        return await real(moves, now)
+
+    rig.store.withdraw_many = withdraw_many  # type: ignore[method-assign]
+    loop = asyncio.create_task(rig.wallet.run(interval=30))
+    try:
+        await asyncio.sleep(0.3)  # its first sweep: nothing ended yet
+        await rig.settle()
+        rig.wallet.settled(len(players), 0.0)
+        async with asyncio.timeout(10):
+            while sum(len(credits_of(rig.books, p_, R1)) for p_ in players) < len(players):
+                await asyncio.sleep(0.02)
+    finally:
+        await cancel(loop)
+    assert withdrawals == [2, 2, 1] and first_delivered == [True]
+    for player in players:
+        assert len(credits_of(rig.books, player, R1)) == 1
+    applied_once(rig.books)
     await rig.close()

@@ -102,6 +102,18 @@ class Client:
         for frame in frames:
             self.send(frame.decode())
 
+    def send_texts(self, texts: list[str], framed: bytes) -> None:
+        """:meth:`send_all` of frames already decoded: one write of ``framed`` (every
+        frame's websocket framing, in order) to an idle connection, else each queued."""
+        if self.closed:
+            return
+        if (self.write_frame is not None and not self.queue and not self.in_flight
+                and self.write_frame(framed)):
+            self.host.metrics.frames_out += len(texts)
+            return
+        for text in texts:
+            self.send(text)
+
     def _wake_writer(self) -> None:
         if self.writer is None or self.writer.done():
             self.writer = asyncio.get_running_loop().create_task(self._write())
