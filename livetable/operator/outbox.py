@@ -15,10 +15,10 @@ from the debits' path so that it can be read and bounded on its own:
   while a round's credits queue: with its own places all taken, the outbox delivers
   through the player's operator's *debit* client, on a place lent by that operator's
   line of debits (:meth:`livetable.operator.gate.DebitGate.borrow`) — only while no debit
-  waits there, at most half its places, counted in its ``busy`` (debits and credits
+  waits there, at most three quarters of its places, counted in its ``busy`` (debits and credits
   together never exceed the debit connections) and given back when the call ends. A
-  5,000-player round's close at 20 ms a call: 32 places were a floor of 3.1 s; 32 + 48
-  are 1.25 s.
+  5,000-player round's close at 20 ms a call: 32 places were a floor of 3.1 s; 32 + 72
+  are 0.96 s.
 * **Never lost, never doubled.** A call stays ``queued`` in the log until an ``ok`` is
   recorded, and is sent again — byte for byte, the same ``tx_id`` — after a back-off
   (:func:`backoff_ms`); the operator applies a ``tx_id`` once.

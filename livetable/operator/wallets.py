@@ -15,7 +15,7 @@ operator, ``default``, whose players' ids carry no prefix.
 Each operator gets two pools of connections, as the one wallet had: most for debits and
 balances (a player waits for them), a quarter for the outbox, so that a backlog of
 credits never takes the connections a bet is waiting for. (The outbox may borrow up to
-half of the debit connections while no debit waits: operator/gate.py, operator/outbox.py.)
+three quarters of the debit connections while no debit waits: operator/gate.py, operator/outbox.py.)
 
 Reloads (SIGHUP, :meth:`OperatorWallets.update`) never drop a call in flight: a new
 operator gets its pools; a changed URL or secret is taken by the next call (the client

@@ -1,6 +1,6 @@
 """The outbox borrows the idle places of the debits' line (issue 23, operator/outbox.py,
 operator/gate.py): once betting closes, a round's credits go out on the outbox's own
-connections *and* on up to half of the debit connections, never more than the two pools
+connections *and* on up to three quarters of the debit connections, never more than the two pools
 hold, and a debit arriving meanwhile is sent at once.
 
 The operator's wallet is a fake here: clients that count the calls in flight and hold
@@ -23,6 +23,7 @@ from livetable.auth import Identity
 from livetable.config import Settings
 from livetable.engine.bets import BetRequest, Rejection
 from livetable.operator.client import Reply, WalletClient
+from livetable.operator.gate import lendable
 from livetable.operator.log import WalletCall
 from livetable.operator.log_sqlite import SQLiteWalletLog
 from livetable.operator.seamless import SeamlessWallet
@@ -32,6 +33,8 @@ from livetable.store.sqlite import SQLiteStore
 
 OUTBOX = 8
 DEBITS = 24
+#: the debit places the outbox may borrow: 18 of 24
+LENT = lendable(DEBITS)
 FAR = T0 + 60_000
 
 
@@ -124,16 +127,16 @@ async def settle_down() -> None:
 
 
 @pytest.mark.parametrize("debits_in_flight", [0, 20])
-async def test_the_outbox_borrows_idle_debit_places_up_to_half_never_over_the_pool(
+async def test_the_outbox_borrows_idle_debit_places_never_over_the_pool(
         rig: Rig, debits_in_flight: int) -> None:
     """100 credits queued: the outbox's 8 connections, plus as many of the debits' 24 as
-    are free, at most 12 (half); all delivered once each, never more in flight. Before,
-    8 at a time, whatever the debits' line."""
+    are free, at most 18 (three quarters); all delivered once each, never more in flight.
+    Before, 8 at a time, whatever the debits' line."""
     line = rig.wallet._gate("p0")
     for _ in range(debits_in_flight):
         assert await line.enter(FAR)  # debits on the wire
     await queue_credits(rig.log, 100)
-    lent = min(DEBITS // 2, DEBITS - debits_in_flight)
+    lent = min(LENT, DEBITS - debits_in_flight)
     started = await rig.wallet.outbox.send_due()
     await settle_down()
     assert len(started) == OUTBOX + lent
@@ -153,43 +156,43 @@ async def test_the_outbox_borrows_idle_debit_places_up_to_half_never_over_the_po
 
 
 async def test_a_debit_arriving_while_credits_borrow_is_sent_at_once(rig: Rig) -> None:
-    """12 of the 24 debit places carry credits that are not answered: a slip's debit is
-    still sent at once (half the places are never lent), and answered."""
+    """18 of the 24 debit places carry credits that are not answered: a slip's debit is
+    still sent at once (a quarter of the places are never lent), and answered."""
     await queue_credits(rig.log, 100)
     started = await rig.wallet.outbox.send_due()
     await settle_down()
     line = rig.wallet._gate("alice")
-    assert line.borrowed == DEBITS // 2 and rig.debits.now == DEBITS // 2
+    assert line.borrowed == LENT and rig.debits.now == LENT
     alice = Identity(kind="player", id="alice", name="Alice", expires=2**40, currency="THB")
     slip = BetRequest(player_id="alice", table=TABLE, bet_id="b1", round_id="t1.1.1",
                       spot="P1", amount=100).as_slip()
     answer = await asyncio.wait_for(rig.wallet.place_slip(alice, slip, T0, FAR), 5.0)
     assert isinstance(answer, Rejection) and answer.code == "insufficient_funds"
     assert rig.debits.methods["debit"] == 1 and line.waiting == 0
-    assert rig.debits.most == DEBITS // 2 + 1 and rig.debits.now == DEBITS // 2
+    assert rig.debits.most == LENT + 1 and rig.debits.now == LENT
     rig.flight.let_go(10_000)
     await asyncio.gather(*started)
 
 
 async def test_a_borrowed_place_given_back_goes_to_the_debit_in_line(rig: Rig) -> None:
-    """12 debits in flight and 12 places lent: the pool is full, a debit waits in line;
+    """6 debits in flight and 18 places lent: the pool is full, a debit waits in line;
     the first borrowed credit answered gives its place to that debit, not to the outbox."""
     line = rig.wallet._gate("p0")
-    for _ in range(DEBITS // 2):
+    for _ in range(DEBITS - LENT):
         assert await line.enter(FAR)
     await queue_credits(rig.log, 100)
     await rig.wallet.outbox.send_due()
     await settle_down()
-    assert line.busy == DEBITS and line.borrowed == DEBITS // 2
+    assert line.busy == DEBITS and line.borrowed == LENT
     waiter = asyncio.create_task(line.enter(FAR))
     await settle_down()
     assert line.waiting == 1 and not waiter.done()
     rig.flight.let_go(OUTBOX + 1)  # the outbox's own, then the first borrowed
     await settle_down()
     assert waiter.done() and waiter.result() is True
-    assert (line.busy, line.borrowed) == (DEBITS, DEBITS // 2 - 1)
+    assert (line.busy, line.borrowed) == (DEBITS, LENT - 1)
     await rig.wallet.outbox.send_due()
-    assert line.borrowed == DEBITS // 2 - 1  # the pool is full: nothing more lent
+    assert line.borrowed == LENT - 1  # the pool is full: nothing more lent
 
 
 async def test_credits_to_an_operator_never_configured_make_no_line_of_debits(
@@ -217,9 +220,9 @@ async def test_credits_to_an_operator_never_configured_make_no_line_of_debits(
     await log.enqueue(calls, T0)
     try:
         started = await wallet.outbox.send_due()
-        # acme's quarter of 8 (bet7's first two), then half of acme's 6 debit places
-        assert wallets.outbox_connections == 2 and len(started) == 2 + 3
-        assert wallet._gates["acme"].borrowed == 3
+        # acme's quarter of 8 (bet7's first two), then 3/4 of acme's 6 debit places
+        assert wallets.outbox_connections == 2 and len(started) == 2 + 4
+        assert wallet._gates["acme"].borrowed == 4
         await asyncio.gather(*started)
         assert "bet7" not in wallet._gates and wallet._gates["acme"].busy == 0
         assert await log.backlog() == 20  # unknown outcomes (nobody at port 9): owed
