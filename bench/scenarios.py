@@ -563,10 +563,9 @@ def start_operator(work: Path, latency_ms: float, methods: str,
         stderr=subprocess.STDOUT, env=_env_without_livetable())
     wait_port(op_port, timeout=30)
     env.update({"LIVETABLE_WALLET": "seamless", "LIVETABLE_WALLET_SECRET": wallet_secret,
-                "LIVETABLE_WALLET_URL": f"http://127.0.0.1:{op_port}/wallet",
-                # 1,024 (what 10,000 debits a second at 100 ms hold) did worse than
-                # 128 at 200 x 10 bets, 100 ms (docs/benchmarks.md): not understood yet
-                "LIVETABLE_WALLET_CONNECTIONS": "128"})
+                "LIVETABLE_WALLET_URL": f"http://127.0.0.1:{op_port}/wallet"})
+    if os.environ.get("BENCH_WALLET_CONNECTIONS"):  # else the server's default (1,024)
+        env["LIVETABLE_WALLET_CONNECTIONS"] = os.environ["BENCH_WALLET_CONNECTIONS"]
     return operator
 
 

@@ -191,9 +191,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: body together (a debit gets less if the betting window closes sooner); past it the
     #: outcome is unknown and the debit is rolled back.
     wallet_timeout: PositiveSeconds = 3
-    #: Keep-alive HTTP connections to the wallet, at most (per process): three quarters
-    #: for debits and balances, a quarter for the outbox.
-    wallet_connections: Positive = 64
+    #: Keep-alive HTTP connections to each operator's wallet, at most (per process; made
+    #: as calls need them): three quarters for debits and balances, a quarter for the
+    #: outbox. Debits in flight are at most their three quarters, so this bounds the
+    #: bets a second a wallet can take: 768 debits at 100 ms a call are 7,680 a second;
+    #: 64 (the old default) held 500 players × 10 bets at 100 ms to 2,942 of 5,000
+    #: (docs/benchmarks.md, "Seamless bets at table speed").
+    wallet_connections: Positive = 1024
     #: The longest wait between two deliveries of a credit or rollback (back-off cap, s).
     wallet_retry_max: PositiveSeconds = 30
     #: Checks the operator's signature on POST /api/operator/sessions and the wallet
