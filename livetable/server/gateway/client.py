@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
 import msgspec
@@ -73,14 +73,20 @@ class Client:
         self.close_reason = ""
         self.writer: asyncio.Task[None] | None = None
 
+    def _write_now(self, framed: bytes, frames: int) -> bool:
+        """Write ``framed`` (the websocket framing of ``frames`` frames) at once if the
+        connection is idle — nothing queued, nothing being sent — and the server offers
+        direct writes (see :mod:`livetable.server.framed_ws`): True if written."""
+        if (self.write_frame is not None and not self.queue and not self.in_flight
+                and self.write_frame(framed)):
+            self.host.metrics.frames_out += frames
+            return True
+        return False
+
     def send(self, frame: str, framed: bytes | None = None) -> None:
         """Queue ``frame``; or, given its websocket framing and an idle connection, write
         it at once (see :mod:`livetable.server.framed_ws`)."""
-        if self.closed:
-            return
-        if (framed is not None and self.write_frame is not None and not self.queue
-                and not self.in_flight and self.write_frame(framed)):
-            self.host.metrics.frames_out += 1
+        if self.closed or (framed is not None and self._write_now(framed, 1)):
             return
         if len(self.queue) >= self.limit:
             self.host.metrics.inc("livetable_slow_client_closes_total")
@@ -89,30 +95,15 @@ class Client:
         self.queue.append(frame)
         self._wake_writer()
 
-    def send_all(self, frames: list[bytes], framed: bytes) -> None:
-        """Send several frames (UTF-8 JSON) together: one write of their websocket framing
-        (``framed``, every frame's in order) to an idle connection — a player's results of a
-        settlement chunk cost one system call, not one each — else each queued in turn."""
-        if self.closed:
-            return
-        if (self.write_frame is not None and not self.queue and not self.in_flight
-                and self.write_frame(framed)):
-            self.host.metrics.frames_out += len(frames)
+    def send_all(self, frames: Sequence[str] | Sequence[bytes], framed: bytes) -> None:
+        """Send several frames (JSON text, or its UTF-8) together: one write of their
+        websocket framing (``framed``, every frame's in order) to an idle connection — a
+        player's results of a settlement chunk, or a step's events, cost one system call,
+        not one each — else each queued in turn."""
+        if self.closed or self._write_now(framed, len(frames)):
             return
         for frame in frames:
-            self.send(frame.decode())
-
-    def send_texts(self, texts: list[str], framed: bytes) -> None:
-        """:meth:`send_all` of frames already decoded: one write of ``framed`` (every
-        frame's websocket framing, in order) to an idle connection, else each queued."""
-        if self.closed:
-            return
-        if (self.write_frame is not None and not self.queue and not self.in_flight
-                and self.write_frame(framed)):
-            self.host.metrics.frames_out += len(texts)
-            return
-        for text in texts:
-            self.send(text)
+            self.send(frame if isinstance(frame, str) else frame.decode())
 
     def _wake_writer(self) -> None:
         if self.writer is None or self.writer.done():

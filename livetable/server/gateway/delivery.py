@@ -89,7 +89,7 @@ def fan_out(clients: list[Client], framed: list[tuple[str, bytes]]) -> None:
     texts = [text for text, _ in framed]
     joined = b"".join(wire for _, wire in framed)
     for client in clients:
-        client.send_texts(texts, joined)
+        client.send_all(texts, joined)
 
 
 class Delivery:
