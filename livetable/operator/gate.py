@@ -130,11 +130,18 @@ class DebitGate:
         self.busy -= 1
         self._hand_on()
 
+    @property
+    def spare(self) -> int:
+        """Places the outbox may borrow now: none while a debit waits in line, else the
+        free places, up to :attr:`lendable` lent at once."""
+        if self.waiting:
+            return 0
+        return max(0, min(self.lendable - self.borrowed, self.limit - self.busy))
+
     def borrow(self) -> bool:
-        """Lend the outbox a place, if no debit waits in line, a place is free and fewer
-        than :attr:`lendable` are lent already: True if lent (the caller must
+        """Lend the outbox a place if one is :attr:`spare`: True if lent (the caller must
         :meth:`give_back` it when its call ends)."""
-        if self.waiting or self.busy >= self.limit or self.borrowed >= self.lendable:
+        if not self.spare:
             return False
         self.busy += 1
         self.borrowed += 1

@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 from livetable.config import Settings
 from livetable.operator.client import Reply
-from livetable.operator.gate import DebitGate, lendable
+from livetable.operator.gate import DebitGate
 from livetable.operator.log import WalletCall, WalletLog
 from livetable.operator.wallets import OperatorWallet, OperatorWallets
 from livetable.server.metrics import Metrics
@@ -78,8 +78,6 @@ class Outbox:
         self.heard = heard
         self.on_free = on_free
         self.line_of = line_of
-        #: the lines of debits asked for a place so far, by operator
-        self.lines: dict[str, DebitGate] = {}
         self.rng = random.Random()
         #: tx_ids of the credits and rollbacks being delivered (on the wire, or their
         #: answer being written), and their tasks
@@ -98,19 +96,10 @@ class Outbox:
         clients' connections, every operator's together (more on borrowed places)."""
         return self.wallets.outbox_connections
 
-    def _lendable(self, lenders: list[OperatorWallet]) -> tuple[int, int]:
-        """Places the lines of debits of ``lenders`` could lend now (a line not asked yet:
-        as many as it may), and at most."""
-        now = most = 0
-        for wallet in lenders:
-            places = lendable(wallet.debits.connections)
-            most += places
-            line = self.lines.get(wallet.operator_id)
-            if line is None:
-                now += places
-            elif not line.waiting:
-                now += max(0, min(line.lendable - line.borrowed, line.limit - line.busy))
-        return now, most
+    def _lines(self, lenders: list[OperatorWallet]) -> list[DebitGate]:
+        """The lines of debits of ``lenders`` (the wallet's own: made on first use)."""
+        assert self.line_of is not None  # lenders are asked for only with line_of
+        return [self.line_of(wallet) for wallet in lenders]
 
     def _borrow(self, wallet: OperatorWallet) -> DebitGate | None:
         """A place lent by ``wallet``'s line of debits, or None (none when the outbox
@@ -118,9 +107,7 @@ class Outbox:
         process was never told of, whose line is not made here)."""
         if self.line_of is None or wallet.debits is wallet.outbox:
             return None
-        line = self.lines.get(wallet.operator_id)
-        if line is None:
-            line = self.lines[wallet.operator_id] = self.line_of(wallet)
+        line = self.line_of(wallet)
         return line if line.borrow() else None
 
     async def send_due(self) -> list[asyncio.Task[bool]]:
@@ -129,15 +116,16 @@ class Outbox:
         answer one player holds one place (for at most the call's deadline), never the
         others' deliveries."""
         lenders = self.wallets.lenders() if self.line_of is not None else []
-        lend_now, lend_most = self._lendable(lenders)
-        free = self.limit - self.calling + lend_now
+        lines = self._lines(lenders)
+        free = self.limit - self.calling + sum(line.spare for line in lines)
         if free <= 0:
             return []
         if len(self.ready) < free:
             # a call being delivered is still queued in the log: ask for enough to skip
             known = self.sending | {c.tx_id for c in self.ready}
             self.ready.extend(c for c in await self.log.due(
-                self.clock(), READ_AHEAD * (self.limit + lend_most) + len(known))
+                self.clock(), READ_AHEAD * (self.limit + sum(line.lendable for line in lines))
+                + len(known))
                 if c.tx_id not in known)
         tasks = []
         kept: list[WalletCall] = []  # calls whose operator lends no place now, in order

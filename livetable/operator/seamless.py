@@ -445,9 +445,9 @@ class SeamlessWallet:
         self._sweep_asked = True
         self._wake.set()
 
-    def settled(self, bets: int, seconds: float) -> None:
-        """A table settled bets (the runner's ``on_settled``): sweep now, so that their
-        credits are queued at once, not at the next interval (up to 250 ms later)."""
+    def settled(self) -> None:
+        """A table settled bets: sweep now, so that their credits are queued at once,
+        not at the next interval (up to 250 ms later)."""
         self._ask_sweep()
 
     # --- the loop -------------------------------------------------------------------------

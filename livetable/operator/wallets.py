@@ -112,22 +112,23 @@ class OperatorWallets:
     def operators(self) -> list[str]:
         return sorted(self._wallets)
 
+    def _all(self) -> list[OperatorWallet]:
+        """Every wallet calls go to: the one for every player, else each operator's."""
+        return [self._every] if self._every is not None else list(self._wallets.values())
+
     @property
     def outbox_connections(self) -> int:
         """The outbox's connections, every operator's together: how many credits and
         rollbacks may be in flight at once."""
-        wallets = [self._every] if self._every is not None else self._wallets.values()
-        return max(1, sum(wallet.outbox.connections for wallet in wallets))
+        return max(1, sum(wallet.outbox.connections for wallet in self._all()))
 
     def lenders(self) -> list[OperatorWallet]:
         """The wallets whose debit connections the outbox may borrow (those whose outbox
         has connections of its own: operator/outbox.py)."""
-        wallets = [self._every] if self._every is not None else self._wallets.values()
-        return [wallet for wallet in wallets if wallet.debits is not wallet.outbox]
+        return [wallet for wallet in self._all() if wallet.debits is not wallet.outbox]
 
     async def aclose(self) -> None:
-        wallets = [self._every] if self._every is not None else list(self._wallets.values())
-        for wallet in wallets:
+        for wallet in self._all():
             await wallet.debits.aclose()
             if wallet.outbox is not wallet.debits:
                 await wallet.outbox.aclose()

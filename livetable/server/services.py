@@ -367,7 +367,7 @@ class Services:
         """A runner settled bets: counted, and their seamless credits queued at once."""
         self.metrics.settled(bets, seconds)
         if self.wallet is not None:
-            self.wallet.settled(bets, seconds)
+            self.wallet.settled()
 
     async def execute(self, table: str, command: DealerAction) -> p.Ack | p.Error:
         runner = self.runners.get(table)

@@ -199,7 +199,7 @@ async def test_a_rounds_close_is_delivered_chunk_by_chunk_and_starts_when_bets_s
     try:
         await asyncio.sleep(0.3)  # its first sweep: nothing ended yet
         await rig.settle()
-        rig.wallet.settled(len(players), 0.0)
+        rig.wallet.settled()
         async with asyncio.timeout(10):
             while sum(len(credits_of(rig.books, p_, R1)) for p_ in players) < len(players):
                 await asyncio.sleep(0.02)
