@@ -31,15 +31,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from livetable.operator.log import BatchedWalletLog, WalletCall
 from livetable.store.ledger import wallet as w
 from livetable.store.ledger.wallet import closes
+from livetable.store.postgres.slips import json_rows
 from livetable.store.postgres.store import PostgresStore, is_pg_outage
 
-_FIELDS = w.FIELDS
-_COLUMNS = ", ".join(_FIELDS)
+_FIELDS, _COLUMNS = w.FIELDS, w.COLUMNS
 #: How each column is read back from a row of the JSON parameter (``body``: base64, as
 #: msgspec writes bytes).
 _TYPES = {"amount": "bigint", "attempts": "integer", "created_at": "bigint",
@@ -79,20 +77,8 @@ _INSERT = (f"INSERT INTO wallet_calls ({_COLUMNS}) VALUES "
 _SET_BASED = (w.BeginDebit, w.AnswerDebit, w.Delivered)
 
 
-def _call(row: Any) -> WalletCall:
-    return msgspec.convert(dict(zip(_FIELDS, row, strict=True)), WalletCall)
-
-
-def _values(call: WalletCall) -> list[Any]:
-    return [getattr(call, name) for name in _FIELDS]
-
-
-def _json(rows: list[Any]) -> str:
-    return msgspec.json.encode(rows).decode()
-
-
 async def _select(con: Any, where: str, *args: Any) -> list[WalletCall]:
-    return [_call(r) for r in await con.fetch(
+    return [w.call_of(r) for r in await con.fetch(
         f"SELECT {_COLUMNS} FROM wallet_calls WHERE {where}", *args)]
 
 
@@ -100,12 +86,12 @@ async def _begin_debits(con: Any, begins: list[tuple[int, w.BeginDebit]],
                         values: list[w.Value]) -> None:
     """Write every new debit; a slip debited before gets that debit back instead."""
     written = {r[0] for r in await con.fetch(
-        _BEGIN, _json([_values(step.call) for _, step in begins]))}
+        _BEGIN, json_rows([w.values_of(step.call) for _, step in begins]))}
     others = [(i, step.call) for i, step in begins if step.call.tx_id not in written]
     if not others:
         return
-    prior = {(c.player_id, c.slip_key): c for c in map(_call, await con.fetch(
-        _PRIOR, _json([[call.player_id, call.slip_key] for _, call in others])))}
+    prior = {(c.player_id, c.slip_key): c for c in map(w.call_of, await con.fetch(
+        _PRIOR, json_rows([[call.player_id, call.slip_key] for _, call in others])))}
     for i, call in others:
         values[i] = prior.get((call.player_id, call.slip_key))
 
@@ -116,7 +102,7 @@ async def _answer_debits(con: Any, answers: list[tuple[int, w.AnswerDebit]],
     rows = [[s.tx_id, s.state, s.answer, s.now, s.closed_by] for _, s in answers]
     for i, _ in answers:
         values[i] = False
-    for (n,) in await con.fetch(_ANSWER, _json(rows)):
+    for (n,) in await con.fetch(_ANSWER, json_rows(rows)):
         values[answers[n - 1][0]] = True
 
 
@@ -139,7 +125,7 @@ async def _perform(con: Any, step: w.AnyStep) -> w.Value:
                 call.state = "unknown"
             return expired
         case w.Enqueue(calls, now):
-            await con.executemany(_INSERT, [_values(call) for call in calls])
+            await con.executemany(_INSERT, [w.values_of(call) for call in calls])
             await con.executemany("UPDATE wallet_calls SET closed_by = $1, updated_at = $2 "
                                   "WHERE tx_id = $3 AND closed_by IS NULL",
                                   [(call.tx_id, now, t) for call in calls
@@ -175,7 +161,7 @@ async def apply(con: Any, steps: list[w.AnyStep]) -> list[w.Outcome]:
     delivered = [[s.tx_id, s.ok, s.answer, s.next_at, s.now] for s in steps
                  if isinstance(s, w.Delivered)]
     if delivered:
-        await con.execute(_DELIVERED, _json(delivered))
+        await con.execute(_DELIVERED, json_rows(delivered))
     for i, step in enumerate(steps):
         if not isinstance(step, _SET_BASED):
             values[i] = await _perform(con, step)

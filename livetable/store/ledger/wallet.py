@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -199,7 +200,8 @@ class Outcome(msgspec.Struct, frozen=True, array_like=True):
     outage: bool = False
 
 
-def _row(row: tuple[object, ...]) -> WalletCall:
+def call_of(row: Sequence[object]) -> WalletCall:
+    """A row of :data:`COLUMNS` (SQLite's or PostgreSQL's) as a call."""
     values = dict(zip(FIELDS, row, strict=True))
     body = values["body"]
     values["body"] = bytes(body) if isinstance(body, bytes | memoryview) else body
@@ -208,12 +210,17 @@ def _row(row: tuple[object, ...]) -> WalletCall:
 
 def _select(db: sqlite3.Connection, where: str, args: tuple[object, ...]) -> list[WalletCall]:
     rows = db.execute(f"SELECT {COLUMNS} FROM wallet_calls WHERE {where}", args).fetchall()
-    return [_row(r) for r in rows]
+    return [call_of(r) for r in rows]
+
+
+def values_of(call: WalletCall) -> list[Any]:
+    """A call's values in the order of :data:`COLUMNS`."""
+    return [getattr(call, name) for name in FIELDS]
 
 
 def _insert(db: sqlite3.Connection, call: WalletCall) -> None:
     db.execute(f"INSERT OR IGNORE INTO wallet_calls ({COLUMNS}) VALUES "
-               f"({', '.join('?' * len(FIELDS))})", [getattr(call, name) for name in FIELDS])
+               f"({', '.join('?' * len(FIELDS))})", values_of(call))
 
 
 def _begin_debit(db: sqlite3.Connection, call: WalletCall) -> WalletCall | None:

@@ -91,7 +91,7 @@ _TAKEN = "bets.bet_id, bets.round_id, bets.spot, bets.amount, bets.deducted, " \
          "bets.balance_at_accept"
 
 
-def _json(rows: Any) -> str:
+def json_rows(rows: Any) -> str:
     """Rows as one JSON parameter (see :meth:`SlipBatch._write` for why not arrays)."""
     return msgspec.json.encode(rows).decode()
 
@@ -143,14 +143,14 @@ class SlipBatch:
                 "SELECT b.round_id, b.player_id, b.spot, sum(b.amount)::bigint, "
                 "sum(b.deducted)::bigint FROM jsonb_array_elements($1::jsonb) q "
                 "JOIN bets b ON b.round_id = q->>0 AND b.player_id = q->>1 GROUP BY 1, 2, 3",
-                _json(pairs)):
+                json_rows(pairs)):
             self.on_spot.setdefault((rid, pid), {})[spot] = amount
             self.on_round[(rid, pid)] = self.on_round.get((rid, pid), 0) + deducted
         bet_ids = sorted({(slip.player_id, b.bet_id) for slip, _ in batch for b in slip.bets})
         for pid, *row in await con.fetch(
                 f"SELECT bets.player_id, {_TAKEN} FROM jsonb_array_elements($1::jsonb) q "
                 f"JOIN bets ON bets.player_id = q->>0 AND bets.bet_id = q->>1",
-                _json(bet_ids)):
+                json_rows(bet_ids)):
             self.used[(pid, row[0])] = TakenBet(*row)
         self.had_bet = set(self.on_round)  # (round, player) pairs in the round before
         named = sorted({(slip.player_id, slip.slip_id) for slip, _ in batch
@@ -160,7 +160,7 @@ class SlipBatch:
                     f"SELECT s.player_id, s.slip_id, {_TAKEN} FROM jsonb_array_elements("
                     f"$1::jsonb) q JOIN slips s ON s.player_id = q->>0 AND s.slip_id = q->>1 "
                     f"JOIN bets ON bets.slip_seq = s.seq ORDER BY bets.seq",
-                    _json(named)):
+                    json_rows(named)):
                 self.prior.setdefault((pid, sid), []).append(TakenBet(*row))
 
     async def _deposit(self) -> None:
@@ -182,7 +182,8 @@ class SlipBatch:
             # ``external`` not debited (tests/integration/test_pg_store.py). Locked, the
             # statement never waits.
             await self.con.execute("SELECT 1 FROM accounts WHERE id = 'external' FOR UPDATE")
-            for account_id, balance in await self.con.fetch(_DEPOSIT, _json(list(rows.values()))):
+            for account_id, balance in await self.con.fetch(
+                    _DEPOSIT, json_rows(list(rows.values()))):
                 if account_id in self.accounts:
                     self.accounts[account_id][1] = balance
 
@@ -267,5 +268,5 @@ class SlipBatch:
             deltas[pid] = deltas.get(pid, 0) - total
             deltas[hold] = deltas.get(hold, 0) + total
         rounds = [(rid, self.players_in[rid], n) for rid, n in sorted(added.items())]
-        await self.con.execute(_WRITE, _json(
+        await self.con.execute(_WRITE, json_rows(
             [slips, bets, joined, rounds, transfers, sorted(deltas.items())]))
