@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -34,11 +33,6 @@ from bench.common import cpu_seconds, free_port, stop_process, wait_port
 from livetable.operator.client import WalletClient
 
 SECRET = "operator-calls-bench"
-
-
-def own_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def credit(i: int) -> bytes:
@@ -68,10 +62,10 @@ async def measure(calls: int, inflight: int) -> dict[str, float]:
                     refused += 1
 
         await asyncio.gather(*(one(-1 - i) for i in range(2000)))  # warm-up
-        mine, theirs, started = own_cpu_seconds(), cpu_seconds(operator.pid), \
+        mine, theirs, started = cpu_seconds(os.getpid()), cpu_seconds(operator.pid), \
             time.monotonic()
         await asyncio.gather(*(one(i) for i in range(calls)))
-        mine = own_cpu_seconds() - mine
+        mine = cpu_seconds(os.getpid()) - mine
         theirs = cpu_seconds(operator.pid) - theirs
         took = time.monotonic() - started
         await client.aclose()

@@ -316,7 +316,7 @@ class _Renewals(threading.Thread):
             **pool.connection_kwargs))
         renew = self.register(client)
         try:
-            while not self._stopping.is_set():
+            while True:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), leases.poll)
                 if self._stopping.is_set():
