@@ -87,6 +87,29 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9 if total else stat_cpu_seconds(pid)
 
 
+#: Where a pinned bench puts the server (and its store) and the load generator (and the
+#: reference operator): apart, so that the server's CPU figures are its own.
+SERVER_CORE, LOADGEN_CORE = 0, 1
+
+
+def pin(pids: Iterable[int], core: int | None) -> None:
+    """Each of ``pids`` (and its threads) onto ``core`` alone; None: back onto every core.
+    A process gone meanwhile is skipped."""
+    cores = set(range(os.cpu_count() or 1)) if core is None else {core}
+    for pid in pids:
+        for task in _tasks(pid):
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(task, cores)
+
+
+def _tasks(pid: int) -> list[int]:
+    """``pid``'s threads (an affinity set on a process reaches only threads made later)."""
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
 def process_tree(pid: int) -> list[int]:
     """``pid`` and its descendants (a server and its SQLite writer process)."""
     found, todo = [], [pid]

@@ -1,7 +1,7 @@
 """A bench-only server process: one of three websocket fan-out servers, driven over stdin.
 
-    python -m bench.fanout_server --kind livetable|ws|sio --port P [--data-dir D]
-                                  [--redis-url URL]
+    python -m bench.fanout_server --kind livetable|ws|sio|uvicorn|websockets|picows --port P
+                                  [--data-dir D] [--redis-url URL]
 
 * ``livetable`` — livetable's own app (``create_app`` with :class:`Services`: SQLite store,
   in-process bus, gateway) on uvicorn, exactly as ``livetable serve`` runs it, with its one
@@ -19,7 +19,7 @@ the server's wall clock just before it hands the event to its fan-out, and ``pad
 clients subtract ``sent_ns`` from their own receive time (one machine, one clock).
 
 Control: one JSON command per stdin line, one JSON reply per command on stdout —
-``publish {count, interval, pad}``, ``stop_publish``, ``info``, ``profile_start``,
+``publish {count, interval, pad}``, ``stop_publish``, ``info``, ``head``, ``profile_start``,
 ``profile_stop {path}``, ``quit``.
 """
 
@@ -43,6 +43,8 @@ import msgspec
 from bench.common import raise_nofile, rss_bytes
 
 TABLE = "t1"
+#: The same small app on three transports (bench/transport_servers.py).
+TRANSPORTS = ("uvicorn", "websockets", "picows")
 
 
 def event(epoch: int, seq: int, pad: int) -> dict[str, Any]:
@@ -107,12 +109,15 @@ class Bench:
             gc.collect()
             return {"pid": os.getpid(), "rss": rss_bytes(os.getpid()),
                     "connections": self.connections(), "epoch": self.epoch, "seq": self.seq}
+        if name == "head":  # what info says of the table, without its gc.collect()
+            return {"epoch": self.epoch, "seq": self.seq}
         if name == "publish":
             if self.publisher is not None and not self.publisher.done():
                 raise RuntimeError("already publishing")
             first = self.seq + 1
             self.publisher = asyncio.create_task(
                 self._publish(int(cmd["count"]), float(cmd["interval"]), int(cmd["pad"])))
+            self.publisher.add_done_callback(self._published)
             if cmd.get("wait", True):
                 await asyncio.shield(self.publisher)
             return {"first": first, "head": self.seq, "epoch": self.epoch}
@@ -148,10 +153,20 @@ class Bench:
             return {}
         raise ValueError(f"unknown command {name!r}")
 
+    def _published(self, task: asyncio.Task[None]) -> None:
+        """A publisher that failed says why, in the server's log (stderr)."""
+        if not task.cancelled() and task.exception() is not None:
+            import traceback
+
+            traceback.print_exception(task.exception(), file=sys.stderr)
+            sys.stderr.flush()
+
     async def _publish(self, count: int, interval: float, pad: int) -> None:
-        start = self.loop.time()
+        # time.monotonic, not the loop's clock: uvloop's is cached per loop iteration, and a
+        # stale reading at the start let the whole schedule go out at once
+        start = time.monotonic()
         for i in range(count):
-            delay = start + i * interval - self.loop.time()
+            delay = start + i * interval - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
             self.seq += 1
@@ -162,31 +177,26 @@ class Bench:
 # --- the three servers ----------------------------------------------------------------
 
 
-def livetable_ws() -> Any:
-    """The websocket protocol ``livetable serve`` gives uvicorn (its framed-write one)."""
-    from livetable.server.framed_ws import FramedWebSocketProtocol
-
-    return FramedWebSocketProtocol
-
-
 async def run_livetable(bench: Bench, args: argparse.Namespace) -> None:
     import msgspec
     import uvicorn
 
     from livetable.bus import TableBatch
+    from livetable.cli.serve import server_config
     from livetable.config import load_settings
     from livetable.server.app import create_app
-    from livetable.server.services import Services
+    from livetable.services import Services
 
+    # connections_per_address 0: the load generator's thousands come from two addresses
     settings = msgspec.structs.replace(load_settings(), host="127.0.0.1", port=args.port,
                                        data_dir=Path(args.data_dir), mode="manual",
-                                       tables=1, redis_url=None, db=None)
+                                       tables=1, redis_url=None, db=None,
+                                       connections_per_address=0)
     services = Services(settings)
     app = create_app(settings, services)
-    config = uvicorn.Config(app, host="127.0.0.1", port=args.port, ws=livetable_ws(),
-                            ws_max_size=64 * 1024, ws_per_message_deflate=False,
-                            log_level="warning", lifespan="on",
-                            timeout_graceful_shutdown=5)
+    # exactly as `livetable serve` runs it: its garbage collector's timing, its guard, its
+    # framed websocket (a bench server without them measured CPython's default GC)
+    config = server_config(settings, services, app, "warning")
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve())
     while not server.started:
@@ -269,13 +279,18 @@ async def run_sio(bench: Bench, args: argparse.Namespace) -> None:
 async def main(args: argparse.Namespace) -> None:
     bench = Bench(args)
     threading.Thread(target=bench.read_stdin, daemon=True).start()
+    if args.kind in TRANSPORTS:
+        from bench import transport_servers
+
+        await getattr(transport_servers, f"run_{args.kind}")(bench, args.port)
+        return
     run = {"livetable": run_livetable, "ws": run_ws, "sio": run_sio}[args.kind]
     await run(bench, args)
 
 
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kind", choices=["livetable", "ws", "sio"],
+    parser.add_argument("--kind", choices=["livetable", "ws", "sio", *TRANSPORTS],
                         required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--data-dir", default="")

@@ -43,10 +43,10 @@ from livetable.auth import mint
 from livetable.bus import TableBatch
 from livetable.config import Settings
 from livetable.engine.effects import OpenRound
+from livetable.metrics import Metrics
 from livetable.server.framed_ws import FramedWebSocketProtocol
 from livetable.server.gateway import Gateway
 from livetable.server.gcpolicy import MIDDLE_THRESHOLD, NO_AUTOMATIC_FULL, YOUNG_THRESHOLD
-from livetable.server.metrics import Metrics
 from livetable.store.sqlite import SQLiteStore
 
 T0 = 1_700_000_000_000

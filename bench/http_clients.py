@@ -19,7 +19,7 @@ is the floor of a seamless bet's cost. What it measures, per client:
 
 Clients run alternately, ``--rounds`` times each, so a noisy neighbour on the machine hits
 every client alike. The result is a markdown table (docs/benchmarks.md keeps one). The
-clients other than aiohttp and httpx are the ``bench-http`` extra
+clients other than livetable's own, aiohttp and httpx are the ``bench-http`` extra
 (``.venv/bin/pip install -e '.[bench-http]'``); one not installed is reported as such.
 """
 
@@ -241,8 +241,28 @@ async def _aiosonic(url: str, connections: int,
         await client.connector.cleanup()
 
 
+async def _livetable(url: str, connections: int,
+                     run: Callable[[Call], Awaitable[None]]) -> None:
+    from livetable.operator.client import WalletClient
+
+    # the wallet's own client, its whole path but the answer's JSON decoding: the request
+    # signed (an HMAC the other clients here do not pay), the pool, the limits
+    client = WalletClient(url.removesuffix("debit"), b"s" * 32, timeout=30,
+                          connections=connections)
+
+    async def call() -> bytes:
+        _, content = await client._post("debit", BODY)
+        return content
+
+    try:
+        await run(call)
+    finally:
+        await client.aclose()
+
+
 CLIENTS: dict[str, tuple[Callable[..., Awaitable[None]], bool]] = {
     # name: (runner, needs an HTTP/2 server)
+    "livetable": (_livetable, False),
     "aiohttp": (_aiohttp, False),
     "httpx": (_httpx, False),
     "httpx-http2": (_httpx_h2, True),
@@ -310,7 +330,8 @@ def _wait_for(port: int) -> None:
 def _version(name: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
-    package = {"httpx-http2": "httpx", "curl_cffi": "curl-cffi"}.get(name, name)
+    package = {"httpx-http2": "httpx", "curl_cffi": "curl-cffi",
+               "livetable": "httptools"}.get(name, name)
     try:
         return version(package)
     except PackageNotFoundError:

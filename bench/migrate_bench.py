@@ -3,7 +3,7 @@
     .venv/bin/python bench/migrate_bench.py [--players 20000] [--rounds 5000]
                                             [--play 10] [--events 2000] [--bets 200000]
 
-Writes a synthetic ledger in the retired Redis layout (livetable/store/redis_ledger.py)
+Writes a synthetic ledger in the retired Redis layout (livetable/migration/redis_ledger.py)
 into a redis-server of its own: ``--players`` players each with one deposit and
 ``--play`` transfers of play in the journal, ``--rounds`` ended rounds over four tables
 (each with an engine state and ``--events`` events), ``--bets`` settled bets (half of them
@@ -32,9 +32,9 @@ from pg_util import start_pg  # the tests' helpers
 from redis.asyncio import Redis
 from redis_util import start_redis
 
-from livetable.store.migrate import check, copy
+from livetable.migration.redis_ledger import Layout, read_redis
+from livetable.migration.redis_to_postgres import check, copy
 from livetable.store.postgres import PostgresStore
-from livetable.store.redis_ledger import Layout, read_redis
 
 TABLES = ["t1", "t2", "t3", "t4"]
 

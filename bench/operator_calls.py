@@ -7,7 +7,8 @@
 Why: a big round's close (``bench/run.py --only wallet-close``) is one ``credit`` per
 player, and on this 2-core machine the server, the operator and the load generator share
 the cores — the reference operator (``livetable operator-demo``) must cost little enough
-that the bench measures livetable (issue 23). This measures each end's CPU per call on its
+that the bench measures livetable (docs/decisions.md#the-seamless-wallet-at-table-speed). This
+measures each end's CPU per call on its
 own, without the table: ``livetable operator-demo`` in a process of its own, answering at
 once, and in this process one ``WalletClient`` (signed calls, the whole-call deadline, the
 answer cap: the outbox's client) with ``--inflight`` calls at once over as many keep-alive

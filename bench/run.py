@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""livetable's benchmark harness (issue 7). See docs/benchmarks.md for what each figure means.
+"""livetable's benchmark harness (docs/decisions.md#the-benchmark-harness). See docs/benchmarks.md
+for what each figure means.
 
     .venv/bin/python bench/run.py --quick          # about a minute: small N, everything
     .venv/bin/python bench/run.py                  # the full run (several minutes)
@@ -38,7 +39,7 @@ if __name__ == "__main__" and VENV_PYTHON.exists() and Path(sys.prefix) != ROOT 
 sys.path.insert(0, str(ROOT))
 
 from bench import scenarios as sc  # noqa: E402
-from bench.common import machine, raise_nofile, write_json  # noqa: E402
+from bench.common import LOADGEN_CORE, machine, pin, raise_nofile, write_json  # noqa: E402
 from bench.loadgen import LoadGen  # noqa: E402
 
 PARTS = ("fanout", "profile", "bets", "settlement", "storm", "wallet", "wallet-close")
@@ -90,6 +91,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--spy", action="store_true",
                         help="--only wallet: sample the server with py-spy (--idle, so "
                              "waits show) over each burst, to <results>/<stamp>-spy-*.txt")
+    parser.add_argument("--pin", action="store_true",
+                        help="--only wallet: the server and its store on core 0, the load "
+                             "generator and the reference operator on core 1 (taskset): the "
+                             "server's CPU per bet is then its own")
     parser.add_argument("--wallet-profile", action="store_true",
                         help="--only wallet: cProfile the server's event loop over each "
                              "burst, to <results>/<stamp>-wallet-*.prof")
@@ -174,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="livetable-bench-") as tmp:
         work = Path(tmp)
         lg = LoadGen(cfg["workers"])
+        if args.pin:
+            pin(lg.pids, LOADGEN_CORE)
         try:
             run_parts(lg, work, cfg, parts, kinds, args, results)
         except Exception as exc:
@@ -274,7 +281,7 @@ def run_parts(lg: LoadGen, work: Path, cfg: dict[str, Any], parts: list[str],
             r = guarded("wallet", lambda ms=latency, spy=spy, prof=prof: sc.bet_intake(  # type: ignore[misc]
                 lg, work, cfg["wallet_players"], cfg["wallet_bets_per_player"],
                 cfg["betting_seconds"], store=args.wallet_store, wallet_latency_ms=ms,
-                spy_to=spy, profile_to=prof), latency_ms=latency)
+                spy_to=spy, profile_to=prof, pinned=args.pin), latency_ms=latency)
             results["wallet"].append(r)
             if "error" not in r:
                 sc._log(f"  wallet {latency} ms: {r['codes']} ack {r['ack_ms']} "

@@ -30,19 +30,24 @@ import threading
 import time
 from array import array
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from bench.common import (
+    LOADGEN_CORE,
     PYTHON,
     ROOT,
+    SERVER_CORE,
     RedisServer,
     ServerProcess,
     cpu_seconds,
     free_port,
     loadavg,
+    pin,
+    process_tree,
     rss_bytes,
     stat_cpu_seconds,
     stop_process,
@@ -574,12 +579,16 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
                profile_to: Path | None = None,
                wallet_latency_ms: float | None = None,
                spy_to: Path | None = None, gateways: int = 1,
-               role: str = "serve") -> dict[str, Any]:
+               role: str = "serve", pinned: bool = False) -> dict[str, Any]:
     """Bet intake; with ``wallet_latency_ms``, in seamless mode against the reference
     operator (``livetable operator-demo``) answering each debit after about that long
     (uniform in [0.5, 1.5] × the latency: its ``slow`` fault at rate 1). ``gateways``
     (a scale-out store): that many ``livetable serve`` processes, player i on the i mod
-    N-th (the profile and the spy watch the first, which holds the table's lease)."""
+    N-th (the profile and the spy watch the first, which holds the table's lease).
+    ``pinned``: the servers (with SQLite's writer) on :data:`SERVER_CORE`, the reference
+    operator on :data:`LOADGEN_CORE` (where the caller put the load generator): the
+    server's CPU is then its own. PostgreSQL is left to the kernel: with it on the server's
+    core that core was saturated (half the seamless bets refused, not sent in time)."""
     wallet = "" if wallet_latency_ms is None else f", seamless wallet {wallet_latency_ms:g} ms"
     across = f" across {gateways} gateways" if gateways > 1 else ""
     _log(f"bet intake ({store}{wallet}): {players} players × {per_player} bets in the last "
@@ -599,6 +608,10 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
         _stop_services(redis, database, operator)
         raise
     serve = serves[0]
+    if pinned:
+        pin([pid for one in serves for pid in process_tree(one.pid)], SERVER_CORE)
+        if operator is not None:
+            pin(process_tree(operator.pid), LOADGEN_CORE)
     try:
         secret = serve.secret()
         tokens = (guest_tokens(secret, players, "bets") if wallet_latency_ms is None
@@ -669,6 +682,7 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
             # (timeouts and the like), not_sent (no place in the wallet's line in time)
             "wallet_debits": debits,
             "loadavg": [load0[0], loadavg()[0]],  # the machine's 1-min load, before/after
+            "pinned": pinned,
             # the reference operator's own CPU over the same burst: the bench measures
             # livetable only while this stays well below a core
             "operator_cpu_s": round(op1 - op0, 3) if operator is not None else None,
@@ -917,23 +931,33 @@ def settlement(lg: LoadGen, work: Path, players: int, per_player: int,
 # --- 4. reconnect storm -----------------------------------------------------------------
 
 
+def _by_second(since_ns: Iterable[int]) -> list[int]:
+    counts: Counter[int] = Counter(int(ns // 1_000_000_000) for ns in since_ns)
+    return [counts.get(i, 0) for i in range(max(counts, default=-1) + 1)]
+
+
 def reconnect_storm(lg: LoadGen, work: Path, n: int, interval: float = 0.5,
-                    pause: float = 0.5, profile_to: Path | None = None) -> dict[str, Any]:
-    _log(f"reconnect storm: {n} players dropped at once, resuming; events every "
+                    pause: float = 0.5, profile_to: Path | None = None,
+                    kind: str = "livetable") -> dict[str, Any]:
+    """``kind``: livetable's bench server, or bench/transport_servers.py's small app on
+    another transport (``uvicorn``, ``websockets``, ``picows``: hello → welcome at the
+    head, no replay, no gateway) — what the storm costs the transport alone."""
+    _log(f"reconnect storm ({kind}): {n} players dropped at once, resuming; events every "
          f"{interval * 1000:g} ms throughout")
-    server, port = bench_server("livetable", work, name=f"storm-{n}")
+    server, port = bench_server(kind, work, name=f"storm-{kind}-{n}")
     try:
-        tokens = guest_tokens(server.ready["secret"].encode(), n, "storm")
+        secret = server.ready.get("secret")
+        tokens = guest_tokens(secret.encode(), n, "storm") if secret else None
         conn = connect(lg, "livetable", port, n, tokens)
         server.call({"cmd": "publish", "count": 1_000_000, "interval": interval, "pad": 0,
                      "wait": False})
         time.sleep(1.0)
         if profile_to is not None:
             server.call({"cmd": "profile_start"})
-        cpu0, lcpu0 = cpu_seconds(server.pid), lg.cpu()
+        cpu0, tree0, lcpu0 = cpu_seconds(server.pid), tree_cpu_seconds(server.pid), lg.cpu()
         storm = lg.call("storm", pause=pause, concurrency=250, timeout=120.0,
                         call_timeout=300)
-        cpu1, lcpu1 = cpu_seconds(server.pid), lg.cpu()
+        cpu1, tree1, lcpu1 = cpu_seconds(server.pid), tree_cpu_seconds(server.pid), lg.cpu()
         if profile_to is not None:
             server.call({"cmd": "profile_stop", "path": str(profile_to)}, timeout=120)
         time.sleep(0.5)
@@ -957,12 +981,18 @@ def reconnect_storm(lg: LoadGen, work: Path, n: int, interval: float = 0.5,
             "caught_up_since_drop_ms": summary_ms(v - drop for v in caught if v),
             "welcome_since_drop_ms": summary_ms(v - drop for v in welcomed if v),
             "handshake_since_drop_ms": summary_ms(v - drop for v in handshaken if v),
+            # how many came back in each second after the drop: the curve, not its ends
+            "caught_up_by_second": _by_second(v - drop for v in caught if v),
             "gaps": sum(f["gaps"] for f in final),
             "dups": sum(f["dups"] for f in final),
             "head": head, "final_last_seqs": last_seqs[:5],
             "all_at_head": last_seqs == [head],
             "server_cpu_s": round(cpu1 - cpu0, 3),
+            # its children's: livetable's SQLite writer process
+            "writer_cpu_s": round(tree1 - tree0 - (cpu1 - cpu0), 3),
             "loadgen_cpu_s": round(lcpu1 - lcpu0, 3),
+            "loadgen_gc_pause_s": [round(s["gc_pause_s"], 3) for s in storm],
+            "loadgen_gc_longest_s": [round(s["gc_longest_s"], 3) for s in storm],
             "errors": {k: v for f in final for k, v in f["errors"].items()},
         }
     finally:

@@ -1,7 +1,7 @@
 """The SQLite ledger's own work for one big round, in this process: slips taken in batches,
 then the round settled chunk by chunk exactly as the writer runs it (the ledger's calls
 ``TakeSlips``, ``CommitStep`` with the SettleRound effect, ``SettlePending``; see
-store/ledger/calls.py), with no server, socket or event loop around it. Prints JSON per
+store/sqlite/ledger/calls.py), with no server, socket or event loop around it. Prints JSON per
 round.
 
     .venv/bin/python bench/settle_chunks.py [--players 5000] [--per 20] [--rounds 1]
@@ -9,8 +9,8 @@ round.
         [--root OTHER_CHECKOUT]
 
 ``settle_cpu_ms`` is what the writer (process or thread) spends settling the round — each
-chunk's answer frame to the server included (``store.writer._frame``);
-``server_decode_ms`` what the server spends reading those answers (``store.writer._answer``)
+chunk's answer frame to the server included (``store.sqlite.writer._frame``);
+``server_decode_ms`` what the server spends reading those answers (``store.sqlite.writer._answer``)
 and framing each ``bet_settled``. ``--sql`` runs after the schema
 is created (try an index), ``--root`` imports livetable from another checkout: run two
 alternately to compare code on this noisy machine.
@@ -54,12 +54,12 @@ def main() -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from livetable import protocol as p
-    from livetable.engine.bets import SlipRequest
+    from livetable.betting.slips import SlipRequest
     from livetable.engine.effects import OpenRound, SetBetting
     from livetable.rules import BET_SPOTS
-    from livetable.store.ledger import calls
-    from livetable.store.ledger.core import Ledger
-    from livetable.store.writer import _HEAD, _OK, _answer, _frame
+    from livetable.store.sqlite.ledger import calls
+    from livetable.store.sqlite.ledger.core import Ledger
+    from livetable.store.sqlite.writer import _HEAD, _OK, _answer, _frame
 
     rng = random.Random(1)
     store = Ledger(str(Path(tempfile.mkdtemp()) / "bench.sqlite3"))

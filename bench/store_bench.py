@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import cpu_seconds, settle_effect, tree_cpu_seconds, wide_limits
 from livetable import protocol as p
-from livetable.engine.bets import BetRequest
+from livetable.betting.slips import BetRequest
 from livetable.engine.effects import OpenRound, SetBetting
 from livetable.rules import BET_SPOTS
 from livetable.store.base import Store

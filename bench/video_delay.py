@@ -10,7 +10,7 @@ stream, and the table page in Debian's chromium through Playwright.
 What it measures:
 
 * **glass to glass** — the test card writes its capture time into the picture (a strip of
-  32 cells, livetable.media); the page reads it off the <video> frame on screen (canvas)
+  32 cells, livetable.cli.media); the page reads it off the <video> frame on screen (canvas)
   and compares it with the clock: the whole chain, camera to the picture in the page.
 * **the delay the page measures** — ``serverNow() − playingDate`` (program-date-time), what
   the page holds reveals by; and its error: program-date-time minus the true capture time.
@@ -48,7 +48,7 @@ from bench.common import (  # noqa: E402
     stop_process,
     write_json,
 )
-from livetable.media import CELL, CLOCK_BITS, MediaServer, card_command  # noqa: E402
+from livetable.cli.media import CELL, CLOCK_BITS, MediaServer, card_command  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 LIVETABLE = ROOT / ".venv" / "bin" / "livetable"

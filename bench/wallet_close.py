@@ -1,4 +1,5 @@
-"""A big round's close through the seamless wallet (issue 23): ``bench/run.py --only
+"""A big round's close through the seamless wallet
+(docs/decisions.md#the-seamless-wallet-at-table-speed): ``bench/run.py --only
 wallet-close``.
 
 ``players`` operator players each place one bet (one slip, one debit) in a round, spread

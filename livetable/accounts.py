@@ -19,6 +19,9 @@ HOUSE = "house"
 EXTERNAL = "external"
 INTERNAL_ACCOUNTS = frozenset({HOUSE, EXTERNAL})
 HOLD_PREFIX = "hold:"
+#: The house's tip account: every tip to a dealer is credited here (livetable/betting/tips.py).
+#: Its ``:`` keeps it out of the players' namespace, as every internal account's does.
+HOUSE_TIPS = "tips:house"
 #: Demo guests' ids (``POST /api/guest`` makes them): no operator's player, no deposit.
 GUEST_PREFIX = "g_"
 

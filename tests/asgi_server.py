@@ -17,13 +17,14 @@ import uvicorn
 
 
 @contextlib.asynccontextmanager
-async def served(app: Any) -> AsyncIterator[str]:
-    """Serve ``app`` on 127.0.0.1 (a free port) while the block runs; yields its URL."""
+async def served(app: Any, **config: Any) -> AsyncIterator[str]:
+    """Serve ``app`` on 127.0.0.1 (a free port) while the block runs; yields its URL.
+    ``config``: more of uvicorn's settings (``ws=``, ``ws_max_size=`` …)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off",
-                                           timeout_graceful_shutdown=1))
+                                           timeout_graceful_shutdown=1, **config))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         while not server.started:

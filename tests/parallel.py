@@ -3,21 +3,25 @@ pyproject.toml sets ``--dist loadfile --no-loadscope-reorder``); tests/conftest.
 the two hooks below.
 
 The unit of work is a test file, never less: a file's tests share its module-scoped servers
-(redis-server, PostgreSQL, a live table) and some follow on from the one before, so all of a
-file's tests run on one worker, in their order. The browser tests (tests/e2e/) are two units
-of several files each (:data:`BROWSER_UNITS`; every other file in turn): so at most two
-chromiums and two end-to-end servers run at once — the browser tests' timeouts are set for a
-page that has a core to itself, more or less — while the browser tests, a third of the
-suite's time, still do not all wait on one worker. The tests that time a real-time video
-pipeline share one of those units (:data:`REALTIME`), so that two pipelines never compete
-for the cores: short of CPU, their segments run long and the page's video falls behind.
-The units go out longest first, roughly (:data:`FIRST`), so that a long one does not start
-last and keep the run waiting on it.
+(redis-server, PostgreSQL, a live table), which would otherwise start again on every worker
+that ran one of them. (The tests do not depend on each other's order: pytest-randomly
+shuffles them within their file.) The browser tests (tests/e2e/) are :data:`BROWSER_UNITS`
+units of several files each (every other file in turn), each with its chromium and its
+end-to-end server: two at a time on two cores. (With one unit the browser tests alone took
+about ten minutes and the whole run waited on them. Two units were tried before, when a
+page resuming after a cut missed its timeout in two runs of four; two units are what
+bin/test runs now (the README has the suite's time): a browser test that misses a timeout
+only beside another unit has a defect to fix, not a reason to run one at a time.) The
+tests that time a real-time video pipeline share the last of those units
+(:data:`REALTIME`), so that two pipelines never compete for the cores: short of CPU, their
+segments run long and the page's video falls behind. The units go out longest
+first, roughly (:data:`FIRST`), so that a long one does not start last and keep the run
+waiting on it.
 (xdist's own ``loadgroup`` would group from markers, but it renames the tests' node ids,
 which pytest 9 no longer lets a plugin do.)
 
 Without xdist (``-n 0``, or plain ``pytest``) none of this applies: the tests run in one
-process, in collection order.
+process, in collection order (shuffled by pytest-randomly, unless ``-p no:randomly``).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ BROWSER_UNITS = 2
 #: The files whose tests run ffmpeg in real time (the studio's test card, the HLS packager)
 #: and check what comes out by its timing (segment lengths, the picture's clock against the
 #: reveals): all in the last browser unit, so that no two such pipelines compete for the
-#: cores. (The first unit's files take longer, so the last has room for them.)
+#: cores.
 REALTIME = ("tests/e2e/test_video.py", "tests/integration/test_media.py")
 
 #: The order the units go out to the workers: the browser tests (each of their units is

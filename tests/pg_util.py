@@ -4,6 +4,7 @@ our own processes on free loopback ports (never 5432), from Debian's server bina
     url = fresh_database()                # a new database on the session's one server
     cluster = start_pg()                  # a primary alone, of the caller's own
     cluster = start_pg(standby=True)      # and a streaming standby, synchronous once it is up
+    cluster = start_pg(standby=True, synchronous=False)  # an asynchronous one (a misconfig)
     cluster.url                           # a multi-host libpq URL (target_session_attrs)
     cluster.primary.kill()                # SIGKILL the postmaster and every backend: a crash
     cluster.standby.promote()             # the standby takes over
@@ -225,8 +226,9 @@ def _start_on_a_free_port(data: Path, log: Path, tries: int = 5) -> PgServer:
     raise AssertionError("unreachable")
 
 
-def start_pg(*, standby: bool = False) -> PgCluster:
-    """A fresh primary (and a synchronous standby) on free ports, as ``postgres``."""
+def start_pg(*, standby: bool = False, synchronous: bool = True) -> PgCluster:
+    """A fresh primary (and a standby, synchronous unless told otherwise) on free ports, as
+    ``postgres``."""
     found = pg_bin()
     if found is None:
         raise RuntimeError("no PostgreSQL server binaries under /usr/lib/postgresql "
@@ -250,6 +252,8 @@ def start_pg(*, standby: bool = False) -> PgCluster:
                 if time.monotonic() > deadline:
                     raise RuntimeError("the standby does not stream")
                 time.sleep(0.05)
+            if not synchronous:
+                return PgCluster(root, primary, second)
             # only now: a commit waits for the standby's flush from here on
             primary.sql("ALTER SYSTEM SET synchronous_standby_names = '*'")
             primary.sql("ALTER SYSTEM SET synchronous_commit = 'on'")

@@ -50,8 +50,9 @@ class SessionEnd(msgspec.Struct, kw_only=True, array_like=True):
 
 class TableNote(msgspec.Struct, kw_only=True, array_like=True, tag="note"):
     table: str
-    frame: bytes  # the encoded frame, for every watcher
-    #: The same frame for dealer consoles when theirs says more (a chat sender's id).
+    frame: bytes  # the encoded frame, for every watcher; empty: for dealer consoles only
+    #: The same frame for dealer consoles when theirs says more (a chat sender's id), or
+    #: theirs alone (a tip, with ``frame`` empty).
     staff: bytes | None = None
 
 

@@ -1,10 +1,10 @@
 """Every Redis key and pub/sub channel livetable uses, named in one place from one prefix.
 
 Redis carries no money (PostgreSQL does: :mod:`livetable.store.postgres`). The bus, the
-leases, the dealer command queue, the chat room and the launch request ids take their
+leases, the dealer command queue and the chat room take their
 names from a :class:`RedisKeys`, so that a deployment's keys and channels all start with
 ``<prefix>:`` (two deployments can share one Redis, and the ACL of one is ``~<prefix>:*``
-``&<prefix>:*``: deploy/redis-users.acl.template). The lease scripts (server/lua/) build no
+``&<prefix>:*``: deploy/redis-users.acl.template). The lease scripts (host/lua/) build no
 key names: every key they touch is passed in ``KEYS``.
 
 Key layout (``lt`` is the default prefix; ``<t>`` a table id, ``<p>`` a player id)::
@@ -26,8 +26,6 @@ Key layout (``lt`` is the default prefix; ``<t>`` a table id, ``<p>`` a player i
     lt:lease:{<t>}:token          string the lease holder's token (a renewal of a lapsed
                                          lease compares it; the fencing token the store
                                          checks is PostgreSQL's own)
-    lt:launch:<o>:<id>            string a launch request id seen (SET NX PX: a launch is
-                                         used once; operator/launches.py)
     lt:sessions:ended             channel a session ended: every gateway closes its sockets
 
 Every key name ends in a fixed suffix, so ids containing ``:`` cannot collide. Table ids
@@ -106,14 +104,10 @@ class RedisKeys:
 
     def lease_token(self, table: str) -> str:
         """Where the lease holder of ``table`` keeps its lease token (in the lease's slot:
-        a renewal of a lapsed lease compares it, server/lua/lease_renew.lua)."""
+        a renewal of a lapsed lease compares it, host/lua/lease_renew.lua)."""
         return f"{self._lease(table)}:token"
 
     # --- the gateways' shared names --------------------------------------------------------
-
-    def launch_request(self, operator_id: str, request_id: str) -> str:
-        """A launch's request id, kept while a replay could still pass the clock check."""
-        return f"{self.prefix}:launch:{operator_id}:{request_id}"
 
     @property
     def sessions_ended(self) -> str:

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from redis.asyncio import Redis
@@ -44,7 +44,6 @@ from livetable.bus import (
 from livetable.bus.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.bus.redis_conn import is_redis_outage
 from livetable.store.base import StoreUnavailable
-from livetable.store.postgres import PostgresStore
 from livetable.tasks import cancel, check_cancelled
 
 log = logging.getLogger("livetable.bus")
@@ -66,9 +65,20 @@ RECENT_FRAMES = 512
 WATCHERS_STALE_AFTER_MS = 10_000
 
 
+class StepLog(Protocol):
+    """What the bus reads of the table's stored steps to repair a gap: the head and the
+    public snapshot, and the events after a head (the PostgreSQL store's
+    ``load_snapshot`` and ``events_after``; see there)."""
+
+    async def load_snapshot(self, table: str) -> tuple[int, int, bytes] | None: ...
+
+    async def events_after(self, table: str, epoch: int, seq: int,
+                           limit: int) -> list[bytes] | None: ...
+
+
 class RedisBus:
     def __init__(self, client: Redis | RedisCluster, tables: list[str],
-                 store: PostgresStore, *,
+                 store: StepLog, *,
                  on_reconnect: Callable[[], None] | None = None,
                  silence_timeout: float = 3.0, ping_interval: float = 1.0,
                  prefix: str = DEFAULT_PREFIX,
@@ -326,7 +336,11 @@ class RedisBus:
         if head is not None and head[0] == epoch and head[1] < seq:
             missed = await self.store.events_after(table, epoch, head[1], 100_000)
             if missed is not None:
-                frames = [(head[1] + 1 + i, frame) for i, frame in enumerate(missed)]
+                # up to the snapshot's head only: a step stored between the two reads is
+                # past it, and delivered under the older head it would go out again when
+                # its own batch came (the gateways take the batch's seq for their head)
+                frames = [(head[1] + 1 + i, frame)
+                          for i, frame in enumerate(missed[:seq - head[1]])]
         elif head is not None and head[0] == epoch:
             return  # nothing missed
         self._deliver(TableBatch(table=table, epoch=epoch, seq=seq, frames=frames,

@@ -2,7 +2,7 @@
 
 Redis carries no money (that is PostgreSQL's: :mod:`livetable.store.postgres`); it carries
 the bus (:mod:`livetable.bus.redis`), the dealer commands' queues and the table leases
-(:mod:`livetable.server.scaleout`), the chat room and the launch request ids. Every one of
+(:mod:`livetable.host.scaleout`), the chat room and the launch request ids. Every one of
 them takes its connections from :func:`connection_pool` and tells an outage from a bug with
 :func:`is_redis_outage`, so that a Redis restart or failover is handled the same way
 everywhere: retried where a retry is safe, answered ``unavailable`` where it is not.

@@ -9,6 +9,7 @@ the commands about one thing, with their parsers:
 - :mod:`.accounts` — ``token``, ``deposit``: who may come to the table, with what money;
 - :mod:`.console` — ``dealer``: the dealer console in a terminal;
 - :mod:`.shoe` — ``verify-shoe``: the check that a shoe was dealt as committed;
+  ``restores``: the restores detected, acknowledged;
 - :mod:`.stream` — ``test-stream``: a test card through the media server;
 - :mod:`.operators` — ``operator-demo``, ``operators check``: a reference operator and the
   registry's check;
@@ -42,7 +43,7 @@ from livetable.cli.figures import add_rtp, add_settle, add_simulate
 from livetable.cli.migrate import add_migrate_store
 from livetable.cli.operators import add_operator_demo, add_operators
 from livetable.cli.serve import add_roles, add_serve
-from livetable.cli.shoe import add_verify_shoe
+from livetable.cli.shoe import add_restores, add_verify_shoe
 from livetable.cli.stream import add_test_stream
 from livetable.cli.wallet import add_wallet
 
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_deposit(commands)
     add_migrate_store(commands)
     add_verify_shoe(commands)
+    add_restores(commands)
     add_test_stream(commands)
     add_operator_demo(commands)
     add_wallet(commands)

@@ -78,7 +78,7 @@ def cmd_deposit(args: argparse.Namespace) -> int:
 
             store = PostgresStore(settings.postgres_url)
         elif settings.redis_url:  # Redis holds no money: never a local file in its stead
-            from livetable.server.services import SCALE_OUT_NEEDS_POSTGRES
+            from livetable.services import SCALE_OUT_NEEDS_POSTGRES
 
             raise UsageError(SCALE_OUT_NEEDS_POSTGRES)
         else:

@@ -98,6 +98,9 @@ def add_store_flags(p: argparse.ArgumentParser) -> None:
     setting(p, "--postgres", "postgres_url",
             "PostgreSQL URL (libpq; several hosts with target_session_attrs=read-write "
             "follow a failover): the money of scale-out, Redis staying the bus")
+    setting(p, "--postgres-replication", "postgres_replication",
+            "sync: bets only while the PostgreSQL primary has a synchronous standby; none: "
+            "one PostgreSQL, accepting that a failover can lose acknowledged bets")
 
 
 def add_table_flags(p: argparse.ArgumentParser) -> None:

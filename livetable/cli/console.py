@@ -1,7 +1,7 @@
 """``livetable dealer``: the dealer console in a terminal.
 
 Why so small: the console itself — reading card codes and commands, the websocket, what it
-prints — is :mod:`livetable.dealer`; this command only turns the server's address into the
+prints — is :mod:`livetable.cli.terminal`; this command only turns the server's address into the
 dealer websocket's and finds the token. The token is never a flag (every user's ``ps``
 would show it): it comes from ``LIVETABLE_DEALER_TOKEN`` or is asked for without echo.
 """
@@ -18,7 +18,7 @@ def cmd_dealer(args: argparse.Namespace) -> int:
     import getpass
     import os
 
-    from livetable.dealer import run, token_from
+    from livetable.cli.terminal import run, token_from
 
     url = args.url.rstrip("/")
     if url.startswith("http"):

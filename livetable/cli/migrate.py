@@ -2,7 +2,8 @@
 
 Why a command of its own: scale-out keeps its money in PostgreSQL; a deployment that kept it
 in Redis moves it once, with its engines stopped, and must see that nothing was lost. The
-copy, its refusals and the check are :mod:`livetable.store.migrate`'s; this is only its
+copy, its refusals and the check are :mod:`livetable.migration.redis_to_postgres`'s; this is only
+its
 flags and its exit codes (0 copied and checked, or copied already; 1 refused, nothing
 written; 3 the check failed; 2 a usage error).
 """
@@ -16,11 +17,12 @@ from livetable.cli.arguments import Commands, UsageError, setting, settings_of
 
 
 def cmd_migrate_store(args: argparse.Namespace) -> int:
-    """Copy a Redis deployment's money into PostgreSQL (livetable/store/migrate.py)."""
+    """Copy a Redis deployment's money into PostgreSQL
+    (livetable/migration/redis_to_postgres.py)."""
     import asyncio
 
     from livetable.clock import now_ms
-    from livetable.store.migrate import MigrationRefused, migrate_store
+    from livetable.migration.redis_to_postgres import MigrationRefused, migrate_store
 
     settings = settings_of(args)
     if not settings.redis_url or not settings.postgres_url:

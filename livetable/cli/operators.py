@@ -11,6 +11,7 @@ report, which reads what happened, is :mod:`livetable.cli.wallet`.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from pathlib import Path
 
@@ -22,7 +23,6 @@ def cmd_operator_demo(args: argparse.Namespace) -> int:
     import os
 
     import uvicorn
-    import uvloop
     from aiohttp import web
 
     from livetable.operator import registry
@@ -58,14 +58,23 @@ def cmd_operator_demo(args: argparse.Namespace) -> int:
         print(f"operator-demo: wallet at {here}/wallet (livetable --wallet seamless "
               f"--wallet-url {here}/wallet); books at /state", flush=True)
         # one operator, as the bench runs it: on aiohttp's server (operator/reference.py),
-        # on uvloop as livetable's server is (asyncio's own loop cost a third more CPU a
-        # call: docs/benchmarks.md, the 5,000-player close)
+        # on uvloop where it is installed (asyncio's own loop cost a third more CPU a call:
+        # docs/benchmarks.md, the 5,000-player close); the service's lock (requirements.txt,
+        # what bin/setup installs) does not carry it, and the quick start must run on that
         logging.basicConfig(level=args.log_level.upper())
         web.run_app(server, host=args.host, port=args.port, print=None, access_log=None,
-                    loop=uvloop.new_event_loop())
+                    loop=_fastest_loop())
         return 0
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def _fastest_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # the service's own lock: asyncio's loop
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def add_operator_demo(commands: Commands) -> None:
@@ -112,7 +121,8 @@ def cmd_operators_check(args: argparse.Namespace) -> int:
                                for c in operator.currencies.values()) or "any currency"
         tables_text = ",".join(sorted(operator.tables)) if operator.tables else "every table"
         print(f"{operator.id}: {operator.name}; {len(operator.operator_secrets)} operator "
-              f"secret(s), wallet {operator.wallet_url or 'none'}; {tables_text}; {currencies}")
+              f"secret(s), wallet {operator.wallet_url or 'none'}; {tables_text}; {currencies}"
+              f"; tips {'on' if operator.tips else 'off'}")
     print(f"{args.file}: {len(found.operators)} operator(s), good")
     return 0
 

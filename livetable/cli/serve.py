@@ -12,6 +12,7 @@ the framed websocket. Nothing heavy is imported until a server is really started
 from __future__ import annotations
 
 import argparse
+import contextlib
 from typing import TYPE_CHECKING
 
 from livetable.cli.arguments import (
@@ -24,8 +25,14 @@ from livetable.cli.arguments import (
 )
 
 if TYPE_CHECKING:
+    import asyncio
+
+    import uvicorn
+    from starlette.applications import Starlette
+
     from livetable.config import Settings
-    from livetable.server.services import Role
+    from livetable.server.process import Role
+    from livetable.services import Services
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -52,10 +59,7 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     from livetable.config import SettingsError
     from livetable.operator.registry import RegistryError
     from livetable.server.app import create_app
-    from livetable.server.framed_ws import FramedWebSocketProtocol
-    from livetable.server.gcpolicy import Collector
-    from livetable.server.guard import ConnectionGuard
-    from livetable.server.services import Services
+    from livetable.services import Services
 
     settings = settings_of(args)
     _check_scale_out(settings, roles)
@@ -66,11 +70,32 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     except (RegistryError, SettingsError) as exc:  # the registry; the shoe key (missing,
         # short, not creatable)
         raise UsageError(str(exc)) from None
+    app = create_app(settings, services)
+    _announce(settings, roles)
+    server = uvicorn.Server(server_config(settings, services, app, args.log_level))
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    # not started: the port taken, say (uvicorn's own exit code for it)
+    return 0 if server.started else STARTUP_FAILURE
+
+
+#: uvicorn's exit code when the server could not start.
+STARTUP_FAILURE = 3
+
+
+def server_config(settings: Settings, services: Services, app: Starlette,
+                  log_level: str) -> uvicorn.Config:
+    """How a livetable process runs ``app`` on uvicorn — the one place that says so (the
+    benchmarks' server runs the same): the garbage collector's timing, the connection guard
+    at the door, the framed websocket, and the proxies trusted."""
+    import uvicorn
+
+    from livetable.server.gcpolicy import Collector
+    from livetable.server.guard import ConnectionGuard
+
     services.collector = Collector(
         services.busy, interval=settings.gc_interval,
         on_collect=services.metrics.gc_pause.observe) if settings.gc_interval > 0 else None
-    app = create_app(settings, services, roles=roles)
-    _announce(settings, roles)
     guard = ConnectionGuard(head_timeout=settings.request_head_timeout,
                             body_timeout=settings.request_body_timeout,
                             per_address=settings.connections_per_address,
@@ -80,19 +105,30 @@ def _run_server(args: argparse.Namespace, roles: tuple[Role, ...]) -> int:
     # permessage-deflate off: table events and answers go out framed once, uncompressed
     # (framed_ws), so it would only inflate the clients' small frames, at ~45 KB of zlib
     # state a connection (docs/benchmarks.md, "permessage-deflate")
-    uvicorn.run(app, host=settings.host, port=settings.port, ws=FramedWebSocketProtocol,
-                http=guard.protocol(), ws_max_size=64 * 1024, ws_per_message_deflate=False,
-                log_level=args.log_level,
-                lifespan="on", timeout_graceful_shutdown=5,
-                proxy_headers=bool(settings.trusted_proxies),
-                forwarded_allow_ips=",".join(settings.trusted_proxies) or None)
-    return 0
+    return uvicorn.Config(app, host=settings.host, port=settings.port,
+                          ws=websocket_protocol(settings), http=guard.protocol(),
+                          ws_max_size=64 * 1024, ws_per_message_deflate=False,
+                          log_level=log_level, lifespan="on", timeout_graceful_shutdown=5,
+                          proxy_headers=bool(settings.trusted_proxies),
+                          forwarded_allow_ips=",".join(settings.trusted_proxies) or None)
+
+
+def websocket_protocol(settings: Settings) -> type[asyncio.Protocol]:
+    """The protocol uvicorn hands an upgraded connection to (``--ws-transport``): both
+    offer the app the same ASGI websocket and the same scope extensions."""
+    if settings.ws_transport == "picows":
+        from livetable.server.picows_ws import PicowsWebSocketProtocol
+
+        return PicowsWebSocketProtocol
+    from livetable.server.framed_ws import FramedWebSocketProtocol
+
+    return FramedWebSocketProtocol
 
 
 def _check_scale_out(settings: Settings, roles: tuple[Role, ...]) -> None:
     """What processes sharing a Redis must share, checked before anything starts; and
     that scale-out has its store for money (Redis holds none)."""
-    from livetable.server.services import SCALE_OUT_NEEDS_POSTGRES
+    from livetable.services import SCALE_OUT_NEEDS_POSTGRES
 
     if settings.redis_url and not settings.postgres_url:
         raise UsageError(SCALE_OUT_NEEDS_POSTGRES)
@@ -137,8 +173,9 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
             "absolute or a path on this origin (repeatable; replaces the variable's "
             "t1=URL,t2=URL)", action="append", metavar="TABLE=URL")
     setting(p, "--presenter", "presenters", "a dealer's photo, shown at the table while "
-            "they deal: URL absolute or a path on this origin (repeatable; replaces the "
-            "variable's Anna=URL,Bee=URL)", action="append", metavar="NAME=URL")
+            "they deal, and the staff token id that may sign in as them: URL absolute or "
+            "a path on this origin (repeatable; replaces the variable's "
+            "anna:Anna=URL,bee:Bee=URL)", action="append", metavar="[STAFF_ID:]NAME=URL")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
     setting(p, "--wallet", "wallet", "who holds players' money: this ledger (internal) or "
@@ -159,6 +196,10 @@ def _add_server_flags(p: argparse.ArgumentParser) -> None:
             "start; the dealer console switches it)")
     setting(p, "--allowed-origins", "allowed_origins",
             "comma-separated websocket origins (none: same origin)")
+    setting(p, "--ws-transport", "ws_transport", "what serves the websockets once "
+            "uvicorn has read the upgrade: picows' frame parser or uvicorn's own protocol "
+            "(the same frames and behaviour; picows takes less memory and CPU a "
+            "connection)")
 
 
 def add_serve(commands: Commands) -> None:

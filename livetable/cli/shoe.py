@@ -1,4 +1,5 @@
-"""``livetable verify-shoe``: anyone's check that an ended shoe was dealt as committed.
+"""``livetable verify-shoe``: anyone's check that an ended shoe was dealt as committed; and
+``livetable restores``: the shoes an engine retired because its store was restored.
 
 Why a command of its own: provable fairness is worth something only if a player can check
 it without trusting the server's word, so the check runs here, on the player's machine,
@@ -14,7 +15,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from livetable.cli.arguments import Commands, UsageError, print_json
+from livetable.cli.arguments import (
+    Commands,
+    UsageError,
+    add_store_flags,
+    print_json,
+    settings_of,
+)
 
 EXIT_UNFAIR = 1
 
@@ -60,7 +67,7 @@ def cmd_verify_shoe(args: argparse.Namespace) -> int:
         print(f"shoe {args.shoe_id}: NOT VERIFIED: the record does not parse: {exc}",
               file=sys.stderr)
         return EXIT_UNFAIR
-    problems = check_shoe(shoe, seen_commitment=args.commitment)
+    problems = check_shoe(shoe, seen_commitment=args.commitment, seen_heads=args.head)
     if shoe.shoe_id != args.shoe_id:
         problems.insert(0, f"asked for shoe {args.shoe_id}, the record is of {shoe.shoe_id}")
     if args.json:
@@ -76,7 +83,9 @@ def cmd_verify_shoe(args: argparse.Namespace) -> int:
               f"8 full decks; the opening {shoe.order[0]} and its burns follow the rules; "
               f"{len(shoe.rounds)} round{'' if len(shoe.rounds) == 1 else 's'} ({settled} "
               f"settled, {len(shoe.rounds) - settled} cancelled) dealt from the order in the "
-              "dealing order.")
+              f"dealing order; its game log (ended by {shoe.ended_by}, "
+              f"{shoe.round_count} round{'' if shoe.round_count == 1 else 's'}) leads from "
+              f"the commitment to {shoe.chain_head}.")
         if args.commitment is None:
             print("  (to prove the order was fixed before the bets, also pass --commitment: "
                   "the one shoe_started announced)")
@@ -88,7 +97,9 @@ def add_verify_shoe(commands: Commands) -> None:
         "verify-shoe", help="check that an ended shoe was dealt as committed (provably fair)",
         description="Fetch GET /api/shoes/SHOE_ID and check it: the SHA-256 commitment, a "
                     "full 8-deck shoe, the opening card and its burns, and every round's "
-                    "cards as the next slots of the order in the dealing order. Exit 0: "
+                    "cards as the next slots of the order in the dealing order, and its game "
+                    "log (why it ended, how many rounds, every round chained from the "
+                    "commitment). Exit 0: "
                     "fair; 1: not (every problem on stderr); 2: could not fetch.")
     p.add_argument("shoe_id", help="e.g. t1.3")
     p.add_argument("--url", help="the server, e.g. http://localhost:8000")
@@ -96,5 +107,40 @@ def add_verify_shoe(commands: Commands) -> None:
     p.add_argument("--commitment",
                    help="the commitment shoe_started announced (proves it was fixed before "
                         "the bets)")
+    p.add_argument("--head", action="append", default=[],
+                   help="a game log head the table published live (round_settled, "
+                        "round_cancelled, shoe_revealed: chain_head); the record must hold "
+                        "it (repeatable)")
     p.add_argument("--json", action="store_true", help="print {shoe_id, ok, problems}")
     p.set_defaults(handler=cmd_verify_shoe)
+
+
+def cmd_restores(args: argparse.Namespace) -> int:
+    """The restores the engine detected and retired a shoe for (shown on /readyz until
+    acknowledged); with --acknowledge, acknowledge them all (docs/operations.md §5)."""
+    from livetable.host.restores import acknowledge, reports_dir, unacknowledged
+
+    reports = reports_dir(settings_of(args).db_path)
+    pending = unacknowledged(reports)
+    for table, what in sorted(pending.items()):
+        print(f"{table}: {what}")
+    if not pending:
+        print(f"no restore waits to be acknowledged ({reports})")
+    if args.acknowledge:
+        moved = acknowledge(reports)
+        print(f"acknowledged {len(moved)} report{'' if len(moved) == 1 else 's'} (kept in "
+              f"{reports / 'acknowledged'})")
+    return 0
+
+
+def add_restores(commands: Commands) -> None:
+    p = commands.add_parser(
+        "restores", help="the restores detected (a shoe retired), and their acknowledgement",
+        description="A store older than what the tables announced (a restored backup) makes "
+                    "the engine retire the shoe in play and report it on /readyz "
+                    "(checks.restored) until acknowledged here. Run it where the engine "
+                    "runs, with its --db / --data-dir.")
+    p.add_argument("--acknowledge", action="store_true",
+                   help="acknowledge every report: /readyz stops showing them")
+    add_store_flags(p)
+    p.set_defaults(handler=cmd_restores)

@@ -1,7 +1,7 @@
 """``livetable test-stream``: a table's live video, before there is a camera.
 
 Why here and not in deploy/: the media server of deploy/media/ and a test card with a
-running clock (:mod:`livetable.media`, through ffmpeg) let anyone see the video path work —
+running clock (:mod:`livetable.cli.media`, through ffmpeg) let anyone see the video path work —
 the media server, the HLS playlist, the page's player — on their own machine, with one
 command. This module checks the flags, starts the local media server unless ``--publish``
 names one, and stops both cleanly on Ctrl-C or SIGTERM.
@@ -20,7 +20,7 @@ def cmd_test_stream(args: argparse.Namespace) -> int:
     import signal
     import subprocess
 
-    from livetable.media import MediaError, MediaServer, card_command, require
+    from livetable.cli.media import MediaError, MediaServer, card_command, require
 
     try:
         width, height = (int(v) for v in args.size.lower().split("x"))

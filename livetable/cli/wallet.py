@@ -5,13 +5,15 @@ asked the operator's wallet and what came back, kept by the store the deployment
 (SQLite beside the ledger, PostgreSQL in scale-out). The command picks that log as
 the server would (:func:`_calls`, from the same settings), filters by operator if asked, and
 prints what :mod:`livetable.operator.report` makes of it — per call and per round, or per
-day (``--daily``), as a table or as JSON. The figures are computed there, never here.
+day (``--daily``), as a table or as JSON. The figures are the log's own, over every call
+(added up in SQL: store/sqlite/ledger/wallet_totals.py), never a sum of the calls listed.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from livetable.cli.arguments import (
     Commands,
@@ -23,39 +25,53 @@ from livetable.cli.arguments import (
 
 if TYPE_CHECKING:
     from livetable.config import Settings
-    from livetable.operator.log import WalletCall
+    from livetable.operator.log import WalletCall, WalletLog
+    from livetable.operator.report import DayTotals, Report
+
+R = TypeVar("R")
 
 
 def cmd_wallet_report(args: argparse.Namespace) -> int:
     import asyncio
 
-    settings = settings_of(args)
-    found = asyncio.run(_calls(settings, args.round, args.player))
-    if args.operator is not None:
-        from livetable.operator.registry import operator_of
+    from livetable.operator.report import daily, report
 
-        found = [call for call in found if operator_of(call.player_id) == args.operator]
+    settings = settings_of(args)
     if args.daily:
-        _print_days(found, args.operator, as_json=args.json)
-    else:
-        _print_calls_and_rounds(found, as_json=args.json)
+        days = asyncio.run(_read(settings, lambda log: log.days(args.operator)))
+        _print_days(daily(days), as_json=args.json)
+        return 0
+    found, totals = asyncio.run(_read(settings, lambda log: _listed(
+        log, args.round, args.player, args.operator)))
+    _print_calls_and_rounds(report(found, totals), as_json=args.json)
     return 0
 
 
-async def _calls(settings: Settings, round_id: str | None,
-                 player_id: str | None) -> list[WalletCall]:
-    """The wallet calls of the log the settings name (of one round, one player if given)."""
+async def _listed(log: WalletLog, round_id: str | None, player_id: str | None,
+                  operator: str | None) -> tuple[list[WalletCall], list[list[Any]]]:
+    """The oldest calls (of one round, player, operator if given), and the totals over the
+    whole log (store/sqlite/ledger/wallet_totals.py)."""
+    from livetable.operator.registry import operator_of
+
+    found = await log.calls(round_id, player_id)
+    if operator is not None:
+        found = [call for call in found if operator_of(call.player_id) == operator]
+    return found, await log.totals(round_id, player_id, operator)
+
+
+async def _read(settings: Settings, read: Callable[[WalletLog], Awaitable[R]]) -> R:
+    """``read`` on the log the settings name, as the server would pick it."""
     if settings.postgres_url:
         from livetable.operator.log_postgres import PostgresWalletLog
         from livetable.store.postgres import PostgresStore
 
         store = PostgresStore(settings.postgres_url, max_connections=2)
         try:
-            return await PostgresWalletLog(store).calls(round_id, player_id)
+            return await read(PostgresWalletLog(store))
         finally:
             await store.close()
     if settings.redis_url:  # Redis holds no money: never a local file in its stead
-        from livetable.server.services import SCALE_OUT_NEEDS_POSTGRES
+        from livetable.services import SCALE_OUT_NEEDS_POSTGRES
 
         raise UsageError(SCALE_OUT_NEEDS_POSTGRES)
     from livetable.operator.log_sqlite import SQLiteWalletLog
@@ -65,18 +81,15 @@ async def _calls(settings: Settings, round_id: str | None,
     wallet_log = SQLiteWalletLog(settings.wallet_db_path, settings.sqlite_sync,
                                  moved_from=settings.db_path)
     try:
-        return await wallet_log.calls(round_id, player_id)
+        return await read(wallet_log)
     finally:
         await wallet_log.close()
 
 
-def _print_days(found: list[WalletCall], operator: str | None, *, as_json: bool) -> None:
+def _print_days(days: list[DayTotals], *, as_json: bool) -> None:
     """The per-day summary (``--daily``): rounds, players, stakes, returns and GGR."""
     import msgspec
 
-    from livetable.operator.report import daily
-
-    days = daily(found, operator)
     if as_json:
         print(msgspec.json.encode({"days": days}).decode())
         return
@@ -87,13 +100,11 @@ def _print_days(found: list[WalletCall], operator: str | None, *, as_json: bool)
               f"{d.players:>8}{d.stakes:>12}{d.returns:>12}{d.ggr:>12}")
 
 
-def _print_calls_and_rounds(found: list[WalletCall], *, as_json: bool) -> None:
-    """Every call with its state and answer, then the totals per round and overall."""
+def _print_calls_and_rounds(result: Report, *, as_json: bool) -> None:
+    """Every call listed with its state and answer, then the totals per round and overall
+    (of every call of the log: said when the list holds fewer)."""
     import msgspec
 
-    from livetable.operator.report import report
-
-    result = report(found)
     if as_json:
         print(msgspec.json.encode(result).decode())
         return
@@ -102,6 +113,10 @@ def _print_calls_and_rounds(found: list[WalletCall], *, as_json: bool) -> None:
               f"{call.player_id:<16} {call.round_id:<14} {call.attempts:>3} "
               f"{(call.answer or '')[:60]}")
     print()
+    if result.partial:
+        print(f"listed: the oldest {len(result.calls)} of {result.calls_in_log} calls; the "
+              f"totals below are of all {result.calls_in_log}")
+        print()
     print(f"{'round':<16}{'debited':>10}{'unknown':>10}{'credited':>10}{'rolled back':>12}"
           f"{'net':>10}{'open':>6}{'owed':>6}")
     for row in [*result.rounds, result.totals]:

@@ -39,12 +39,13 @@ from livetable.config.settings import (
     parse_presenters,
     parse_stream,
     parse_streams,
+    presenter_of,
 )
 from livetable.config.urls import masked_url
 
 __all__ = [
     "NOT_SETTINGS", "PREFIX", "Count", "Port", "Positive", "PositiveSeconds", "Rate",
     "Seconds", "Settings", "SettingsError", "StreamError", "choices", "load_settings",
-    "masked_url", "parse_presenters", "parse_stream", "parse_streams", "unknown_variables",
-    "variable",
+    "masked_url", "parse_presenters", "parse_stream", "parse_streams", "presenter_of",
+    "unknown_variables", "variable",
 ]

@@ -52,8 +52,11 @@ def parse_stream(entry: str) -> tuple[str, str]:
     table, url = table.strip(), url.strip()
     if not sep or not table or not url:
         raise StreamError(f"a stream is TABLE=URL, got {entry!r}")
-    if any(c.isspace() or c in "\"'<>" for c in url):
-        raise StreamError(f"stream URL for {table!r} has a space or quote: {url!r}")
+    # a backslash is a slash to a browser (``/\\evil.example/p.jpg`` is
+    # ``//evil.example/p.jpg``, another origin), and it drops tabs and newlines anywhere
+    if any(c.isspace() or c in "\"'<>\\" or ord(c) < 0x20 or ord(c) == 0x7f for c in url):
+        raise StreamError(f"stream URL for {table!r} has a space, quote, backslash or "
+                          f"control character: {url!r}")
     if not (url.startswith(("http://", "https://")) or
             (url.startswith("/") and not url.startswith("//"))):
         raise StreamError(f"stream URL for {table!r} must start with http://, https:// or /"
@@ -61,9 +64,20 @@ def parse_stream(entry: str) -> tuple[str, str]:
     return table, url
 
 
+def presenter_of(key: str) -> tuple[str, str]:
+    """A ``--presenter`` entry's left side → ``(staff id, name)``: ``ID:NAME`` binds the
+    name to the staff token whose id is ID (``livetable token --dealer --player ID``);
+    ``NAME`` alone binds it to the staff id that is the name in lower case."""
+    staff, sep, name = key.partition(":")
+    if sep:
+        return staff.strip(), name.strip()
+    return key.strip().casefold(), key.strip()
+
+
 def parse_presenters(entries: list[str]) -> dict[str, str]:
-    """Every ``NAME=URL`` of ``entries``: a dealer's photo, shown while they deal. The URL
-    is held to a stream's rules (an absolute http(s) URL or a path on the pages' origin)."""
+    """Every ``[ID:]NAME=URL`` of ``entries``: a dealer's photo, shown while they deal, and
+    the staff token that may sign in under that name (:func:`presenter_of`). The URL is
+    held to a stream's rules (an absolute http(s) URL or a path on the pages' origin)."""
     photos: dict[str, str] = {}
     for entry in entries:
         if entry.strip():
@@ -71,8 +85,11 @@ def parse_presenters(entries: list[str]) -> dict[str, str]:
                 name, url = parse_stream(entry)
             except StreamError:
                 raise SettingsError(
-                    f"--presenter {entry!r}: a photo is NAME=URL, the URL http(s)://… or a "
-                    "path on the pages' origin (/…), without spaces or quotes") from None
+                    f"--presenter {entry!r}: a photo is [STAFF_ID:]NAME=URL, the URL "
+                    "http(s)://… or a path on the pages' origin (/…), without spaces, "
+                    "quotes or backslashes") from None
+            if not all(presenter_of(name)):
+                raise SettingsError(f"--presenter {entry!r}: STAFF_ID:NAME needs both")
             photos[name] = url
     return photos
 
@@ -103,8 +120,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: The system of record for scale-out (store/postgres): a libpq URL, required with
     #: redis_url (Redis is the bus, the dealer commands' queues and the leases only).
     postgres_url: str | None = None
+    #: What PostgreSQL promises a bet: ``sync``, a synchronous standby has every commit
+    #: before it returns (checked at start and in every batch of slips; bets are refused
+    #: without one); ``none``, one PostgreSQL, opted into (a failover can lose
+    #: acknowledged bets). store/postgres/replication.py.
+    postgres_replication: Literal["sync", "none"] = "sync"
     #: Optional: a Redis Cluster node for pub/sub only (sharded SPUBLISH/SSUBSCRIBE); the
-    #: leases and commands stay on the primary at redis_url (see server/scaleout.py).
+    #: leases and commands stay on the primary at redis_url (see host/scaleout.py).
     redis_pubsub_cluster: str | None = None
     tables: Positive = 1
     #: The table ids, instead of t1..t{tables}.
@@ -168,6 +190,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     store_id: str = ""
     #: Seconds a closing websocket has to finish its close before its socket is aborted.
     close_timeout: PositiveSeconds = 3
+    #: What serves the websockets (``/ws``, ``/ws/dealer``) once uvicorn has read the
+    #: upgrade: ``picows``, picows' frame parser under uvicorn's ASGI websocket interface
+    #: (server/picows_ws.py), or ``uvicorn``, its websockets-sansio protocol
+    #: (server/framed_ws.py): picows takes less memory and CPU a connection
+    #: (docs/benchmarks.md, the transport).
+    ws_transport: Literal["picows", "uvicorn"] = "picows"
     #: The key that seals engine states at rest (store/sealing.py): LIVETABLE_SHOE_KEY, or
     #: the file LIVETABLE_SHOE_KEY_FILE; else a key generated beside the data directory
     #: (shoe_key_path). Never the signing secret, never in the data directory. One key per
@@ -212,10 +240,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: The address players reach this service at (launch URLs start with it); empty = the
     #: address the operator's request came to.
     public_url: str = ""
-    #: SQLite ``PRAGMA synchronous`` of the ledger and the wallet log (store/ledger/schema.py).
+    #: SQLite ``PRAGMA synchronous`` of the ledger and the wallet log
+    #: (store/sqlite/ledger/schema.py).
     sqlite_sync: Literal["NORMAL", "FULL", "EXTRA"] = "NORMAL"
     #: Where the SQLite ledger's writer runs: a child process with its own interpreter
-    #: lock (store/writer.py), or a thread of the server.
+    #: lock (store/sqlite/writer.py), or a thread of the server.
     sqlite_writer: Literal["process", "thread"] = "process"
     #: The directory of the pages (``pip install .`` does not ship ``static/``).
     static: Path = Path(__file__).resolve().parents[2] / "static"
@@ -296,81 +325,3 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             return self.shoe_key_file
         data = self.data_dir.resolve()
         return data.with_name(data.name + "-keys") / "shoe.key"
-
-    def state_key(self, create: bool = True) -> tuple[bytes, str, list[str]]:
-        """The key ring that seals engine states at rest (one key per line, the first
-        seals: store/sealing.py), where it came from, and what is wrong with where it lives
-        (warnings for the log).
-
-        The shoe key is LIVETABLE_SHOE_KEY, else the file LIVETABLE_SHOE_KEY_FILE, else
-        :attr:`shoe_key_path`, generated on the first start (``create``: mode 0600 in a
-        0700 directory). It is never the signing secret: the secret only joins the ring's
-        end, so that a state an older livetable sealed with it opens once and is resealed
-        with the shoe key (docs/security.md).
-        """
-        from livetable.store.sealing import MIN_KEY_BYTES
-
-        warnings: list[str] = []
-        path = self.shoe_key_path
-        if self.shoe_key is not None:
-            ring, source = self.shoe_key, "LIVETABLE_SHOE_KEY"
-        else:
-            source = f"the key file {path}"
-            if self.shoe_key_file is None and create and not path.exists():
-                try:
-                    _create_key_file(path)
-                except OSError as exc:
-                    raise SettingsError(
-                        f"cannot create the shoe key {path}: {exc.strerror}; make its "
-                        "directory writable, or set LIVETABLE_SHOE_KEY or "
-                        "LIVETABLE_SHOE_KEY_FILE") from None
-                warnings.append(f"generated the shoe key {path}: back it up apart from the "
-                                "data (docs/operations.md, section 4)")
-            try:
-                ring = path.read_bytes()
-            except OSError as exc:
-                what = "LIVETABLE_SHOE_KEY_FILE" if self.shoe_key_file else "the shoe key"
-                raise SettingsError(f"{what} {path}: {exc.strerror}") from None
-            if path.stat().st_mode & 0o077:
-                warnings.append(f"the shoe key file {path} is readable by others than its "
-                                "owner: chmod 600 it")
-        if _inside(path, self.data_dir) and self.shoe_key is None:
-            warnings.append(f"the shoe key file {path} is inside the data directory "
-                            f"{self.data_dir}: a copy of the directory can read every "
-                            "future card; keep it elsewhere")
-        keys = [k.strip() for k in ring.split(b"\n") if k.strip()]
-        if not keys:
-            raise SettingsError(f"{source} is empty")
-        for key in keys:
-            if len(key) < MIN_KEY_BYTES:
-                raise SettingsError(f"{source} holds a key of {len(key)} bytes; a shoe key "
-                                 f"needs at least {MIN_KEY_BYTES} (e.g. openssl rand -hex 32)")
-        secret = self.secret
-        if secret is None and (self.data_dir / "secret").exists():
-            secret = (self.data_dir / "secret").read_bytes().strip()
-        if secret and secret in keys:
-            raise SettingsError(f"{source} holds the signing secret: the shoe key must be a key "
-                             "of its own (every gateway and `livetable token` holds the "
-                             "secret)")
-        if secret:
-            keys.append(secret)  # opens what an older livetable sealed with it, never seals
-        return b"\n".join(keys), source, warnings
-
-
-def _create_key_file(path: Path) -> None:
-    """A new random shoe key at ``path``: its directory 0700, the file 0600, never
-    overwritten (two processes starting at once: the second reads the first's)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
-    with os.fdopen(fd, "wb") as f:
-        f.write(secrets.token_hex(32).encode() + b"\n")
-
-
-def _inside(path: Path, directory: Path) -> bool:
-    try:
-        return path.resolve().is_relative_to(directory.resolve())
-    except OSError:
-        return False

@@ -81,7 +81,8 @@ class RevealShoe(msgspec.Struct, tag="reveal_shoe", kw_only=True):
     """An auto shoe has ended: keep it for ``GET /api/shoes/{shoe_id}`` (docs/design.md §7).
 
     ``rounds``: each round of the shoe (round id, how many cards it took out of the shoe,
-    its burn included), in order.
+    its burn included, when it ended), in order; ``ended_by``: why the shoe ended
+    (rules/fairness.py ``ENDINGS``); ``chain_head``: its game log's head after its last round.
     """
 
     table: str
@@ -92,7 +93,9 @@ class RevealShoe(msgspec.Struct, tag="reveal_shoe", kw_only=True):
     order: list[str]
     burn_card: str
     burned: int
-    rounds: list[tuple[str, int]]
+    rounds: list[tuple[str, int, int]]
+    ended_by: str = "set_aside"
+    chain_head: str | None = None
 
 
 Effect = OpenRound | SetBetting | SettleRound | CancelRound | RevealShoe

@@ -64,7 +64,9 @@ def tick(table: Paced, now: int) -> Step:
         elif s.phase == "dealing":
             step.extend(table.deal(due))
         elif s.phase == "revealing":
-            step.extend(table.reveal(due))
+            # paced from when it happens: a late clock (a runner held up by a partition)
+            # reveals one hand, not every hand due and the settlement in one millisecond
+            step.extend(table.reveal(max(due, now)))
         else:
             break
     return step

@@ -4,8 +4,10 @@ The stored state keeps the shoe as plain data (:class:`~livetable.engine.state.S
 the :class:`ShoeKeeper` keeps a parsed, live :class:`~livetable.rules.Shoe` beside it (parsed
 once per shoe, not once per card) and mirrors every card taken from it into the state. An
 auto shoe is shuffled here and committed to before its first card (the commitment is
-published in ``shoe_started``); when it ends, its order and salt are revealed, once. The
-keeper numbers its events with the engine's numbering and knows nothing of rounds.
+published in ``shoe_started``); when it ends, its order and salt are revealed, once. Each
+round that ends is chained into the shoe's game log (:meth:`ShoeKeeper.chain`, the format in
+docs/security.md), whose head the round's ``round_settled`` / ``round_cancelled`` publishes.
+The keeper numbers its events with the engine's numbering.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from livetable import protocol as p
 from livetable.engine import views
 from livetable.engine.effects import Numbering, RevealShoe, Step
 from livetable.engine.state import TableState, parse_shoe, shoe_state
+from livetable.engine.transitions import BETWEEN_ROUNDS
 from livetable.rules import Shoe, parse_card
 from livetable.rules.cards import Card
-from livetable.rules.fairness import commitment
+from livetable.rules.fairness import chain_link, commitment
 
 
 class ShoeKeeper:
@@ -75,6 +78,7 @@ class ShoeKeeper:
             s.shoe = shoe_state(shoe, shoe_id)
             s.shoe.salt = salt
             s.shoe.commitment = commitment(salt, shoe.cut_at, s.shoe.order)
+            s.shoe.chain_head = s.shoe.commitment  # the game log starts from it
             self._live = (shoe_id, shoe)
             step.events.append(p.ShoeStarted(
                 **self.number(), shoe_id=shoe_id, burn_card=str(burn_card), burned=burned,
@@ -120,6 +124,33 @@ class ShoeKeeper:
             burned=card.burn_count, cards_left=views.cards_left(s), opens_at=views.opens_at(s)))
         return step
 
+    def chain(self, state: str, now: int, spots: dict[str, str]) -> str | None:
+        """The round in play has ended (``state``: settled or cancelled, at ``now``, with
+        its outcome per spot): chain it into the shoe's game log; the log's new head (None
+        for a shoe without a log: manual, or started before it existed)."""
+        s = self.state
+        shoe = s.shoe
+        if shoe is None or shoe.chain_head is None or shoe.salt is None or s.round_id is None:
+            return None
+        shoe.chain_head = chain_link(shoe.salt, shoe.chain_head, s.round_id, state, now,
+                                     s.round_cards, spots)
+        shoe.round_ends.append(now)
+        return shoe.chain_head
+
+    def retire(self, step: Step, why: str) -> None:
+        """The shoe in play must never deal again (``why``: "restored", its cards may have
+        been seen): it ends now, or after the round in play if its cards are all out (a
+        round being revealed settles as dealt). A new shoe deals the next round."""
+        s = self.state
+        shoe = s.shoe
+        if shoe is None or shoe.revealed:
+            return
+        if not s.last_round:  # else it ends by its cut card, already out
+            shoe.ended_by = why
+            s.last_round = True
+        if s.phase in BETWEEN_ROUNDS:
+            self.reveal(step)
+
     def reveal(self, step: Step) -> None:
         """The shoe has ended: publish its order and salt (an auto shoe, once)."""
         s = self.state
@@ -128,14 +159,17 @@ class ShoeKeeper:
             return
         shoe.revealed = True
         ends = [*shoe.round_starts[1:], shoe.drawn]
-        rounds = [(f"{shoe.shoe_id}.{n}", end - start)
-                  for n, (start, end) in enumerate(zip(shoe.round_starts, ends, strict=True),
-                                                   start=1)]
+        times = shoe.round_ends + [0] * (len(ends) - len(shoe.round_ends))
+        rounds = [(f"{shoe.shoe_id}.{n}", end - start, at) for n, (start, end, at)
+                  in enumerate(zip(shoe.round_starts, ends, times, strict=False), start=1)]
         opening = parse_card(shoe.order[0])
+        ended_by = shoe.ended_by or ("cut_card" if shoe.cut_out else "set_aside")
         step.effects.append(RevealShoe(
             table=s.table, shoe_id=shoe.shoe_id, commitment=shoe.commitment, salt=shoe.salt,
             cut_at=shoe.cut_at, order=list(shoe.order), burn_card=str(opening),
-            burned=opening.burn_count, rounds=rounds))
+            burned=opening.burn_count, rounds=rounds, ended_by=ended_by,
+            chain_head=shoe.chain_head))
         step.events.append(p.ShoeRevealed(
             **self.number(), shoe_id=shoe.shoe_id, salt=shoe.salt, cut_at=shoe.cut_at,
-            order=list(shoe.order)))
+            order=list(shoe.order), chain_head=shoe.chain_head, round_count=len(rounds),
+            ended_by=ended_by))

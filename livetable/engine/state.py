@@ -35,6 +35,13 @@ class ShoeState(msgspec.Struct, kw_only=True):
     commitment: str | None = None
     round_starts: list[int] = msgspec.field(default_factory=list)
     revealed: bool = False
+    #: The game log (docs/security.md): its head after the last round ended (the commitment
+    #: before the first), and when each ended round ended. None: a shoe started before the
+    #: log existed, or a manual one.
+    chain_head: str | None = None
+    round_ends: list[int] = msgspec.field(default_factory=list)
+    #: Why the shoe ends, when that is decided before its end (rules/fairness.py ENDINGS).
+    ended_by: str | None = None
 
 
 class Timing(msgspec.Struct, kw_only=True):
@@ -82,6 +89,9 @@ class TableState(msgspec.Struct, kw_only=True):
     next_at: int | None = None  # auto mode: when the next timed action is due
     #: The table's live video, as configured (the runner sets it on every start).
     stream: p.StreamView | None = None
+    #: The rounds whose ``bet_stats`` and ``round_winners`` were announced: once a round.
+    stats_for: str | None = None
+    winners_for: str | None = None
 
 
 STATE_ENCODER = msgspec.json.Encoder()

@@ -43,6 +43,7 @@ import random
 
 from livetable import protocol as p
 from livetable.engine import pacing, views
+from livetable.engine.announce import Announcer
 from livetable.engine.effects import (
     CancelRound,
     EngineError,
@@ -95,6 +96,8 @@ class TableEngine:
         self.rng = rng if rng is not None else random.SystemRandom()
         #: The shoe: its live parsed copy, cards taken, started, cut, opened, revealed.
         self.shoes = ShoeKeeper(state, self.rng, self._number)
+        #: What it tells of a round's bets: their spread, the biggest wins (announce.py).
+        self.announce = Announcer(state, self._number)
 
     @classmethod
     def new(
@@ -406,7 +409,8 @@ class TableEngine:
         s.next_at = views.next_round_at(s, now)
         step.events.append(p.RoundSettled(
             **self._number(), round_id=s.round_id, results=results, last_round=s.last_round,
-            opens_at=s.next_at))
+            opens_at=s.next_at, chain_head=self.shoes.chain(
+                "settled", now, {k: v.outcome for k, v in spots.items()})))
         if s.last_round:
             self.shoes.reveal(step)
         return step
@@ -466,7 +470,8 @@ class TableEngine:
         s.betting_left_ms = None
         s.next_at = views.next_round_at(s, now)
         step.events.append(p.RoundCancelled(
-            **self._number(), round_id=s.round_id, reason=reason, opens_at=s.next_at))
+            **self._number(), round_id=s.round_id, reason=reason, opens_at=s.next_at,
+            chain_head=self.shoes.chain("cancelled", now, {})))
         if s.last_round:
             self.shoes.reveal(step)
         return step

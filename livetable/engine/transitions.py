@@ -24,6 +24,9 @@ Command = Literal[
 ]
 #: What the engine does by itself when a condition holds (see the module docstring).
 Move = Literal["all_dealt", "banker_revealed"]
+#: What the engine announces about a round from figures the shell read from the store (the
+#: bets' spread at the close, the biggest wins once settled): the phase stays where it is.
+Announcement = Literal["bet_stats", "round_winners"]
 #: The target of ``resume``: the phase the table was paused from.
 BEFORE_PAUSE: Literal["before_pause"] = "before_pause"
 
@@ -31,7 +34,8 @@ BETWEEN_ROUNDS: tuple[Phase, ...] = ("idle", "settled", "cancelled")
 
 #: The one transition table: ``(phase, command) -> phase``. A pair that is not here is
 #: refused with ``illegal_command``, and the refused command changes nothing.
-TRANSITIONS: dict[tuple[Phase, Command | Move], Phase | Literal["before_pause"]] = {
+TRANSITIONS: dict[tuple[Phase, Command | Move | Announcement],
+                  Phase | Literal["before_pause"]] = {
     # between rounds: a new shoe, its opening card (manual), the cut card, the mode, a round
     **{(ph, "start_shoe"): ph for ph in BETWEEN_ROUNDS},
     **{(ph, "card"): ph for ph in BETWEEN_ROUNDS},  # the opening card or the cut card
@@ -54,15 +58,19 @@ TRANSITIONS: dict[tuple[Phase, Command | Move], Phase | Literal["before_pause"]]
     ("paused", "resume"): BEFORE_PAUSE,
     **{(ph, "cancel_round"): "cancelled" for ph in ("betting", "dealing", "revealing",
                                                     "paused")},
+    # announcements about the round in play or just settled (livetable/engine/announce.py)
+    **{(ph, "bet_stats"): ph for ph in ("dealing", "revealing", "paused", "settled")},
+    ("settled", "round_winners"): "settled",
 }
 
 
-def allowed_in(command: Command | Move) -> frozenset[Phase]:
+def allowed_in(command: Command | Move | Announcement) -> frozenset[Phase]:
     """The phases in which ``command`` is legal (read from :data:`TRANSITIONS`)."""
     return frozenset(ph for (ph, cmd) in TRANSITIONS if cmd == command)
 
 
-def target(phase: Phase, paused_from: Phase | None, command: Command | Move) -> Phase | None:
+def target(phase: Phase, paused_from: Phase | None,
+           command: Command | Move | Announcement) -> Phase | None:
     """Where ``command`` leads from ``phase`` (``resume``: back to ``paused_from``), or None
     if the table has no such row."""
     found = TRANSITIONS.get((phase, command))

@@ -36,6 +36,16 @@ class Debit(Movement, kw_only=True):
     bets: list[DebitBet]
 
 
+class TipDebit(Movement, kw_only=True):
+    """A tip to the dealer, debited like a bet slip (docs/operator.md): no bets, the
+    player's ``tip_id``, and ``round_id`` the table's tips (``<table>.tips``), never a round
+    of the game. The operator keeps the money: no credit follows, only a rollback of one
+    whose outcome livetable never learnt."""
+
+    bets: list[DebitBet] = []  # a debit's field, empty: an operator reads it as a debit
+    tip_id: str
+
+
 class CreditBet(msgspec.Struct, kw_only=True):
     bet_id: str
     outcome: str

@@ -1,4 +1,5 @@
-"""The line of debits waiting to be sent to one operator's wallet (issue 23).
+"""The line of debits waiting to be sent to one operator's wallet
+(docs/decisions.md#the-seamless-wallet-at-table-speed).
 
 Why. A seamless slip is accepted only on a debit answered ``ok`` before its deadline
 (operator/seamless.py). Under more load than the machine carries, every debit started

@@ -29,11 +29,13 @@ import asyncio
 import hashlib
 from typing import Any, Protocol, cast
 
+import msgspec
+
 # The records live with the SQL that keeps them in the ledger's writer process (the store
 # layer, which imports nothing of the operator's); every log and caller reads them here.
 from livetable.store.base import StoreUnavailable
-from livetable.store.ledger import wallet as w
-from livetable.store.ledger.wallet import (
+from livetable.store.sqlite.ledger import wallet as w
+from livetable.store.sqlite.ledger.wallet import (
     CallRecord,
     CallState,
     CallSummary,
@@ -70,6 +72,10 @@ def rollback_tx_id(debit_tx_id: str) -> str:
     return "r-" + _digest(debit_tx_id)
 
 
+#: What a tip's ``slip_key`` starts with (operator/tipping.py): its debit is no round's.
+TIP_KEYS = "tip:"
+
+
 def mirror_id(tx_id: str) -> str:
     """The ledger transfer id (deposit or withdrawal) that mirrors wallet call ``tx_id``."""
     return f"wallet:{tx_id}"
@@ -84,6 +90,11 @@ class WalletLog(Protocol):
     async def answer_debit(self, debit: WalletCall, state: CallState, answer: str, now: int,
                            closed_by: str | None = None) -> bool:
         """``pending`` → ``state`` with ``answer``, if still pending (False if not)."""
+        ...
+
+    async def keep_debit(self, debit: WalletCall, closed_by: str, now: int) -> bool:
+        """An open ``ok`` debit the operator keeps (a tip) closed by ``closed_by``, once
+        its ledger side is written (False: it was closed already)."""
         ...
 
     async def debit_of(self, player_id: str, table_id: str, slip_key: str
@@ -124,12 +135,22 @@ class WalletLog(Protocol):
         """Credits and rollbacks not yet answered ``ok``."""
         ...
 
+    async def totals(self, round_id: str | None = None, player_id: str | None = None,
+                     operator: str | None = None) -> list[list[Any]]:
+        """The report's figures over the whole log, of one round, player, operator if given
+        (store/sqlite/ledger/wallet_totals.py): every selected call's first, then each round's."""
+        ...
+
+    async def days(self, operator: str | None = None) -> list[list[Any]]:
+        """The per-day summary's rows over the whole log (store/sqlite/ledger/wallet_totals.py)."""
+        ...
+
     async def close(self) -> None: ...
 
 
 class BatchedWalletLog:
     """The :class:`WalletLog` as a group commit: every call is a step
-    (:mod:`livetable.store.ledger.wallet`), and the steps that arrive while a batch is
+    (:mod:`livetable.store.sqlite.ledger.wallet`), and the steps that arrive while a batch is
     being written wait for one another and go in the next transaction together — the
     event loop only queues a step and awaits its answer.
 
@@ -140,7 +161,7 @@ class BatchedWalletLog:
     commits a second queued behind one another while players waited for their bets.
 
     A store's log says only how a batch is written (:meth:`_run`: one transaction, each
-    step's :class:`~livetable.store.ledger.wallet.Outcome` in order) and when a driver's
+    step's :class:`~livetable.store.sqlite.ledger.wallet.Outcome` in order) and when a driver's
     error is an outage (:meth:`_is_outage`: surfaced as
     :class:`~livetable.store.base.StoreUnavailable`). A batch whose transaction fails
     fails each of its calls, never the batches after.
@@ -213,6 +234,9 @@ class BatchedWalletLog:
         return bool(await self._in_batch(
             w.AnswerDebit(debit.tx_id, state, answer, now, closed_by)))
 
+    async def keep_debit(self, debit: WalletCall, closed_by: str, now: int) -> bool:
+        return bool(await self._in_batch(w.KeepDebit(debit.tx_id, closed_by, now)))
+
     async def debit_of(self, player_id: str, table_id: str, slip_key: str
                        ) -> WalletCall | None:
         return cast(WalletCall | None,
@@ -240,3 +264,11 @@ class BatchedWalletLog:
 
     async def backlog(self) -> int:
         return int(await self._in_batch(w.Backlog()))
+
+    async def totals(self, round_id: str | None = None, player_id: str | None = None,
+                     operator: str | None = None) -> list[list[Any]]:
+        rows = await self._in_batch(w.Totals(round_id, player_id, operator))
+        return cast(list[list[Any]], msgspec.json.decode(rows))
+
+    async def days(self, operator: str | None = None) -> list[list[Any]]:
+        return cast(list[list[Any]], msgspec.json.decode(await self._in_batch(w.Days(operator))))

@@ -32,10 +32,11 @@ from __future__ import annotations
 from typing import Any
 
 from livetable.operator.log import BatchedWalletLog, WalletCall
-from livetable.store.ledger import wallet as w
-from livetable.store.ledger.wallet import closes
 from livetable.store.postgres.slips import json_rows
 from livetable.store.postgres.store import PostgresStore, is_pg_outage
+from livetable.store.sqlite.ledger import wallet as w
+from livetable.store.sqlite.ledger.wallet import closes
+from livetable.store.sqlite.ledger.wallet_totals import days_sql, totals_sql
 
 _FIELDS, _COLUMNS = w.FIELDS, w.COLUMNS
 #: How each column is read back from a row of the JSON parameter (``body``: base64, as
@@ -131,6 +132,11 @@ async def _perform(con: Any, step: w.AnyStep) -> w.Value:
                                   [(call.tx_id, now, t) for call in calls
                                    for t in closes(call)])
             return None
+        case w.KeepDebit(tx_id, closed_by, now):
+            status: str = await con.execute(
+                "UPDATE wallet_calls SET closed_by = $1, updated_at = $2 WHERE tx_id = $3 "
+                "AND state = 'ok' AND closed_by IS NULL", closed_by, now, tx_id)
+            return status == "UPDATE 1"
         case w.OpenDebits(limit):
             return await _select(con, "method = 'debit' AND closed_by IS NULL ORDER BY "
                                       "created_at, n LIMIT $1", limit)
@@ -145,6 +151,12 @@ async def _perform(con: Any, step: w.AnyStep) -> w.Value:
         case w.Backlog():
             return int(await con.fetchval(
                 "SELECT count(*) FROM wallet_calls WHERE state = 'queued'"))
+        case w.Totals(round_id, player_id, operator):
+            return json_rows([list(r) for r in await con.fetch(
+                totals_sql("postgres"), round_id, player_id, operator)])
+        case w.Days(operator):
+            return json_rows([list(r) for r in await con.fetch(days_sql("postgres"),
+                                                               operator)])
     raise TypeError(f"not a wallet log step: {step!r}")
 
 

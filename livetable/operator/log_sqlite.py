@@ -13,10 +13,10 @@ event loop only queues a call and awaits its answer.
 
 Off the server's interpreter lock. The batches run where the ledger's writer runs: in
 its child process under ``livetable serve`` (``writer=``, the store's
-:class:`~livetable.store.writer.WriterProcess`), else on a thread of this log's own. On a
+:class:`~livetable.store.sqlite.writer.WriterProcess`), else on a thread of this log's own. On a
 thread, every batch's Python work took the lock from the event loop, and on a loaded
 machine every hand-over of it waited for the scheduler: 500 players × 10 bets collapsed
-(the steps, and why: :mod:`livetable.store.ledger.wallet`).
+(the steps, and why: :mod:`livetable.store.sqlite.ledger.wallet`).
 
 And in a file of its own, beside the ledger's (``livetable-wallet.sqlite3``). In the
 ledger's file, under ``livetable serve`` the log's thread and the ledger's writer process
@@ -37,10 +37,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from livetable.operator.log import BatchedWalletLog
-from livetable.store.ledger import wallet as w
-from livetable.store.ledger.calls import WalletLogBatch
-from livetable.store.ledger.schema import check_synchronous, is_sqlite_outage
-from livetable.store.writer import WriterProcess
+from livetable.store.sqlite.ledger import wallet as w
+from livetable.store.sqlite.ledger.calls import WalletLogBatch
+from livetable.store.sqlite.ledger.schema import check_synchronous, is_sqlite_outage
+from livetable.store.sqlite.writer import WriterProcess
 
 
 def _move_from(db: sqlite3.Connection, old: Path) -> None:

@@ -2,7 +2,7 @@
 answers ``ok`` (docs/design.md §5).
 
 A round's credits and a refused debit's rollbacks are queued in the wallet log before
-their first attempt (:meth:`livetable.operator.seamless.SeamlessWallet._credit`); this
+their first attempt (:meth:`livetable.operator.seamless.SeamlessWallet._close_chunk`); this
 module only delivers what the log says is due, and records each answer there. Apart
 from the debits' path so that it can be read and bounded on its own:
 
@@ -28,7 +28,8 @@ from the debits' path so that it can be read and bounded on its own:
   the operator answers, not when the answer is written, and the due calls are read from
   the log :data:`READ_AHEAD` places' worth at a time and kept until a place is free: one
   read per many deliveries, not one per delivery. (Measured on a 5,000-player round's
-  close, issue 23: a place held over its log write and a log read to fill it kept 32
+  close (docs/decisions.md#the-seamless-wallet-at-table-speed): a place held over its log write and
+  a log read to fill it kept 32
   places to some 460 credits a second at 20 ms.)
 """
 
@@ -41,11 +42,11 @@ from collections import deque
 from collections.abc import Callable
 
 from livetable.config import Settings
+from livetable.metrics import Metrics
 from livetable.operator.client import Reply
 from livetable.operator.gate import DebitGate
 from livetable.operator.log import WalletCall, WalletLog
 from livetable.operator.wallets import OperatorWallet, OperatorWallets
-from livetable.server.metrics import Metrics
 
 log = logging.getLogger("livetable.wallet")
 #: Due calls read from the log at a time, in places' worth.

@@ -15,12 +15,15 @@ start and again on SIGHUP, so an operator is added or a secret rotated without a
     tables = ["t1", "t2"]          # optional: every table
     language = "th"                # optional
     blocked_words = ["spam"]       # optional: table chat
+    winner_names = "masked"        # optional: "masked" (Pl***), "hidden" or "full"
+    tips = false                   # optional: no tips to the dealer (default: tips on)
 
     [operators.acme.currencies.THB]  # minor units (THB has 2 decimals: 100000 = ฿1,000.00)
     chips = [1000, 2500, 5000, 10000, 50000, 100000]
     player = [1000, 500000]
     pair = [1000, 100000]
     round_max = 2000000
+    tip = [1000, 100000]             # optional: a tip's min and max (default: player's)
 
 Rules the loader holds, each refused with the file's line:
 
@@ -54,6 +57,7 @@ from babel.core import Locale
 from babel.numbers import get_currency_precision, get_currency_symbol
 
 from livetable import protocol as p
+from livetable.betting.tips import TipPolicy
 
 #: The operator of a single-operator deployment (no registry file).
 DEFAULT_OPERATOR = "default"
@@ -65,6 +69,9 @@ _OPERATOR_ID = re.compile(r"[a-z0-9-]{1,32}")
 Amount = Annotated[int, msgspec.Meta(ge=1, le=10**15)]
 Range = Annotated[list[Amount], msgspec.Meta(min_length=2, max_length=2)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
+#: How an operator's players' names are shown in a round's biggest wins (``round_winners``;
+#: livetable/engine/announce.py's ``NameShown``).
+WinnerNames = Literal["masked", "hidden", "full"]
 
 
 class RegistryError(ValueError):
@@ -76,6 +83,7 @@ class _CurrencyEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     player: Range
     pair: Range
     round_max: Amount
+    tip: Range | None = None
 
 
 class _OperatorEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -86,6 +94,8 @@ class _OperatorEntry(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     tables: list[str] | None = None
     language: Literal["en", "th", "hi"] | None = None
     blocked_words: Annotated[list[Name], msgspec.Meta(max_length=1000)] = []
+    winner_names: WinnerNames = "masked"
+    tips: bool = True
     #: Each converted on its own (:func:`_currency`), so an error names its currency.
     currencies: dict[str, dict[str, object]] = {}
 
@@ -101,6 +111,8 @@ class Currency:
     player: tuple[int, int]
     pair: tuple[int, int]
     round_max: int
+    #: A tip's smallest and largest amount; None: the player bet's (``player``).
+    tip: tuple[int, int] | None = None
 
     def symbol(self, language: str = "en") -> str:
         return str(get_currency_symbol(self.code, locale=_LOCALES.get(language, "en")))
@@ -108,7 +120,7 @@ class Currency:
     @property
     def limits(self) -> p.Limits:
         """The table limits of a session in this currency, as the wire and the betting
-        rules (``engine.bets.judge_slip``) name them: they replace the table's own."""
+        rules (``betting.slips.judge_slip``) name them: they replace the table's own."""
         return p.Limits(min=self.player[0], max=self.player[1], pair_min=self.pair[0],
                         pair_max=self.pair[1], round_max=self.round_max)
 
@@ -130,6 +142,10 @@ class Operator:
     language: str | None = None
     blocked_words: tuple[str, ...] = ()
     currencies: Mapping[str, Currency] = field(default_factory=dict)
+    #: How its players' names are shown in a round's biggest wins (``round_winners``).
+    winner_names: WinnerNames = "masked"
+    #: Whether its players may tip the dealer (livetable/betting/tips.py).
+    tips: bool = True
 
     def may_launch_at(self, table: str) -> bool:
         return self.tables is None or table in self.tables
@@ -138,6 +154,17 @@ class Operator:
         """The chips and limits of its players' sessions in ``currency``, or None when the
         entry lists none for it (the table's own limits then hold)."""
         return self.currencies.get(currency) if currency is not None else None
+
+    def tip_policy(self, currency: str | None) -> TipPolicy:
+        """Whether its players may tip, and a tip's range in ``currency`` (None: the
+        player's bet limits)."""
+        terms = self.terms(currency)
+        return TipPolicy(on=self.tips, range=None if terms is None else terms.tip)
+
+
+#: Why a launched player may not play at a table: its operator is no longer served (its
+#: sessions end), or the table is not one of its operator's ``tables``.
+Refusal = Literal["operator_removed", "not_your_table"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +175,23 @@ class Registry:
 
     def get(self, operator_id: str) -> Operator | None:
         return self.operators.get(operator_id)
+
+    def refusal(self, operator_id: str, table: str) -> Refusal | None:
+        """Why ``operator_id``'s launched player may not play at ``table`` now, or None.
+        Asked at every hello and every slip, not only at the launch: a reload (SIGHUP)
+        that removes the operator, or a table from its ``tables``, holds at once."""
+        operator = self.operators.get(operator_id)
+        if operator is None:
+            return "operator_removed"
+        return None if operator.may_launch_at(table) else "not_your_table"
+    def winner_terms(self, ledger_player: str) -> tuple[WinnerNames, str | None]:
+        """How a winner's name is shown (their operator's ``winner_names``; masked without
+        one) and the currency of their win (their operator's only one, else None)."""
+        operator = self.get(operator_of(ledger_player))
+        if operator is None:
+            return "masked", None
+        only = list(operator.currencies)
+        return operator.winner_names, only[0] if len(only) == 1 else None
 
 
 def ledger_player_id(operator_id: str, player_id: str) -> str:
@@ -246,7 +290,7 @@ def _operator(operator_id: str, entry: _OperatorEntry, env: Mapping[str, str],
                              for ref in entry.wallet_secrets),
         tables=None if entry.tables is None else frozenset(entry.tables),
         language=entry.language, blocked_words=tuple(entry.blocked_words),
-        currencies=currencies)
+        currencies=currencies, winner_names=entry.winner_names, tips=entry.tips)
 
 
 def _currency(code: str, entry: object) -> Currency:
@@ -256,16 +300,17 @@ def _currency(code: str, entry: object) -> Currency:
         decimals = currency_decimals(code)
     except ValueError as exc:
         raise _EntryError(keys, str(exc)) from None
-    for name in ("player", "pair"):
-        low, high = getattr(limits, name)
+    for name in ("player", "pair", "tip"):
+        low, high = getattr(limits, name) or (0, 0)
         if low > high:
             raise _EntryError([*keys, name], f"min {low} is above max {high}")
     if limits.chips != sorted(set(limits.chips)):
         raise _EntryError([*keys, "chips"], "chips go from the smallest up, each once")
     if limits.round_max < limits.player[0]:
         raise _EntryError([*keys, "round_max"], "round_max is below the smallest bet")
+    tip = None if limits.tip is None else (limits.tip[0], limits.tip[1])
     return Currency(code, decimals, tuple(limits.chips), (limits.player[0], limits.player[1]),
-                    (limits.pair[0], limits.pair[1]), limits.round_max)
+                    (limits.pair[0], limits.pair[1]), limits.round_max, tip)
 
 
 def _secret(reference: str, env: Mapping[str, str], key: str) -> bytes:

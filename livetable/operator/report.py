@@ -1,5 +1,9 @@
-"""The wallet report: every call of the log with its state, and the totals an operator
-reconciles its books with (``livetable wallet report``, ``POST /api/operator/wallet``)."""
+"""The wallet report: the calls of the log with their state, and the totals an operator
+reconciles its books with (``livetable wallet report``, ``POST /api/operator/wallet``).
+
+The list of calls is bounded (the oldest, up to a limit: a log grows without end); the
+totals are the log's own over every call, added up in SQL (store/sqlite/ledger/wallet_totals.py),
+and the report says how many calls they cover and whether the list is partial."""
 
 from __future__ import annotations
 
@@ -43,45 +47,39 @@ class ReportCall(CallSummary, kw_only=True, omit_defaults=True):
 
 
 class Report(msgspec.Struct, kw_only=True):
+    """The calls listed (the oldest, at most the limit asked), and the figures of every
+    call in the log: ``calls_in_log`` of them, ``partial`` when the list holds fewer."""
+
     calls: list[ReportCall]
     rounds: list[RoundTotals]
     totals: RoundTotals
+    calls_in_log: int
+    partial: bool
 
 
-def report(calls: list[WalletCall]) -> Report:
-    """Every call with its state and answer, and the totals per round and overall."""
-    rounds: dict[str, RoundTotals] = {}
-    total = RoundTotals(round_id="*", table_id="*")
+def _round_totals(row: list[Any]) -> tuple[int, RoundTotals]:
+    """A row of store/sqlite/ledger/wallet_totals.py's totals: its call count, its figures."""
+    _, round_id, table_id, _, calls, *figures = row
+    names = [n for n in RoundTotals.__struct_fields__ if n not in ("round_id", "table_id",
+                                                                  "net")]
+    totals = RoundTotals(round_id=round_id, table_id=table_id,
+                         **dict(zip(names, figures, strict=True)))
+    totals.net = totals.debited + totals.debited_unknown - totals.credited - totals.rolled_back
+    return calls, totals
+
+
+def report(calls: list[WalletCall], totals: list[list[Any]]) -> Report:
+    """Every call of ``calls`` with its state and answer, and the totals per round and
+    overall from ``totals``: the log's own over all its calls (``WalletLog.totals``), not
+    a sum of the calls listed."""
     out: list[ReportCall] = []
     for call in calls:
         summary = {name: getattr(call, name) for name in CallSummary.__struct_fields__}
         out.append(ReportCall(**summary, closed_by=call.closed_by,
                               request=msgspec.json.decode(call.body)))
-        row = rounds.get(call.round_id)
-        if row is None:
-            row = rounds[call.round_id] = RoundTotals(round_id=call.round_id,
-                                                      table_id=call.table_id)
-        for t in (row, total):
-            if call.method == "debit":
-                t.debits += 1
-                if call.state == "ok":
-                    t.debited += call.amount
-                elif call.state in ("unknown", "pending"):
-                    t.debited_unknown += call.amount
-                else:
-                    t.refused += 1
-                if call.closed_by is None and call.state != "refused":
-                    t.open_debits += 1
-            elif call.method == "credit":
-                t.credits += 1
-                t.credited += call.amount
-            elif call.method == "rollback":
-                t.rollbacks += 1
-                t.rolled_back += call.amount
-            if call.state == "queued":
-                t.undelivered += 1
-            t.net = t.debited + t.debited_unknown - t.credited - t.rolled_back
-    return Report(calls=out, rounds=list(rounds.values()), totals=total)
+    in_log, overall = _round_totals(totals[0])
+    return Report(calls=out, rounds=[_round_totals(row)[1] for row in totals[1:]],
+                  totals=overall, calls_in_log=in_log, partial=len(out) < in_log)
 
 
 class DayTotals(msgspec.Struct, kw_only=True):
@@ -101,38 +99,14 @@ class DayTotals(msgspec.Struct, kw_only=True):
     ggr: int = 0
 
 
-def daily(calls: list[WalletCall], operator: str | None = None) -> list[DayTotals]:
-    """The per-day summary of ``calls`` (of ``operator``'s players only, when given), by
-    day, operator, table and currency; a call counts on the day its round's first call was
-    made, so a round that crosses midnight is booked on one day."""
-    from livetable.operator.registry import operator_of
-
-    first_seen: dict[str, int] = {}
-    for call in calls:
-        at = first_seen.get(call.round_id)
-        first_seen[call.round_id] = call.created_at if at is None else min(at, call.created_at)
-    rows: dict[tuple[str, str, str, str], DayTotals] = {}
-    rounds: dict[tuple[str, str, str, str], set[str]] = {}
-    players: dict[tuple[str, str, str, str], set[str]] = {}
-    for call in calls:
-        owner = operator_of(call.player_id)
-        if operator is not None and owner != operator:
-            continue
-        day = time.strftime("%Y-%m-%d", time.gmtime(first_seen[call.round_id] / 1000))
-        key = (day, owner, call.table_id, call.currency)
-        row = rows.get(key)
-        if row is None:
-            row = rows[key] = DayTotals(day=day, operator=owner, table_id=call.table_id,
-                                        currency=call.currency)
-        rounds.setdefault(key, set()).add(call.round_id)
-        players.setdefault(key, set()).add(call.player_id)
-        if call.method == "debit" and call.state in ("ok", "unknown", "pending"):
-            row.stakes += call.amount
-        elif call.method == "rollback":
-            row.stakes -= call.amount
-        elif call.method == "credit":
-            row.returns += call.amount
-    for key, row in rows.items():
-        row.rounds, row.players = len(rounds[key]), len(players[key])
-        row.ggr = row.stakes - row.returns
-    return sorted(rows.values(), key=lambda r: (r.day, r.operator, r.table_id, r.currency))
+def daily(rows: list[list[Any]]) -> list[DayTotals]:
+    """The per-day summary, from the log's rows over all its calls (``WalletLog.days``:
+    by day, operator, table and currency; a call counts on the day its round's first call
+    was made, so a round that crosses midnight is booked on one day)."""
+    days: list[DayTotals] = []
+    for day, operator, table_id, currency, rounds, players, stakes, returns in rows:
+        days.append(DayTotals(
+            day=time.strftime("%Y-%m-%d", time.gmtime(int(day) * 86_400)),
+            operator=operator, table_id=table_id, currency=currency, rounds=rounds,
+            players=players, stakes=stakes, returns=returns, ggr=stakes - returns))
+    return days

@@ -16,9 +16,8 @@ money. Three rules keep every unit accounted for:
    line in time for its deadline (operator/gate.py) is never sent: logged ``refused``
    (:data:`NOT_SENT`), nothing to roll back.
 3. **Every closing call has one id, whoever writes it.** A round's credit for a player in
-   a currency is ``credit_tx_id(installation, round, player, currency)`` — one per
-   currency the player's debits of the round were in, each in that currency — a debit's
-   rollback ``rollback_tx_id(debit)``. The
+   a currency is ``credit_tx_id(installation, round, player, currency)`` (one per currency
+   of the player's debits in the round), a debit's rollback ``rollback_tx_id(debit)``. The
    gateway that saw a debit fail, the sweeper that finds a round ended, a restarted
    process, another engine after a failover: they all write the same calls and the same
    ledger transfers, so doing it twice is doing it once.
@@ -31,7 +30,7 @@ player's return back out (``player → external``, ``wallet:<credit tx_id>``), a
 rollback takes the refund or the unused deposit out (``wallet:<rollback tx_id>``, only if
 the deposit it undoes was made). So a seamless player's ledger balance is 0 whenever none
 of its bets is in play, ``external`` is the operator's side of every move, and the audit
-proves the same invariants as with an internal wallet.
+proves the same invariants as with an internal wallet. (Tips: operator/tipping.py.)
 
 What runs where. :meth:`SeamlessWallet.place_slip` runs in the gateway, per slip, and
 waits for the debit (bounded by the betting window). The sweeper and the outbox
@@ -46,7 +45,7 @@ import contextlib
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,21 +53,21 @@ import msgspec
 
 from livetable import protocol as p
 from livetable.auth import Identity
+from livetable.betting.slips import MirrorDeposit, Rejection, SlipRequest
 from livetable.clock import now_ms
 from livetable.config import Settings
-from livetable.engine.bets import MirrorDeposit, Rejection, SlipRequest
+from livetable.metrics import Metrics
 from livetable.operator.calls import ANSWER_DECODER, ENCODER, BalanceQuery, Debit, DebitBet
 from livetable.operator.client import Reply, WalletClient
 from livetable.operator.closing import TAKEOVER_MS, Closing, close_round, rollback_of
 from livetable.operator.gate import DebitGate
-from livetable.operator.log import WalletCall, WalletLog, mirror_id
+from livetable.operator.log import TIP_KEYS, WalletCall, WalletLog, mirror_id
 from livetable.operator.outbox import Outbox
 from livetable.operator.registry import operator_player_id
 from livetable.operator.wallets import OperatorWallet, OperatorWallets
 from livetable.rules import BetSpot
-from livetable.server.metrics import Metrics
 from livetable.store.base import InsufficientBalance, Store
-from livetable.tasks import cancel
+from livetable.tasks import cancel, check_cancelled, wait_set
 
 log = logging.getLogger("livetable.wallet")
 
@@ -76,13 +75,11 @@ log = logging.getLogger("livetable.wallet")
 NOT_SENT = "not sent: no place in the wallet's line in time for its deadline"
 #: The wallet counts as failing after this many calls in a row without an answer...
 FAILING_CALLS = 3
-#: ...as long as the last of them is this recent (ms): one that has not been called since
-#: is not known to be down.
+#: ...as long as the last of them is this recent (ms): one not called since is not known down.
 FAILING_FOR_MS = 60_000
 #: Closings taken out of the ledger and queued at a time (the outbox starts on each).
 CLOSE_CHUNK = 500
-#: The currency of a player whose session named none (a token minted by ``livetable
-#: token``, not by a launch).
+#: The currency of a player whose session named none (a ``livetable token``, no launch).
 DEFAULT_CURRENCY = "XXX"
 
 
@@ -99,9 +96,8 @@ class SeamlessWallet:
                  client: WalletClient | OperatorWallets, metrics: Metrics, *,
                  outbox_client: WalletClient | None = None,
                  clock: Callable[[], int] = now_ms) -> None:
-        """``client``: every operator's wallet (operator/wallets.py: each player's calls
-        go to their operator's), or one wallet for every player (with ``outbox_client``
-        for credits and rollbacks, if not the same)."""
+        """``client``: every operator's wallet (operator/wallets.py), or one wallet for
+        every player (with ``outbox_client`` for credits and rollbacks, if not the same)."""
         self.settings = settings
         self.store = store
         self.log = wallet_log
@@ -124,6 +120,8 @@ class SeamlessWallet:
         self._turns: dict[tuple[str, str], _Turn] = {}
         #: each operator's wallet's line of debits (operator/gate.py)
         self._gates: dict[str, DebitGate] = {}
+        #: tips' open ``ok`` debits to the ledger and closed (operator/tipping.py)
+        self.keep_tips: Callable[[list[WalletCall]], Awaitable[None]] | None = None
 
     def _heard(self, reply: Reply) -> Reply:
         """Count ``reply`` for :meth:`health`: any status the contract knows (a refusal
@@ -133,7 +131,7 @@ class SeamlessWallet:
         else:
             self._failing += 1
             self._failed_at = self.clock()
-            self._failure = reply.text[:200]
+            self._failure = reply.reason or "no answer"  # public (/readyz): not its text
         return reply
 
     def health(self) -> str | None:
@@ -148,9 +146,8 @@ class SeamlessWallet:
                 f"{self._failure})")
 
     async def installation(self) -> str:
-        """This installation's id: the store's identity (kept with the ledger, so a
-        restart keeps it and a new or wiped store gets a new one); part of every credit's
-        ``tx_id``."""
+        """This installation's id: the store's identity (kept with the ledger: a restart
+        keeps it, a new or wiped store gets another); part of every credit's ``tx_id``."""
         if self._installation is None:
             self._installation = await self.store.identity(create=True)
             assert self._installation is not None  # create=True writes one if missing
@@ -232,7 +229,7 @@ class SeamlessWallet:
             again = await self.answer_again(slip, arrived_at, in_turn=True)
             return Rejection("betting_closed") if again is None else again
         call = self._debit(identity, slip, now, window_end)
-        sent = await self._send(call)
+        sent = await self.send_debit(call)
         if isinstance(sent, WalletCall):  # sent before (a re-send), or never sent now
             return await self._again(sent, slip, arrived_at)
         reply = sent
@@ -251,7 +248,7 @@ class SeamlessWallet:
         # log says so; the sweeper rolls the debit back (it rolls back every unknown debit)
         why = reply.text if not reply.ok else f"ok after the betting window: {reply.text}"
         if await self.log.answer_debit(call, "unknown", why, now):
-            self._ask_sweep()
+            self.ask_sweep()
         return Rejection("wallet_unavailable")
 
     def _debit(self, identity: Identity, slip: SlipRequest, now: int,
@@ -286,7 +283,7 @@ class SeamlessWallet:
                 lends=wallet.outbox is not wallet.debits)
         return gate
 
-    async def _send(self, call: WalletCall) -> Reply | WalletCall:
+    async def send_debit(self, call: WalletCall) -> Reply | WalletCall:
         """Write the debit, then send it once a place in its wallet's line comes free in
         time (operator/gate.py): the reply; or the debit the log holds for the slip
         instead — its first send's (a re-send), or this one never sent (``refused`` with
@@ -326,16 +323,15 @@ class SeamlessWallet:
         if isinstance(answer, Rejection):
             # debited, then refused here (the round closed meanwhile, a limit): the
             # money goes back, the player hears the store's reason
-            await self._close([rollback_of(call, now)], now)
-            self._ask_sweep()
+            await self.close_debits([rollback_of(call, now)], now)
+            self.ask_sweep()
         elif reply.balance is not None:
             answer.balance = reply.balance
         return answer
 
     async def _again(self, prior: WalletCall, slip: SlipRequest,
                      arrived_at: int) -> p.SlipAccepted | Rejection:
-        """A slip sent again (same key): the answer its debit earned, never a second
-        debit."""
+        """A slip sent again (same key): the answer its debit earned, never a second one."""
         answer = None
         with contextlib.suppress(msgspec.DecodeError):
             answer = ANSWER_DECODER.decode(prior.answer or "")
@@ -363,9 +359,9 @@ class SeamlessWallet:
 
     # --- closing debits -----------------------------------------------------------------
 
-    async def _close(self, closings: list[Closing], now: int) -> None:
+    async def close_debits(self, closings: list[Closing], now: int) -> None:
         """Close ``closings`` :data:`CLOSE_CHUNK` at a time, waking the outbox after each:
-        the first credits are on the wire while the next are written (issue 23)."""
+        the first credits are on the wire while the next are written."""
         for start in range(0, len(closings), CLOSE_CHUNK):
             await self._close_chunk(closings[start:start + CLOSE_CHUNK], now)
             self._wake.set()
@@ -402,8 +398,8 @@ class SeamlessWallet:
                 unknown.setdefault(debit.tx_id, debit)
             elif debit.tx_id not in unknown:
                 by_round[debit.round_id].append(debit)
-        await self._isolated(self._close([rollback_of(d, now) for d in unknown.values()], now),
-                             f"{len(unknown)} unknown debits")
+        rollbacks = [rollback_of(d, now) for d in unknown.values()]
+        await self._isolated(self.close_debits(rollbacks, now), f"{len(unknown)} unknown debits")
         for round_id, debits in by_round.items():
             await self._isolated(self._close_round(round_id, debits, now), f"round {round_id}")
 
@@ -420,7 +416,11 @@ class SeamlessWallet:
 
     async def _close_round(self, round_id: str, debits: list[WalletCall], now: int) -> None:
         """Close an ended round's open debits (:func:`~livetable.operator.closing.
-        close_round`): one read of its settlements, then :meth:`_close`."""
+        close_round`): one read of its settlements, then :meth:`_close`. A table's tips
+        (no round of the game): those ``ok`` a while are :attr:`keep_tips`'s."""
+        if (debits[0].slip_key or "").startswith(TIP_KEYS):
+            due = [d for d in debits if d.state == "ok" and d.updated_at < now - TAKEOVER_MS]
+            return None if self.keep_tips is None or not due else await self.keep_tips(due)
         view = await self.store.round_view(round_id)
         state = None if view is None else view.state
         if state not in ("settled", "cancelled"):
@@ -432,7 +432,7 @@ class SeamlessWallet:
         for debit in plan.takeovers:  # won from its gateway, or left to it
             if await self.log.answer_debit(debit, "unknown", "no answer by the deadline", now):
                 plan.closings.append(rollback_of(debit, now))
-        await self._close(plan.closings, now)
+        await self.close_debits(plan.closings, now)
 
     async def deliver(self) -> int:
         """Send every queued credit and rollback that is due (at most the outbox's limit
@@ -440,7 +440,7 @@ class SeamlessWallet:
         tools and tests: the loop (:meth:`run`) never waits."""
         return sum(await asyncio.gather(*await self.outbox.send_due()))
 
-    def _ask_sweep(self) -> None:
+    def ask_sweep(self) -> None:
         """A rollback was queued: deliver it now, not at the next interval."""
         self._sweep_asked = True
         self._wake.set()
@@ -448,7 +448,7 @@ class SeamlessWallet:
     def settled(self) -> None:
         """A table settled bets: sweep now, so that their credits are queued at once,
         not at the next interval (up to 250 ms later)."""
-        self._ask_sweep()
+        self.ask_sweep()
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -464,6 +464,7 @@ class SeamlessWallet:
         sweeping: asyncio.Task[None] | None = None
         try:
             while True:
+                check_cancelled()  # a store client may have swallowed it (livetable/tasks.py)
                 self._wake.clear()
                 try:
                     # a delivery ending wakes the loop only to send more; the sweep keeps
@@ -479,8 +480,7 @@ class SeamlessWallet:
                     raise
                 except Exception:
                     log.exception("wallet delivery failed; retrying")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), interval)
+                await wait_set(self._wake, interval)  # not wait_for: it can lose a stop
         finally:
             await cancel(sweeping)
 

@@ -53,7 +53,8 @@ class NoWallet(WalletClient):
         self.operator_id = operator_id
 
     async def call(self, method: str, body: bytes, timeout: float | None = None) -> Reply:
-        return Reply(None, None, f"no wallet for operator {self.operator_id!r}")
+        return Reply(None, None, f"no wallet for operator {self.operator_id!r}",
+                     "no wallet for the operator")
 
 
 class OperatorWallets:
@@ -88,7 +89,7 @@ class OperatorWallets:
             return
         for client in (wallet.debits, wallet.outbox):
             # read by the client as it sends: a call in flight is not touched
-            client.base, client.secret = url.rstrip("/") + "/", secret
+            client.point_at(url, secret)
 
     def update(self, registry: Registry) -> None:
         """The registry's wallets (at start, and again on each SIGHUP): each operator's

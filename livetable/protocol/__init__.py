@@ -70,11 +70,13 @@ from livetable.protocol.commands import (
     SlipBet,
     StartShoe,
     TableCommand,
+    Tip,
     VoidCards,
     type_names,
 )
 from livetable.protocol.events import (
     AnyTableEvent,
+    BetStats,
     BettingClosed,
     CardDealt,
     CardsVoided,
@@ -84,12 +86,15 @@ from livetable.protocol.events import (
     RoundCancelled,
     RoundOpened,
     RoundSettled,
+    RoundWinners,
     ShoeRevealed,
     ShoeShuffling,
     ShoeStarted,
+    SpotShare,
     TableEvent,
     TablePaused,
     TableResumed,
+    Winner,
 )
 from livetable.protocol.notes import (
     ChatAccepted,
@@ -102,6 +107,7 @@ from livetable.protocol.notes import (
     DealerChanged,
     Presenter,
     TableNote,
+    TipReceived,
 )
 from livetable.protocol.private import (
     PRESENCE_EVERY,
@@ -120,6 +126,7 @@ from livetable.protocol.private import (
     SlipAccepted,
     SlipBetAccepted,
     SlipRejected,
+    TipAccepted,
     Welcome,
 )
 from livetable.protocol.values import (
@@ -134,6 +141,8 @@ from livetable.protocol.values import (
     RoadmapEntry,
     StreamView,
     TableSnapshot,
+    TipLimits,
+    TipRecordEntry,
 )
 
 __all__ = [
@@ -155,6 +164,7 @@ __all__ = [
     "BetRejected",
     "BetSettled",
     "BetState",
+    "BetStats",
     "Bets",
     "BettingClosed",
     "CallOffRound",
@@ -216,6 +226,7 @@ __all__ = [
     "RoundCards",
     "RoundOpened",
     "RoundSettled",
+    "RoundWinners",
     "SessionEnded",
     "SetMode",
     "ShoeRevealed",
@@ -226,6 +237,7 @@ __all__ = [
     "SlipBet",
     "SlipBetAccepted",
     "SlipRejected",
+    "SpotShare",
     "StartShoe",
     "StreamView",
     "TableCommand",
@@ -234,8 +246,14 @@ __all__ = [
     "TablePaused",
     "TableResumed",
     "TableSnapshot",
+    "Tip",
+    "TipAccepted",
+    "TipLimits",
+    "TipReceived",
+    "TipRecordEntry",
     "VoidCards",
     "Welcome",
+    "Winner",
     "encode",
     "type_names",
 ]

@@ -21,7 +21,7 @@ Counter = Annotated[int, Meta(ge=0, le=2**53 - 1)]
 #: the answer that names it (a bet's ``bad_amount``, the engine's ``bad_command``, a
 #: ``get_bets`` limit clamped to 1…200), but no number a client sends is larger than every
 #: store and every encoder on its way keep exactly: a ``get_bets`` limit of 2^70 once
-#: overflowed the ledger's msgpack frame (docs/security.md, issue 25).
+#: overflowed the ledger's msgpack frame (docs/security.md).
 Integer = Annotated[int, Meta(ge=-(2**53 - 1), le=2**53 - 1)]
 #: A Bet Record page cursor: the ``next`` of the page before (a bet's sequence number).
 Cursor = Annotated[str, Meta(pattern=r"^[0-9]{1,15}$")]
@@ -41,9 +41,13 @@ ErrorCode = Literal[
     "illegal_command", "bad_command", "no_shoe", "no_round", "all_dealt", "wrong_mode",
     "bad_card", "approval_required", "bad_approval", "not_a_supervisor", "impossible_card",
     "table_halted", "table_unavailable",
+    # a tip to the dealer (docs/protocol.md §3, tip): each names what refused it
+    "tips_off", "bad_tip_id", "tip_out_of_range", "duplicate_tip_id", "insufficient_funds",
+    "rg_limit", "reality_check_pending", "session_ended", "wallet_refused",
+    "wallet_unavailable", "wallet_pending",
 ]
 #: ``bet_rejected.code`` and ``slip_rejected.code`` (their messages:
-#: :data:`livetable.engine.bets.REJECTIONS`; docs/protocol.md §6 and §14).
+#: :data:`livetable.betting.slips.REJECTIONS`; docs/protocol.md §6 and §14).
 RejectionCode = Literal[
     "not_a_player", "rate_limited", "bad_bet_id", "bad_spot", "bad_amount",
     "duplicate_bet_id", "unknown_round", "paused", "betting_closed", "below_min",
@@ -51,6 +55,8 @@ RejectionCode = Literal[
     "wallet_pending",
     # an operator's session (responsible gaming: docs/protocol.md §6)
     "rg_limit", "reality_check_pending", "session_ended",
+    # a table its operator does not offer (any more: the registry is reloaded on SIGHUP)
+    "not_your_table",
     # slips only
     "bad_slip_id", "bad_slip", "duplicate_slip_id",
 ]

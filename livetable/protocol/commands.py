@@ -66,6 +66,13 @@ class RealityCheckAck(Struct, tag="reality_check_ack", tag_field="type", kw_only
     """The player has seen the reality check: betting goes on until the next one."""
 
 
+class Tip(Struct, tag="tip", tag_field="type", kw_only=True):
+    """A tip to the dealer: ``amount`` (minor units) from the player's balance to the
+    house's tip account, once by ``tip_id`` (livetable/betting/tips.py)."""
+
+    tip_id: str  # its length is the gateway's bad_tip_id, with the tip named
+    amount: Integer  # its range is the tip's limits (tip_out_of_range)
+
 
 # --- table chat and the presenter, both endpoints (docs/design.md §10) ------------------
 
@@ -102,7 +109,7 @@ class DealerSignIn(Struct, tag="dealer_sign_in", tag_field="type", kw_only=True)
 ChatCommand = ChatSend | ChatMute | ChatDelete | DealerSignIn
 
 PlayerCommand = (Hello | PlaceBet | PlaceBets | GetBets | Ping | GetBalance | RealityCheckAck
-                 | ChatSend)
+                 | ChatSend | Tip)
 
 
 # --- dealer console → server on /ws/dealer ----------------------------------------------

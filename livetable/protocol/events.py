@@ -50,6 +50,11 @@ class ShoeRevealed(TableEvent, tag="shoe_revealed", frozen=True):
     salt: str
     cut_at: int
     order: list[str]
+    #: Added to v1: the game log's head after the shoe's last round, how many rounds it
+    #: had, and why it ended ("cut_card", "set_aside", "restored"): docs/protocol.md §10.1.
+    chain_head: str | None = None
+    round_count: int | None = None
+    ended_by: str | None = None
 
 
 class RoundOpened(TableEvent, tag="round_opened", frozen=True):
@@ -100,12 +105,16 @@ class RoundSettled(TableEvent, tag="round_settled", frozen=True):
     last_round: bool
     #: When the next round opens by itself; null: when the dealer opens it.
     opens_at: int | None = None
+    #: Added to v1: the head of the shoe's game log once this round is in it (an auto
+    #: shoe's; null for a manual one): docs/protocol.md §10.1.
+    chain_head: str | None = None
 
 
 class RoundCancelled(TableEvent, tag="round_cancelled", frozen=True):
     round_id: str
     reason: str
     opens_at: int | None = None  # as in round_settled
+    chain_head: str | None = None  # added to v1, as in round_settled
 
 
 class TablePaused(TableEvent, tag="table_paused", frozen=True):
@@ -132,8 +141,46 @@ class ModeChanged(TableEvent, tag="mode_changed", frozen=True):
     opens_at: int | None = None  # as in round_settled
 
 
+class SpotShare(Struct, kw_only=True, frozen=True):
+    """One spot's part of a round's bets, in whole percent (0-100): of the players who bet
+    in the round, how many bet here (``players``); of the round's stakes, how much
+    (``money``). Shares, not amounts or names: no player can be picked out."""
+
+    spot: str
+    players: int
+    money: int
+
+
+class BetStats(TableEvent, tag="bet_stats", frozen=True):
+    """Once per round, after betting closed: how the round's accepted bets lie on the
+    spots (docs/protocol.md, "bet_stats"). ``bettors``: how many players bet."""
+
+    round_id: str
+    bettors: int
+    spots: list[SpotShare]
+
+
+class Winner(Struct, kw_only=True, frozen=True):
+    """One of a round's biggest wins: the player's name as the operator lets it be shown
+    (masked by default, ``Pl***``), and what the round returned them over what their bets
+    took from their balance (the net win of docs/protocol.md §7), in the minor units of
+    ``currency`` (null: the table's own)."""
+
+    name: str
+    amount: int
+    currency: str | None = None
+
+
+class RoundWinners(TableEvent, tag="round_winners", frozen=True):
+    """Once per round, when its settlement is stored: its biggest wins, largest first
+    (at most five; none is sent for a round nobody won)."""
+
+    round_id: str
+    winners: list[Winner]
+
+
 AnyTableEvent = (
     ShoeShuffling | ShoeStarted | RoundOpened | BettingClosed | CardDealt | CardsVoided
     | HandRevealed | RoundSettled | RoundCancelled | TablePaused | TableResumed | ShoeRevealed
-    | CutCardOut | ModeChanged
+    | CutCardOut | ModeChanged | BetStats | RoundWinners
 )

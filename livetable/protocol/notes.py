@@ -47,10 +47,13 @@ class ChatAccepted(Struct, tag="chat_accepted", tag_field="type", kw_only=True):
     id: str
 
 
-class ChatRejected(Struct, tag="chat_rejected", tag_field="type", kw_only=True):
+class ChatRejected(Struct, tag="chat_rejected", tag_field="type", kw_only=True,
+                   omit_defaults=True):
     client_msg_id: str
     code: ChatRejectionCode
     message: str
+    #: ``muted``: when the mute ends (epoch ms, the server's clock); absent otherwise.
+    muted_until: int | None = None
 
 
 class ChatDeleted(Struct, tag="chat_deleted", tag_field="type", kw_only=True):
@@ -73,5 +76,17 @@ class DealerChanged(Struct, tag="dealer_changed", tag_field="type", kw_only=True
     photo: str | None = None
 
 
+class TipReceived(Struct, tag="tip_received", tag_field="type", kw_only=True):
+    """To the table's dealer consoles only: a player tipped the dealer ``amount`` (minor
+    units of ``currency``, null for a player without one), ``from`` named as the chat names
+    them."""
+
+    table: str
+    sender: str = field(name="from")
+    amount: int
+    currency: str | None
+    at: int
+
+
 #: A frame for a table's watchers that is not a numbered table event.
-TableNote = ChatMessage | ChatDeleted | DealerChanged
+TableNote = ChatMessage | ChatDeleted | DealerChanged | TipReceived

@@ -12,7 +12,12 @@ from msgspec import Struct, field
 
 from livetable.protocol.codes import ErrorCode, RejectionCode
 from livetable.protocol.notes import ChatMessage, Presenter
-from livetable.protocol.values import BetRecordEntry, PlayerView, TableSnapshot
+from livetable.protocol.values import (
+    BetRecordEntry,
+    PlayerView,
+    TableSnapshot,
+    TipRecordEntry,
+)
 
 
 class Welcome(Struct, tag="welcome", tag_field="type", kw_only=True):
@@ -82,6 +87,19 @@ class BetSettled(Struct, tag="bet_settled", tag_field="type", kw_only=True):
 class Bets(Struct, tag="bets", tag_field="type", kw_only=True):
     bets: list[BetRecordEntry]
     next: str | None = None
+    #: The player's tips to the dealer in the span of time this page's bets cover
+    #: (docs/protocol.md §6, bets): apart from ``bets``, whose entries keep their meaning.
+    tips: list[TipRecordEntry] = field(default_factory=list)
+
+
+class TipAccepted(Struct, tag="tip_accepted", tag_field="type", kw_only=True):
+    """A tip taken (or a tip sent again, answered as it first was): ``balance`` is the
+    player's right after it; ``currency`` the session's, null for a player without one."""
+
+    tip_id: str
+    amount: int
+    balance: int
+    currency: str | None = None
 
 
 class Pong(Struct, tag="pong", tag_field="type", kw_only=True):
@@ -125,6 +143,7 @@ class Error(Struct, tag="error", tag_field="type", kw_only=True, omit_defaults=T
     message: str
     bet_id: str | None = None  # set when the error is about one place_bet (unavailable)
     slip_id: str | None = None  # set when the error is about one place_bets (unavailable)
+    tip_id: str | None = None  # set when the error answers a tip
 
 
 class SessionEnded(Struct, tag="session_ended", tag_field="type", kw_only=True):

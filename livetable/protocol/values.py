@@ -63,6 +63,13 @@ class RoadmapEntry(Struct, kw_only=True, omit_defaults=True):
     banker: BankerResult | None = None
 
 
+class TipLimits(Struct, kw_only=True):
+    """The smallest and the largest tip, in the player's minor units."""
+
+    min: int
+    max: int
+
+
 class PlayerView(Struct, kw_only=True, omit_defaults=True):
     id: str
     name: str
@@ -74,6 +81,9 @@ class PlayerView(Struct, kw_only=True, omit_defaults=True):
     #: snapshot's ``limits`` for this player's bets. Absent otherwise.
     chips: list[int] | None = None
     limits: Limits | None = None
+    #: What a tip to the dealer may be, when this player may tip (docs/protocol.md §3,
+    #: tip); absent when their operator turned tips off.
+    tips: TipLimits | None = None
 
 
 class Payouts(Struct, kw_only=True):
@@ -147,3 +157,14 @@ class BetRecordEntry(Struct, kw_only=True):
     cards: list[str] | None = None
     banker_cards: list[str] | None = None
     balance_after: int | None = None
+
+
+class TipRecordEntry(Struct, kw_only=True):
+    """A tip to the dealer as the Bet Record shows it: taken at once, never settled."""
+
+    tip_id: str
+    table: str
+    round_id: str | None  # the round in play at the table when it was given, if any
+    amount: int
+    placed_at: int
+    balance_after: int | None

@@ -40,7 +40,11 @@ class Position(StrEnum):
 
 
 PLAYER_POSITIONS: tuple[Position, ...] = (
-    Position.P1, Position.P2, Position.P3, Position.P4, Position.P5,
+    Position.P1,
+    Position.P2,
+    Position.P3,
+    Position.P4,
+    Position.P5,
 )
 #: Dealing order of one pass, and reveal order.
 DEAL_ORDER: tuple[Position, ...] = (*PLAYER_POSITIONS, Position.BANKER)
@@ -129,8 +133,9 @@ def spot_result(spot: BetSpot, position: Hand, banker: Hand) -> SpotResult:
     """Settle one unit on ``spot``, where ``position`` is that spot's Player hand."""
     if spot.is_pair:
         won = position.pair
-        return SpotResult(spot, "win" if won else "lose", PAIR_ODDS if won else 1, 1,
-                          1 + PAIR_ODDS if won else 0)
+        return SpotResult(
+            spot, "win" if won else "lose", PAIR_ODDS if won else 1, 1, 1 + PAIR_ODDS if won else 0
+        )
     outcome, odds = player_odds(position, banker)
     if outcome == "win":
         returned = 2 + odds  # bet + withholding + winnings at the odds

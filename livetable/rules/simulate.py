@@ -160,11 +160,17 @@ def simulate(
         rounds=rounds,
         seed=seed,
         player=BetTotals(
-            rounds, len(PLAYER_POSITIONS), BetSpot.P1.deducted_multiple,
-            player_returned, player_sq,
+            rounds,
+            len(PLAYER_POSITIONS),
+            BetSpot.P1.deducted_multiple,
+            player_returned,
+            player_sq,
         ),
         pair=BetTotals(
-            rounds, len(PLAYER_POSITIONS), BetSpot.P1_PAIR.deducted_multiple,
-            pair_returned, pair_sq,
+            rounds,
+            len(PLAYER_POSITIONS),
+            BetSpot.P1_PAIR.deducted_multiple,
+            pair_returned,
+            pair_sq,
         ),
     )

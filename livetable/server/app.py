@@ -3,7 +3,8 @@
 Every process serves its health (``server/health.py``); a gateway serves the websockets,
 the public API (``server/public_api.py``), the operator's API (``server/operator_api.py``)
 and the static files too, while an engine serves nothing else. The endpoints find the
-process's :class:`~livetable.server.services.Services` on the app (``app.state.services``),
+process (:class:`~livetable.server.process.Process`, built by
+:class:`~livetable.services.Services`) on the app (``app.state.services``),
 started and stopped by the app's lifespan. Around them: the per-address rate limit of
 ``/api/*`` first (a refused request costs nothing more), then compression; and the store's
 deliberate refusals answered as HTTP errors, one handler each.
@@ -21,16 +22,17 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from livetable.accounts import AccountError
 from livetable.config import Settings
 from livetable.server import health, operator_api, public_api
+from livetable.server.process import Process
 from livetable.server.ratelimit import RateLimits
 from livetable.server.responses import error_response
-from livetable.server.services import Role, Services
 from livetable.store.base import StoreUnavailable, UnknownPlayer
 
 log = logging.getLogger("livetable.app")
@@ -107,7 +109,7 @@ class ApiRateLimit:
 
 @contextlib.asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
-    svc: Services = app.state.services
+    svc: Process = app.state.services
     await svc.start()
     try:
         yield
@@ -123,11 +125,10 @@ HEALTH = (
 )
 #: A gateway serves these too (and the static files).
 API = (
-    WebSocketRoute("/ws", public_api.ws_player),
-    WebSocketRoute("/ws/dealer", public_api.ws_dealer),
     Route("/api/tables", public_api.tables),
     Route("/api/tables/{table}", public_api.table),
     Route("/api/tables/{table}/roadmap", public_api.roadmap),
+    Route("/api/tables/{table}/still.jpg", public_api.still),
     Route("/api/rounds/{round_id}", public_api.round_),
     Route("/api/shoes/{shoe_id}", public_api.shoe),
     Route("/api/bets", public_api.bets),
@@ -140,11 +141,35 @@ API = (
 )
 
 
-def create_app(settings: Settings, services: Services | None = None,
-               roles: tuple[Role, ...] = ("gateway", "engine")) -> Starlette:
-    """The app: health and metrics for every process; with the gateway role, the
-    websockets, the HTTP API, the pages and the static files too."""
-    svc = services or Services(settings, roles=roles)
+#: A gateway's websockets, by path (:class:`GatewayApp`).
+WEBSOCKETS = {"/ws": public_api.ws_player, "/ws/dealer": public_api.ws_dealer}
+
+
+class GatewayApp(Starlette):
+    """A gateway's app: a websocket to one of :data:`WEBSOCKETS` goes straight to its
+    endpoint, past the middleware and the router.
+
+    Why: a websocket's call stays on the stack for the connection's life, and through
+    Starlette's middleware and router it held a coroutine frame of each — ~4 KiB an idle
+    viewer, a fifth of its cost (docs/benchmarks.md, the transport) — though none of them
+    does anything for a websocket: the rate limit and compression are HTTP's, and so are
+    the store errors' answers (the gateway answers its own on the socket). Any other
+    websocket path is the router's (closed: no such route)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            endpoint = WEBSOCKETS.get(scope["path"])
+            if endpoint is not None:
+                scope["app"] = self
+                await endpoint(WebSocket(scope, receive, send))
+                return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(settings: Settings, svc: Process) -> Starlette:
+    """The app of the process ``svc`` (built by :class:`livetable.services.Services`): health
+    and metrics for every process; with the gateway role, the websockets, the HTTP API, the
+    pages and the static files too."""
     if "gateway" not in svc.roles:  # an engine process serves health and metrics only
         app = Starlette(routes=list(HEALTH), lifespan=lifespan, exception_handlers=STORE_ERRORS)
         app.state.services = svc
@@ -154,8 +179,8 @@ def create_app(settings: Settings, services: Services | None = None,
         routes.append(Mount("/", StaticFiles(directory=settings.static, html=True),
                             name="static"))
     # Rate limits first: a refused request costs no compression.
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=STORE_ERRORS,
-                    middleware=[Middleware(ApiRateLimit, limits=svc.gateway.limits),
-                                *compression(settings)])
+    app = GatewayApp(routes=routes, lifespan=lifespan, exception_handlers=STORE_ERRORS,
+                     middleware=[Middleware(ApiRateLimit, limits=svc.gateway.limits),
+                                 *compression(settings)])
     app.state.services = svc
     return app

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import re
 from collections import deque
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Protocol
 
 import msgspec
@@ -41,7 +43,9 @@ class ChatRoom(Protocol):
         """Whether the player may send now; if so their next window starts."""
         ...
 
-    async def muted(self, table: str, player_id: str, now: int) -> bool: ...
+    async def muted(self, table: str, player_id: str, now: int) -> int | None:
+        """When the player's mute at ``table`` ends (epoch ms), or None: not muted."""
+        ...
 
     async def mute(self, table: str, player_id: str, minutes: int, now: int) -> None:
         """Mute for ``minutes`` from ``now`` (0 lifts a mute)."""
@@ -63,17 +67,34 @@ class ChatRoom(Protocol):
 
 
 class MemoryChatRoom:
-    """The embedded server's room: one process, so plain dicts (expiries checked on read)."""
+    """The embedded server's room: one process, so plain dicts (expiries checked on read).
+
+    With a ``path`` (the embedded server's: ``chat.json`` beside its SQLite store) each
+    table's last messages are written there on every change and read back at start, so a
+    restart keeps the chat a player scrolls back through, as Redis keeps it in scale-out.
+    At most :data:`RECENT` lines a table: a few kilobytes, rewritten whole (write then
+    rename, so a crash leaves the old file or the new one)."""
 
     #: Past this many rate windows kept, the lapsed ones are dropped.
     PRUNE_AT = 10_000
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None) -> None:
         self._recent: dict[str, deque[p.ChatMessage]] = {}
         self._mutes: dict[tuple[str, str], int] = {}
         self._turns: dict[str, int] = {}
         self._presenters: dict[str, p.Presenter] = {}
         self._ids = itertools.count(1)
+        self._path = path
+        if path is not None and path.exists():
+            kept = msgspec.json.decode(path.read_bytes(), type=dict[str, list[p.ChatMessage]])
+            self._recent = {t: deque(lines, maxlen=RECENT) for t, lines in kept.items()}
+
+    def _save(self) -> None:
+        if self._path is None:
+            return
+        temp = self._path.with_suffix(".tmp")
+        temp.write_bytes(msgspec.json.encode({t: list(q) for t, q in self._recent.items()}))
+        os.replace(temp, self._path)
 
     async def take_turn(self, player_id: str, now: int) -> bool:
         if self._turns.get(player_id, 0) > now:
@@ -83,12 +104,12 @@ class MemoryChatRoom:
         self._turns[player_id] = now + RATE_WINDOW_MS
         return True
 
-    async def muted(self, table: str, player_id: str, now: int) -> bool:
+    async def muted(self, table: str, player_id: str, now: int) -> int | None:
         until = self._mutes.get((table, player_id))
         if until is not None and until <= now:
             del self._mutes[(table, player_id)]
-            return False
-        return until is not None
+            return None
+        return until
 
     async def mute(self, table: str, player_id: str, minutes: int, now: int) -> None:
         if minutes:
@@ -100,6 +121,7 @@ class MemoryChatRoom:
         # the same shape as a Redis stream id: the time, then a sequence
         message.id = f"{message.at}-{next(self._ids)}"
         self._recent.setdefault(message.table, deque(maxlen=RECENT)).append(message)
+        self._save()
         return message
 
     async def delete(self, table: str, message_id: str) -> bool:
@@ -107,6 +129,7 @@ class MemoryChatRoom:
         for message in kept:
             if message.id == message_id:
                 kept.remove(message)
+                self._save()
                 return True
         return False
 
@@ -144,9 +167,10 @@ class RedisChatRoom:
             return bool(await self.redis.set(self.keys.chat_turn(player_id), now, nx=True,
                                              px=RATE_WINDOW_MS))
 
-    async def muted(self, table: str, player_id: str, now: int) -> bool:
+    async def muted(self, table: str, player_id: str, now: int) -> int | None:
         with _outage():
-            return bool(await self.redis.exists(self.keys.chat_mute(table, player_id)))
+            until = await self.redis.get(self.keys.chat_mute(table, player_id))
+        return None if until is None else int(until)
 
     async def mute(self, table: str, player_id: str, minutes: int, now: int) -> None:
         key = self.keys.chat_mute(table, player_id)

@@ -37,14 +37,25 @@ the connection also offers ``scope["extensions"][SINK](take)``: the app names a 
 nothing is queued before it (so order is kept), and answers True if it took the message
 whole (a bet, started there and then) or False to have it queued as usual (anything the
 app's task must await).
+
+Frames that are not a message. A ping costs the server a parse and a pong, an empty
+continuation frame a parse and a list entry; none of them reaches the app, so the
+connection's frame budget never saw them: one viewer's 2 M pings in 12 s took ~85 % of a
+core and the others' round trip went from 1 ms to 300–700 ms. So the connection also offers
+``scope["extensions"][BUDGET](spend)``: the app names ``spend(frames)``, charged one for
+every ping, pong and fragment before a message's last (the last is the message, which the
+app counts itself). Those that arrive before the app names it are charged when it does.
+And once the close is sent, a peer that keeps sending is not read past
+:data:`AFTER_CLOSE` frames: the app's abort timer (:data:`ABORT`) ends it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
@@ -56,8 +67,16 @@ ARRIVED_AT = "livetable.arrived_at"
 SINK = "livetable.frame_sink"
 #: What the app names: ``take(text, arrived_at)`` → True if it took the message.
 FrameSink = Callable[[str, int], bool]
+#: ``scope["extensions"][BUDGET](spend)``: charge ``spend(n)`` for frames that are not a
+#: whole message (pings, pongs, fragments before a message's last).
+BUDGET = "livetable.frame_budget"
+#: What the app names: ``spend(frames)``.
+FrameBudget = Callable[[int], None]
 #: Messages read ahead of the app per connection before reading pauses (back-pressure).
 READ_AHEAD = 32
+#: Frames taken from a peer after the close was sent before reading stops: a well-behaved
+#: peer has a few in flight; a flood would otherwise be parsed until the socket is aborted.
+AFTER_CLOSE = 64
 
 
 def text_frame(payload: bytes) -> bytes:
@@ -70,20 +89,93 @@ def text_frame(payload: bytes) -> bytes:
     return struct.pack("!BBQ", 0x81, 127, n) + payload
 
 
+class Billed(Protocol):
+    """What :func:`charge_frames` and :func:`spend_frame` need of a websocket protocol."""
+
+    budget: FrameBudget | None
+    unbilled: int
+    after_close: int
+    close_sent: bool
+    transport: asyncio.Transport
+
+
+def charge_frames(protocol: Billed, spend: FrameBudget | None) -> None:
+    """The app names its frame budget: the frames read before are charged to it now."""
+    protocol.budget = spend
+    if spend is not None and protocol.unbilled:
+        frames, protocol.unbilled = protocol.unbilled, 0
+        spend(frames)
+
+
+def spend_frame(protocol: Billed) -> None:
+    """One frame that is not a whole message (either transport): charged to the app's
+    budget (or kept for it); past the close counted, and reading stopped at
+    :data:`AFTER_CLOSE`."""
+    if protocol.close_sent:
+        protocol.after_close += 1
+        if protocol.after_close == AFTER_CLOSE:
+            protocol.transport.pause_reading()
+    elif protocol.budget is not None:
+        protocol.budget(1)
+    else:
+        protocol.unbilled += 1
+
+
 class FramedWebSocketProtocol(WebSocketsSansIOProtocol):
     def handle_connect(self, event: Any) -> None:
         super().handle_connect(event)
+        # The upgrade request stays referenced for the connection's life (a local of
+        # websockets' parser generator, and uvicorn's ``request``); its headers, copied
+        # into the scope above, are ~1-3 KiB of strings a connection (a browser's): dropped.
+        event.headers.clear()
         scope: Any = getattr(self, "scope", None)
         if scope is not None:  # the app's task has not started yet: it will see this
             scope["extensions"][EXTENSION] = self.write_frame
             scope["extensions"][ABORT] = self.abort_after
             scope["extensions"][SINK] = self.offer_frames_to
+            scope["extensions"][BUDGET] = self.charge_frames_to
 
     #: The app's sink for text messages (see the module docstring), once it names one.
     sink: FrameSink | None = None
 
     def offer_frames_to(self, take: FrameSink | None) -> None:
         self.sink = take
+
+    #: The app's frame budget (see the module docstring), once it names one.
+    budget: FrameBudget | None = None
+    #: Frames charged before the app named its budget.
+    unbilled = 0
+    #: Frames read since the close was sent.
+    after_close = 0
+
+    def charge_frames_to(self, spend: FrameBudget | None) -> None:
+        charge_frames(self, spend)
+
+    def spend(self) -> None:
+        spend_frame(self)
+
+    def handle_ping(self) -> None:
+        self.spend()
+        super().handle_ping()
+
+    def handle_pong(self, event: Any) -> None:
+        self.spend()
+        super().handle_pong(event)
+
+    def handle_cont(self, event: Any) -> None:
+        if not event.fin:
+            self.spend()
+        super().handle_cont(event)
+
+    def handle_text(self, event: Any) -> None:
+        if not event.fin:
+            self.spend()
+        super().handle_text(event)
+
+    def handle_bytes(self, event: Any) -> None:
+        if not event.fin:
+            self.spend()
+        super().handle_bytes(event)
 
     def abort_after(self, seconds: float) -> None:
         """Drop the socket if it is still open ``seconds`` from now.
@@ -109,8 +201,9 @@ class FramedWebSocketProtocol(WebSocketsSansIOProtocol):
     def send_receive_event_to_app(self) -> None:
         data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
         self.frames = []
-        if self.close_sent:
-            return  # past websocket.close: drop it, keep reading until the peer's close
+        if self.close_sent:  # past websocket.close: drop it, keep reading until the peer's
+            self.spend()  # close (or until AFTER_CLOSE frames)
+            return
         arrived_at = time.time_ns() // 1_000_000
         message: dict[str, Any] = {"type": "websocket.receive", ARRIVED_AT: arrived_at}
         if self.curr_msg_data_type == "text":

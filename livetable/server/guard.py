@@ -12,7 +12,8 @@ guard adds two checks below the ASGI app, where the app cannot see:
 * **request body timeout** — once the head is complete, the whole body must arrive within
   :attr:`ConnectionGuard.body_timeout` seconds; else the client gets ``408`` and the
   connection is closed. The head timer alone let a body announced as 10,000 bytes and sent
-  a byte every two seconds hold a ``POST /api/operator/*`` for ever (issue 25). The bodies
+  a byte every two seconds hold a ``POST /api/operator/*`` for ever
+  (docs/decisions.md#security-of-the-money-path). The bodies
   livetable takes are small (16 KiB at most), so a slow one is an attack, not a slow link.
 * **connections per address** — at most :attr:`ConnectionGuard.per_address` open
   connections from one peer address; the next gets ``429`` and is closed. A trusted proxy's
@@ -104,6 +105,9 @@ class GuardedH11Protocol(H11Protocol):
         if self._head_timer is None and self._between_requests():
             self._start_head_timer()
         super().data_received(data)
+        if self.transport.get_protocol() is not self:  # upgraded to a websocket: the hello
+            self._stop_timers()  # timeout rules there; an armed timer would hold this
+            return  # protocol, its parser and the request (~3 KiB) for its seconds
         if self._head_timer is not None and not self._between_requests():
             self._head_timer.cancel()  # the head is complete: the body's clock starts
             self._head_timer = None
@@ -115,11 +119,14 @@ class GuardedH11Protocol(H11Protocol):
             self._body_timer = None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_timers()
+        super().connection_lost(exc)
+
+    def _stop_timers(self) -> None:
         for timer in (self._head_timer, self._body_timer):
             if timer is not None:
                 timer.cancel()
         self._head_timer = self._body_timer = None
-        super().connection_lost(exc)
 
     def _body_pending(self) -> bool:
         """A request whose body has not all arrived (uvicorn's cycle says so until h11

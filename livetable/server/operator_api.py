@@ -22,13 +22,15 @@ from starlette.responses import JSONResponse, Response
 
 from livetable.accounts import AccountError, check_not_guest, is_operator_player_id
 from livetable.auth import mint, verify
+from livetable.betting.sessions import NO_LIMITS, SessionLimits, SessionRecord
 from livetable.bus import SessionEnd
+from livetable.chat import clean, visible
 from livetable.clock import now_ms
-from livetable.engine.sessions import NO_LIMITS, SessionLimits, SessionRecord
 from livetable.operator import registry, signatures
+from livetable.operator.launches import KEPT_MS
 from livetable.operator.registry import Operator
+from livetable.server.process import services_of
 from livetable.server.responses import error_response, json_response
-from livetable.server.services import services_of
 
 #: The largest body an operator endpoint reads (a launch is a few hundred bytes).
 MAX_OPERATOR_BODY = 16_384
@@ -49,8 +51,12 @@ class LaunchRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$")]
     language: Literal["en", "th", "hi"] | None = None
     table: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
-    #: Responsible gaming (engine/sessions.py): every one optional.
+    #: Responsible gaming (betting/sessions.py): every one optional.
     limits: SessionLimits = NO_LIMITS
+    #: Where the page sends the player back when the session ends (its button), an http(s)
+    #: URL of the operator's; carried in the launch URL's fragment, never stored.
+    return_url: Annotated[str, msgspec.Meta(max_length=2048, pattern=r"^https?://[^\s]+$")] \
+        | None = None
 
 
 class EndRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -131,13 +137,18 @@ async def launch(request: Request) -> Response:
         (t for t in settings.table_names if operator.may_launch_at(t)), "")
     if table_id not in settings.table_names or not operator.may_launch_at(table_id):
         return error_response(404, "unknown_table", f"no table {table_id!r} for {operator.id}")
-    if not await svc.launch_requests.first(operator.id, launch.request_id):
+    now = now_ms()
+    name = clean(launch.name)  # shown to the table (chat, presenter): one line, as chat is
+    if not visible(name):
+        return error_response(400, "bad_request", "name must show something: it is empty "
+                              "once control, zero-width and filler characters are removed")
+    if not await svc.store.first_launch(operator.id, launch.request_id, now, now + KEPT_MS):
         return error_response(409, "duplicate_request", f"request_id {launch.request_id!r} "
                               f"was used already: each launch has its own")
     language = launch.language or operator.language
     session_id = secrets.token_urlsafe(12)
     player = registry.ledger_player_id(operator.id, launch.player_id)
-    token = mint(svc.secret, "player", player, launch.name, settings.session_ttl,
+    token = mint(svc.secret, "player", player, name, settings.session_ttl,
                  currency=launch.currency, language=language, operator=operator.id,
                  session=session_id)
     expires_at = verify(svc.secret, token).expires * 1000
@@ -151,7 +162,8 @@ async def launch(request: Request) -> Response:
     base = settings.public_url.rstrip("/") or str(request.base_url).rstrip("/")
     # the token rides in the fragment: browsers never send it to a server, so it stays
     # out of access logs, proxies and Referer headers
-    fragment = urlencode({"token": token, **({"lang": language} if language else {})})
+    fragment = urlencode({"token": token, **({"lang": language} if language else {}),
+                          **({"return": launch.return_url} if launch.return_url else {})})
     url = f"{base}/table.html?{urlencode({'table': table_id})}#{fragment}"
     return JSONResponse({"session_id": session_id, "token": token, "url": url,
                          "expires_at": expires_at})
@@ -196,9 +208,11 @@ async def wallet_report(request: Request) -> Response:
 
     player = (None if query.player_id is None
               else registry.ledger_player_id(operator.id, query.player_id))
+    if query.daily:  # over every call of the log (store/sqlite/ledger/wallet_totals.py)
+        days = daily(await wallet_log.days(operator.id))
+        return json_response(msgspec.json.encode({"days": days}))
     calls = await wallet_log.calls(query.round_id, player, query.limit)
     # an operator reads its own players' calls, never another operator's
     calls = [call for call in calls if registry.operator_of(call.player_id) == operator.id]
-    if query.daily:
-        return json_response(msgspec.json.encode({"days": daily(calls, operator.id)}))
-    return json_response(msgspec.json.encode(report(calls)))
+    totals = await wallet_log.totals(query.round_id, player, operator.id)
+    return json_response(msgspec.json.encode(report(calls, totals)))

@@ -12,6 +12,7 @@ both.
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urljoin
 
 import msgspec
 from starlette.requests import Request
@@ -21,9 +22,9 @@ from starlette.websockets import WebSocket
 from livetable import protocol as p
 from livetable.auth import Identity, TokenError, mint, new_guest_id, verify
 from livetable.clock import now_ms
-from livetable.server.records import record_totals
+from livetable.server.process import services_of
+from livetable.server.records import page_tips, record_totals
 from livetable.server.responses import error_response, json_response
-from livetable.server.services import services_of
 
 
 class BetsQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
@@ -58,6 +59,23 @@ async def table(request: Request) -> Response:
     if feed is None:
         return error_response(404, "unknown_table", "no such table")
     return json_response(feed.snapshot)
+
+
+async def still(request: Request) -> Response:
+    """A still of the table's video, for the lobby (server/stills.py); 404 ``no_video``
+    for a table without one, ``no_still`` while no frame could be grabbed."""
+    services = services_of(request)
+    table_id = request.path_params["table"]
+    if table_id not in services.gateway.feeds:
+        return error_response(404, "unknown_table", "no such table")
+    stream = services.settings.streams.get(table_id)
+    if not stream:
+        return error_response(404, "no_video", "this table has no video")
+    playlist = urljoin(str(request.base_url), stream)
+    shot = await services.stills.still(table_id, playlist, wait=True)
+    if shot is None:
+        return error_response(404, "no_still", "no picture of this table yet")
+    return Response(shot.jpeg, media_type="image/jpeg", headers={"Cache-Control": "max-age=5"})
 
 
 async def roadmap(request: Request) -> Response:
@@ -111,7 +129,11 @@ async def session_ended(request: Request, identity: Identity) -> Response | None
     ended: its token is refused from then on."""
     if identity.session is None:
         return None
-    record = await services_of(request).store.session(identity.session)
+    svc = services_of(request)
+    if identity.operator is not None and svc.operators.get(identity.operator) is None:
+        # its operator was removed from the registry: its sessions ended with it
+        return error_response(401, "session_ended", "this session has ended (operator_removed)")
+    record = await svc.store.session(identity.session)
     if record is None:
         return None
     if record.ended_at is None:
@@ -141,10 +163,16 @@ async def bets(request: Request) -> Response:
     except msgspec.ValidationError as exc:
         return error_response(400, "bad_request", str(exc))
     entries, cursor = await svc.store.bet_record(identity.id, query.limit, query.before)
+    tips = await page_tips(svc.store, identity.id, entries, cursor, query.before)
+    if svc.settings.seamless:
+        # The ledger's balance_after is its own book, not the operator's wallet (it came out
+        # as the round's returned amount): the operator's balance is not ours to show.
+        entries = [msgspec.structs.replace(e, balance_after=None) for e in entries]
+        tips = [msgspec.structs.replace(t, balance_after=None) for t in tips]
     totals = await record_totals(svc.store, identity.id, entries, query.tz)
     return json_response(p.ENCODER.encode({"bets": entries, "next": cursor, "days": totals.days,
                                    "rounds": totals.rounds,
-                                   "totals_partial": totals.totals_partial}))
+                                   "totals_partial": totals.totals_partial, "tips": tips}))
 
 
 async def guest(request: Request) -> Response:

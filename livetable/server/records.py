@@ -88,3 +88,13 @@ async def record_totals(store: Store, player_id: str, shown: list[p.BetRecordEnt
         if before is None or all(_when(b) < oldest_start for b in page):
             return RecordTotals(days=days, rounds=rounds)
     return RecordTotals(days=days, rounds=rounds, totals_partial=True)
+
+
+async def page_tips(store: Store, player_id: str, entries: list[p.BetRecordEntry],
+                    next_page: str | None, before: str | None) -> list[p.TipRecordEntry]:
+    """The player's tips to the dealer that go with a page of their Bet Record: those given
+    in the span of time the page's bets cover (``Store.tip_record``) — from its oldest bet
+    (from the start of time on the last page) to the newest bet of the page before (to now
+    on the first). Paged so, every tip comes with exactly one page."""
+    since = entries[-1].placed_at if next_page is not None and entries else None
+    return await store.tip_record(player_id, before, since)

@@ -1,6 +1,6 @@
 """Stores: the ledger, bets, rounds and event logs (SQLite embedded, PostgreSQL scale-out).
 
-The betting rules both stores follow are :mod:`livetable.engine.bets` (and imported from
+The betting rules both stores follow are :mod:`livetable.betting.slips` (and imported from
 there); what the stores share below them is :mod:`livetable.store.bets`.
 """
 

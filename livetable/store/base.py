@@ -8,13 +8,13 @@ both:
   (``hold:<round_id>``) and ``external``, the other side of every deposit. Every money
   move is a transfer with an id, applied once; so the sum over all accounts is always 0
   and :meth:`Store.audit` can prove it.
-* Bets come in slips (:class:`~livetable.engine.bets.SlipRequest`, docs/design.md §6), taken by
+* Bets come in slips (:class:`~livetable.betting.slips.SlipRequest`, docs/design.md §6), taken by
   :meth:`Store.place_slip` atomically and all together or not at all: the round must be
   open (``betting``, before ``closes_at`` by the time the slip reached the gateway), the
   limits and the balance must allow every bet of it, and ``(player, slip_id)`` is an
   idempotency key. :meth:`Store.place_bet` is a slip of one, idempotent by
   ``(player, bet_id)``. The semantics — check order, codes, messages, mappers — are in
-  :mod:`livetable.engine.bets`; slips arriving together share one transaction or script call.
+  :mod:`livetable.betting.slips`; slips arriving together share one transaction or script call.
 * :meth:`Store.commit_step` stores one engine step — its effects on the ledger, its events
   and the engine's new state — in one transaction, *before* the step is announced.
   Settling or cancelling a round marks it ``settling`` / ``refunding`` and settles its
@@ -22,48 +22,47 @@ both:
   rest, one bounded chunk per call, each bet once (a crash between chunks loses nothing:
   the next call, by any process, goes on where the last committed chunk stopped).
   Settling and refunding are idempotent by round id and by bet.
-
-* Operators' sessions (:class:`~livetable.engine.sessions.SessionRecord`): a launch
-  opens one (:meth:`Store.open_session`), every gateway reads it (:meth:`Store.session`),
-  the operator or its time limit ends it once, the first reason staying
-  (:meth:`Store.end_session`), and the gateways count its figures into it
-  (:meth:`Store.count_session`, :meth:`Store.reality_checked`). A session is needed until
-  its token expires (``expires_at``), not after. Each store keeps a ``sessions`` record
-  (SQLite: store/ledger/schema.py migration 6; PostgreSQL: store/postgres/schema.py
-  migration 4): the counting adds in
-  place (``staked = staked + …``), the end changes only a session not yet ended, the SQL
-  stores delete rows past ``expires_at`` as new sessions open, and every store passes
-  ``test_a_session_is_kept_counted_checked_and_ended_once`` in
-  tests/unit/test_store_contract.py; the announcement to other gateways is the bus's
-  (``Bus.end_session``), not the store's.
+* Tips to the dealer (:class:`~livetable.betting.tips.TipRequest`): :meth:`Store.place_tip`
+  moves a tip from the player to the house's tip account once by ``(player, tip_id)``;
+  :meth:`Store.tip_record` reads them back for the Bet Record.
+* Operators' sessions (:class:`~livetable.betting.sessions.SessionRecord`): a launch whose
+  request id is the operator's first (:meth:`Store.first_launch`: kept in the store, so a
+  captured launch replayed after a restart is refused too) opens one
+  (:meth:`Store.open_session`), every gateway reads it (:meth:`Store.session`), the
+  operator or its time limit ends it once, the first reason staying (:meth:`Store.end_session`),
+  and the gateways count its figures into it (:meth:`Store.count_session`,
+  :meth:`Store.reality_checked`); needed until its token expires, not after. Each store
+  keeps a ``sessions`` record (store/sqlite/ledger/schema.py, store/postgres/schema.py): the
+  counting adds in place, the end changes only a session not yet ended, rows past
+  ``expires_at`` go as new sessions open (tests/unit/test_store_contract.py holds every
+  store to it); the announcement to other gateways is the bus's, not the store's.
 
 Errors say what happened (:class:`StoreError`): :class:`StoreUnavailable` when the store
 could not be reached or timed out (retry: every write is idempotent), a domain error when
 the request itself is refused (:class:`UnknownPlayer`, :class:`InsufficientBalance`,
-:class:`StepRefused`, and :class:`~livetable.accounts.AccountError`
-for an id in the ledger's own namespace). A slip's refusals are answers, not errors
-(:class:`~livetable.engine.bets.Rejection`). Any other exception out of a store is a bug:
-callers let it through (logged, the connection closed, the table halted), never retry it
-as an outage.
+:class:`StepRefused`, :class:`~livetable.accounts.AccountError` for an id in the ledger's
+own namespace). A slip's refusals are answers (:class:`~livetable.betting.slips.Rejection`).
+Any other exception out of a store is a bug: callers let it through (logged, the
+connection closed, the table halted), never retry it as an outage.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
 from livetable import protocol as p
-from livetable.engine.bets import BetRequest, Rejection, SlipRequest, settled_message
+from livetable.betting.sessions import SessionRecord
+from livetable.betting.slips import BetRequest, Rejection, SlipRequest, settled_message
+from livetable.betting.tips import TipAnswer, TipRequest
 from livetable.engine.effects import Effect
-from livetable.engine.sessions import SessionRecord
 from livetable.rules.fairness import ShoeRecord
-from livetable.store.bets import RoundView, Withdrawal
+from livetable.store.bets import RoundFigures, RoundView, Withdrawal
 
 __all__ = [
     "AuditReport",
@@ -71,7 +70,6 @@ __all__ = [
     "InsufficientBalance",
     "OutOfStep",
     "Settled",
-    "SlipQueue",
     "StepRefused",
     "Store",
     "StoreError",
@@ -79,7 +77,6 @@ __all__ = [
     "UnknownPlayer",
     "cursor_of",
     "out_of_step",
-    "take_in_batches",
 ]
 
 
@@ -140,7 +137,7 @@ class OutOfStep(StepRefused):
 
     Not a bug: the store is behind what the engine wrote (a failover lost the tail) or
     another engine wrote meanwhile. The engine drops its state and reloads it from the
-    store (:class:`~livetable.server.runner.TableRunner`), and steps on from there.
+    store (:class:`~livetable.host.runner.TableRunner`), and steps on from there.
     """
 
 
@@ -183,153 +180,6 @@ class FenceRefused(OutOfStep):
 
 
 C = TypeVar("C", bound=type)
-A = TypeVar("A")
-
-
-#: How long a settling step waits for the slips a store was handed before it (see
-#: :class:`Unanswered`): far longer than a batch takes, short enough that a store that
-#: stopped answering does not hold the round.
-SETTLE_WAITS_FOR_SLIPS = 2.0
-
-
-class Unanswered:
-    """The slips a store has been handed and not answered yet.
-
-    A slip that reached the gateway before ``closes_at`` is taken until the round starts
-    settling (:func:`livetable.engine.bets.judge_slip`). A busy store may still have such
-    slips in its queue when the engine's settling step comes: the step would be stored
-    first and they would be refused. So the settling step waits (at most
-    :data:`SETTLE_WAITS_FOR_SLIPS`) for the slips handed to the store before it — the
-    slips of this process; another gateway's are covered by the close grace.
-    """
-
-    def __init__(self) -> None:
-        self.futures: set[asyncio.Future[Any]] = set()
-
-    def add(self, future: asyncio.Future[Any]) -> None:
-        self.futures.add(future)
-        future.add_done_callback(self.futures.discard)
-
-    async def answered(self, most: float = SETTLE_WAITS_FOR_SLIPS) -> None:
-        """Return once every slip handed over so far is answered, or after ``most`` s."""
-        if self.futures:
-            await asyncio.wait(set(self.futures), timeout=most)
-
-
-class SlipQueue(Generic[A]):
-    """The slips a store is handed, taken ``most`` at a time by its ``take`` (one
-    transaction or one writer call a batch: the group commit), and the wait for them that
-    a settling step makes (:class:`Unanswered`). One object for every store, so that a
-    store only says how it takes a batch.
-
-    :meth:`place` is what a store's ``place_slip`` awaits; a batch starts when the slips
-    before it are taken (:func:`take_in_batches`), so slips that come while the store is
-    busy share the next one.
-    """
-
-    def __init__(self, take: Callable[[list[tuple[SlipRequest, int]]], Awaitable[list[A]]],
-                 most: int, in_flight: int = 1) -> None:
-        self._take = take
-        self._most = most
-        self._in_flight = in_flight
-        self._pending: list[tuple[SlipRequest, int, asyncio.Future[A]]] = []
-        self._unanswered = Unanswered()
-        self._draining: asyncio.Task[None] | None = None
-
-    async def place(self, slip: SlipRequest, now: int) -> A:
-        """``slip``'s answer, once the batch it joins is taken."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[A] = loop.create_future()
-        self._pending.append((slip, now, future))
-        self._unanswered.add(future)
-        if self._draining is None:
-            self._draining = loop.create_task(self._drain())
-        return await future
-
-    async def _drain(self) -> None:
-        try:
-            await take_in_batches(self._pending, self._take, self._most,
-                                  in_flight=self._in_flight)
-        finally:
-            self._draining = None
-
-    async def answered(self, most: float = SETTLE_WAITS_FOR_SLIPS) -> None:
-        """Every slip handed over so far answered (or ``most`` s gone): a settling step
-        waits for them (see :class:`Unanswered`)."""
-        await self._unanswered.answered(most)
-
-    async def drained(self) -> None:
-        """The batches under way taken (a store closing)."""
-        if self._draining is not None:
-            await self._draining
-
-
-async def take_in_batches(
-        pending: list[tuple[SlipRequest, int, asyncio.Future[A]]],
-        take: Callable[[list[tuple[SlipRequest, int]]], Awaitable[list[A]]],
-        most: int, in_flight: int = 1) -> None:
-    """Take the slips waiting in ``pending`` (each with its ``now`` and the future its
-    caller awaits), ``most`` at a time, until none is left — slips that arrive meanwhile
-    join a later batch. ``take`` answers a batch in order; its answers resolve the
-    batch's futures, and its exception (an outage, a bug) fails each of them, never the
-    batches after. (Both stores' group commit: one transaction or script call a batch.)
-
-    When a batch is answered, the next one (the slips that arrived meanwhile) goes to the
-    store *before* the answered batch's callers are woken: waking hundreds of them, each
-    writing its answer to its connection, takes the event loop tens of milliseconds, and
-    the store would sit idle through them while the next slips waited. Measured in
-    ``bench/run.py --only bets`` (SQLite writer process): the next batch reached the
-    writer 3–25 ms after the last was answered; now it is there before, as a rule.
-
-    ``in_flight`` batches at most are being taken at once, handed to ``take`` in order:
-    more than one only for a store that takes them one after another in the order it got
-    them (the SQLite writer process, which then starts the next batch as soon as it has
-    sent an answer, not once this process has read it).
-    """
-    taking: set[asyncio.Task[None]] = set()
-
-    def hand_over() -> None:
-        """Start batches from ``pending`` while there is room in flight."""
-        while pending and len(taking) < in_flight:
-            batch = pending[:most]
-            del pending[:most]
-            taking.add(asyncio.ensure_future(_take_batch(batch, take, answered)))
-
-    def answered() -> None:
-        """Called by a batch whose answers came, before it wakes its callers: its place
-        is free, and the next batch goes to the store now."""
-        taking.discard(cast("asyncio.Task[None]", asyncio.current_task()))
-        hand_over()
-
-    try:
-        hand_over()
-        while taking:
-            await asyncio.wait(set(taking), return_when=asyncio.FIRST_COMPLETED)
-            # a batch cancelled before its answer never called answered(): its place too
-            taking.difference_update([task for task in taking if task.done()])
-            hand_over()  # and slips that came while there was room in flight
-    finally:
-        for task in taking:
-            task.cancel()
-
-
-async def _take_batch(batch: list[tuple[SlipRequest, int, asyncio.Future[A]]],
-                      take: Callable[[list[tuple[SlipRequest, int]]], Awaitable[list[A]]],
-                      answered: Callable[[], None]) -> None:
-    try:
-        answers = await take([(slip, now) for slip, now, _ in batch])
-    except Exception as exc:
-        answered()
-        for _, _, future in batch:
-            if not future.done():
-                future.set_exception(exc)
-        return
-    answered()
-    for (_, _, future), answer in zip(batch, answers, strict=True):
-        if not future.done():
-            future.set_result(answer)
-
-
 def surface_outages(is_outage: Callable[[BaseException], bool]) -> Callable[[C], C]:
     """A class decorator: in every public coroutine method of a store, the driver's outage
     errors (``is_outage``) surface as :class:`StoreUnavailable`.
@@ -384,7 +234,7 @@ class Settled(msgspec.Struct, frozen=True, array_like=True, gc=False):
         return settled_message(self)
 
 
-class Store(Protocol):
+class Store(RoundFigures, Protocol):
     async def ensure_player(
         self, player_id: str, name: str, initial_balance: int, now: int
     ) -> p.PlayerView: ...
@@ -415,6 +265,21 @@ class Store(Protocol):
     async def place_slip(self, slip: SlipRequest, now: int) -> p.SlipAccepted | Rejection: ...
 
     async def place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected: ...
+
+    async def place_tip(self, tip: TipRequest, now: int) -> TipAnswer:
+        """Take a tip to the dealer in one transaction, as ``betting.tips.judge_tip``
+        judges it: its mirror deposit first (seamless), then ``amount`` moved from the
+        player to ``accounts.HOUSE_TIPS`` by the transfer ``tip.transfer_id`` and the tip
+        kept; once by ``(player, tip_id)``, a re-send answered as the first send was."""
+        ...
+
+    async def tip_record(self, player_id: str, before: str | None,
+                         since: int | None) -> list[p.TipRecordEntry]:
+        """The player's tips of a Bet Record page, newest first (at most
+        ``store.bets.MAX_TIPS_PER_PAGE``): placed at or after ``since`` (the page's oldest
+        bet; None: no bound, the last page) and before the bet the cursor ``before`` names
+        was placed (None: the first page). Pages of bets so tile the tips, each once."""
+        ...
 
     async def commit_step(
         self,
@@ -471,7 +336,7 @@ class Store(Protocol):
         ``create`` a missing identity is written (what a process does at start)."""
         ...
 
-    # --- operators' sessions (engine/sessions.py) ---
+    # --- operators' sessions (betting/sessions.py) ---
 
     async def open_session(self, record: SessionRecord) -> None:
         """Keep a session a launch opened (once by its id), until its token expires."""
@@ -495,6 +360,10 @@ class Store(Protocol):
 
     async def reality_checked(self, session_id: str, now: int) -> SessionRecord | None:
         """The player answered a reality check at ``now``."""
+        ...
+
+    async def first_launch(self, operator_id: str, request_id: str, now: int, until: int) -> bool:
+        """Whether no launch of ``operator_id`` used ``request_id``; kept until ``until``."""
         ...
 
     async def close(self) -> None: ...

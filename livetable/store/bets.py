@@ -1,6 +1,6 @@
 """Bets as the stores keep them: settling a round chunk by chunk, a stored bet, a round.
 
-The rules — how a slip is judged and answered — are :mod:`livetable.engine.bets`; this is
+The rules — how a slip is judged and answered — are :mod:`livetable.betting.slips`; this is
 what both stores share below them: what settling a chunk of bets moves
 (:func:`settle_chunk`), the transfer ids, the
 one shape of a stored bet (:class:`BetRow`) and the Bet Record line it shows
@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from livetable import protocol as p
+from livetable.engine.effects import RevealShoe
 from livetable.rules import BetSpot
 from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
 
@@ -181,6 +182,18 @@ def record_page(rows: Sequence[Sequence[Any]], limit: int
     return entries, str(rows[limit - 1][0]) if len(rows) > limit else None
 
 
+#: The columns of a stored tip, in the order :func:`tip_entry` reads them; a Bet Record page
+#: comes with at most this many of the player's tips (``Store.tip_record``).
+TIP_COLUMNS = "tip_id, table_id, round_id, amount, placed_at, balance_after"
+MAX_TIPS_PER_PAGE = 200
+
+
+def tip_entry(row: Sequence[Any]) -> p.TipRecordEntry:
+    """A row of :data:`TIP_COLUMNS` as the Bet Record shows it."""
+    return p.TipRecordEntry(tip_id=row[0], table=row[1], round_id=row[2], amount=row[3],
+                            placed_at=row[4], balance_after=row[5])
+
+
 def limits_dict(limits: p.Limits) -> dict[str, int]:
     return {"min": limits.min, "max": limits.max, "pair_min": limits.pair_min,
             "pair_max": limits.pair_max, "round_max": limits.round_max}
@@ -190,21 +203,66 @@ def limits_dict(limits: p.Limits) -> dict[str, int]:
 #: The columns of a stored shoe, in the order :func:`shoe_record` reads them.
 SHOE_COLUMNS = ("table_id, commitment, salt, cut_at, burn_card, burned, card_order, rounds, "
                 "ended_at")
+#: What :func:`shoe_record` reads of each round of a shoe (after its id).
+SHOE_ROUND_COLUMNS = "round_id, round_no, state, cards, spots"
+
+
+def shoe_rounds_json(effect: RevealShoe) -> str:
+    """The ``rounds`` column of a revealed shoe: its rounds (id, cards taken, when it
+    ended), why it ended and its game log's head, as one JSON object (a shoe revealed
+    before the game log existed holds only the list ``[[round_id, cards taken], ...]``)."""
+    return json.dumps({"rounds": effect.rounds, "ended_by": effect.ended_by,
+                       "chain_head": effect.chain_head})
+
+
+def _shoe_rounds(text: str) -> tuple[list[list[Any]], dict[str, Any]]:
+    kept = json.loads(text)
+    return (kept, {}) if isinstance(kept, list) else (kept["rounds"], kept)
+
+
+def shoe_round_ids(text: str) -> list[str]:
+    """The round ids a ``rounds`` column names, in order."""
+    return [str(r[0]) for r in _shoe_rounds(text)[0]]
 
 
 def shoe_record(shoe_id: str, row: Sequence[Any],
                 stored: Mapping[str, Sequence[Any]]) -> ShoeRecord:
     """An ended shoe's record from its row (:data:`SHOE_COLUMNS`) and its rounds as stored
-    (round id → round_no, state, cards as JSON), the same in every store: a settled round
-    shows its cards, and a cancelled round's dealt cards are published too, so the record
-    accounts for every slot of the order."""
+    (round id → :data:`SHOE_ROUND_COLUMNS` after the id, JSON as kept), the same in every
+    store: a settled round shows its cards and its outcome per spot, and a cancelled
+    round's dealt cards are published too, so the record accounts for every slot of the
+    order; with the game log's facts (when each round ended, why the shoe ended, how many
+    rounds it had, the log's head)."""
+    kept, facts = _shoe_rounds(row[7])
     rounds = []
-    for round_id, dealt in json.loads(row[7]):
-        round_no, state, cards = stored.get(round_id, (0, "unknown", None))
+    for round_id, dealt, *at in kept:
+        round_no, state, cards, spots = stored.get(round_id, (0, "unknown", None, None))
+        settled = state == "settled"
         rounds.append(ShoeRound(
             round_id=round_id, round_no=round_no, state=state, dealt=dealt,
-            cards=json.loads(cards) if cards and state == "settled" else None))
+            cards=json.loads(cards) if cards and settled else None,
+            at=at[0] if at else None,
+            spots={s: r[0] for s, r in json.loads(spots).items()} if spots and settled
+            else {}))
     order = json.loads(row[6])
     return ShoeRecord(shoe_id=shoe_id, table=row[0], commitment=row[1], salt=row[2],
                       cut_at=row[3], burn_card=row[4], burned=row[5],
-                      order=order, rounds=publish_rounds(order, rounds), ended_at=row[8])
+                      order=order, rounds=publish_rounds(order, rounds), ended_at=row[8],
+                      ended_by=facts.get("ended_by"),
+                      round_count=len(kept) if facts else None,
+                      chain_head=facts.get("chain_head"))
+
+
+#: A round's bets by spot: ({spot: (players, stakes)}, players) — :meth:`RoundFigures.bet_spread`.
+BetSpread = tuple[dict[str, tuple[int, int]], int]
+
+
+class RoundFigures(Protocol):
+    """What a store tells of a round's bets as a whole (part of
+    :class:`~livetable.store.base.Store`)."""
+
+    async def bet_spread(self, round_id: str) -> BetSpread:
+        """How the round's bets lie on the spots, refunded ones left out: for each spot bet
+        on, how many players bet there and the sum of their stakes; and how many players
+        bet in the round (what ``bet_stats`` is made of: livetable/engine/announce.py)."""
+        ...

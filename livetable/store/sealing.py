@@ -9,7 +9,7 @@ package) under a key of its own, the *shoe key*: never the signing secret (which
 gateway and everyone who runs ``livetable token`` holds), never in the database. It comes
 from ``LIVETABLE_SHOE_KEY``, else the file ``LIVETABLE_SHOE_KEY_FILE``, else a key file
 generated on the first start outside the data directory — see
-:meth:`livetable.config.Settings.state_key`; docs/security.md says where it must live in
+:func:`load_key_ring`; docs/security.md says where it must live in
 production, docs/operations.md how to back it up and rotate it.
 
 A seal holds a *key ring*: one key per line, the first seals, every one opens. That is how a
@@ -37,18 +37,22 @@ Format of a sealed state::
 Migration: a state that begins with ``{`` is one stored in plain JSON before sealing
 existed. It is opened as it is (and sealed by the next commit, which the runner makes at
 once on start); its shoe was exposed, so the runner retires it after the round in play
-(see :meth:`livetable.server.runner.TableRunner._restore`).
+(see :meth:`livetable.host.runner.TableRunner._restore`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
+from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from livetable.config import Settings, SettingsError
 
 MAGIC = b"LTS1"
 KEY_ID_BYTES = 8
@@ -88,7 +92,7 @@ class StateSeal:
     @property
     def master(self) -> bytes:
         """The key ring, one key per line (what the SQLite writer process seals with,
-        store/writer.py)."""
+        store/sqlite/writer.py)."""
         return b"\n".join(self._ring)
 
     def _cipher(self, index: int, table: str) -> AESGCM:
@@ -157,3 +161,80 @@ def open_state(seal: StateSeal | None, table: str, stored: bytes) -> bytes:
         log.warning("table %s: its state was stored in plain form (before sealing); it is "
                     "sealed from the next step on", table)
     return stored
+
+
+def load_key_ring(settings: Settings, create: bool = True) -> tuple[bytes, str, list[str]]:
+    """The key ring that seals engine states at rest (one key per line, the first
+    seals: store/sealing.py), where it came from, and what is wrong with where it lives
+    (warnings for the log).
+
+    The shoe key is LIVETABLE_SHOE_KEY, else the file LIVETABLE_SHOE_KEY_FILE, else
+    :attr:`livetable.config.Settings.shoe_key_path`, generated on the first start
+    (``create``: mode 0600 in a 0700 directory). It is never the signing secret: the
+    secret only joins the ring's end, so that a state an older livetable sealed with it
+    opens once and is resealed with the shoe key (docs/security.md).
+    """
+    warnings: list[str] = []
+    path = settings.shoe_key_path
+    if settings.shoe_key is not None:
+        ring, source = settings.shoe_key, "LIVETABLE_SHOE_KEY"
+    else:
+        source = f"the key file {path}"
+        if settings.shoe_key_file is None and create and not path.exists():
+            try:
+                _create_key_file(path)
+            except OSError as exc:
+                raise SettingsError(
+                    f"cannot create the shoe key {path}: {exc.strerror}; make its "
+                    "directory writable, or set LIVETABLE_SHOE_KEY or "
+                    "LIVETABLE_SHOE_KEY_FILE") from None
+            warnings.append(f"generated the shoe key {path}: back it up apart from the "
+                            "data (docs/operations.md, section 4)")
+        try:
+            ring = path.read_bytes()
+        except OSError as exc:
+            what = "LIVETABLE_SHOE_KEY_FILE" if settings.shoe_key_file else "the shoe key"
+            raise SettingsError(f"{what} {path}: {exc.strerror}") from None
+        if path.stat().st_mode & 0o077:
+            warnings.append(f"the shoe key file {path} is readable by others than its "
+                            "owner: chmod 600 it")
+    if _inside(path, settings.data_dir) and settings.shoe_key is None:
+        warnings.append(f"the shoe key file {path} is inside the data directory "
+                        f"{settings.data_dir}: a copy of the directory can read every "
+                        "future card; keep it elsewhere")
+    keys = [k.strip() for k in ring.split(b"\n") if k.strip()]
+    if not keys:
+        raise SettingsError(f"{source} is empty")
+    for key in keys:
+        if len(key) < MIN_KEY_BYTES:
+            raise SettingsError(f"{source} holds a key of {len(key)} bytes; a shoe key "
+                             f"needs at least {MIN_KEY_BYTES} (e.g. openssl rand -hex 32)")
+    secret = settings.secret
+    if secret is None and (settings.data_dir / "secret").exists():
+        secret = (settings.data_dir / "secret").read_bytes().strip()
+    if secret and secret in keys:
+        raise SettingsError(f"{source} holds the signing secret: the shoe key must be a key "
+                         "of its own (every gateway and `livetable token` holds the "
+                         "secret)")
+    if secret:
+        keys.append(secret)  # opens what an older livetable sealed with it, never seals
+    return b"\n".join(keys), source, warnings
+
+
+def _create_key_file(path: Path) -> None:
+    """A new random shoe key at ``path``: its directory 0700, the file 0600, never
+    overwritten (two processes starting at once: the second reads the first's)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "wb") as f:
+        f.write(secrets.token_hex(32).encode() + b"\n")
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(directory.resolve())
+    except OSError:
+        return False

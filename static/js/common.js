@@ -20,6 +20,14 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/** t(key) with its {name} in a <bdi>: a player's or dealer's name, isolated so that a
+ *  right-to-left name cannot reorder the sentence around it (a list of nodes for h()). */
+export function tName(key, name, vars = {}) {
+  const mark = "\u0000";
+  const [before, after = ""] = t(key, { ...vars, name: mark }).split(mark);
+  return [before, h("bdi", { text: name }), after];
+}
+
 // A session an operator launched plays in a currency (ISO 4217); every amount on the wire
 // is an integer in its minor unit. money() then shows it as that currency for the page's
 // language — ฿1,000.00 for 100000 THB, ¥1,000 for 1000 JPY, ₹1,000.00 for 100000 INR — with
@@ -54,11 +62,27 @@ export function money(n) {
   return currencyFormat().format(Number(n) / 10 ** currencyDecimals());
 }
 
-/** A chip's face in the session's currency, short: ฿10, ฿2.5K, ¥1K (null without one). */
+// A currency without a symbol of its own (KWD, AED…) is written with its code, "KWD 5":
+// too wide for a chip (the label was cut) or a stake pill (it wrapped) on a phone. There the
+// amount stands alone; the balance beside them says the currency.
+function withoutCode(format, n) {
+  const parts = format.formatToParts(n);
+  const cur = parts.find((x) => x.type === "currency");
+  if (!cur || cur.value.length <= 2) return parts.map((x) => x.value).join("");
+  return parts.filter((x) => x.type !== "currency").map((x) => x.value).join("").trim();
+}
+
+/** A chip's face in the session's currency, short: ฿10, ฿2.5K, ¥1K, 5 for KWD (null without one). */
 export function chipMoney(n) {
   if (!currency) return null;
-  return new Intl.NumberFormat(moneyLocale(), { style: "currency", currency, currencyDisplay: "narrowSymbol",
-    notation: "compact" }).format(Number(n) / 10 ** currencyDecimals());
+  return withoutCode(new Intl.NumberFormat(moneyLocale(), { style: "currency", currency,
+    currencyDisplay: "narrowSymbol", notation: "compact" }), Number(n) / 10 ** currencyDecimals());
+}
+
+/** An amount on a bet spot: money(), without a currency code that does not fit there. */
+export function stakeMoney(n) {
+  if (!currency) return money(n);
+  return withoutCode(currencyFormat(), Number(n) / 10 ** currencyDecimals());
 }
 
 export function signed(n) { return (n > 0 ? "+" : n < 0 ? "−" : "") + money(Math.abs(n)); }
@@ -81,10 +105,11 @@ export function spotName(spot) {
   return spot.endsWith("_PAIR") ? t("spot.pair", { n }) : t("spot.player", { n });
 }
 
-/** "7.4 Special Pair", "9 Points" — the value then its name, in the page's language. */
+/** "Special Pair (rank 7.4)", "9 Points", in the page's language. A special hand's name
+ *  comes first: "7.1 Flush with No Point" read like a points value. */
 export function handLabel(value) {
   const v = String(value);
-  if (v.includes(".")) return `${v} ${t(`combo.${v}`)}`;
+  if (v.includes(".")) return `${t(`combo.${v}`)} (${t("combo.rank", { v })})`;
   return t(Number(v) === 1 ? "hand.point" : "hand.points", { n: v });
 }
 
@@ -202,4 +227,14 @@ export function initPage({ active, connection = false } = {}) {
   applyI18n(document);
   mountHeader({ active, connection });
   onLangChange(() => applyI18n(document));
+}
+
+/** A count (players online, rounds): the page's number format, never money. */
+export function count(n) { return Number(n).toLocaleString(moneyLocale()); }
+
+/** A name as shown: a demo guest's "Guest 7QX2" (the server names guests in English) in the
+ *  page's language; any other name as it is. */
+export function displayName(name) {
+  const m = /^Guest ([A-Za-z0-9_-]{4})$/.exec(name || "");
+  return m ? t("guest.name", { id: m[1] }) : name;
 }

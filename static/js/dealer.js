@@ -14,21 +14,27 @@
 // Hotkeys: Alt+O open, Alt+C close, Alt+R reveal, Alt+P pause/resume (by key position, so
 // they work with a Thai or Hindi keyboard layout too).
 //
-// Below the card entry: who deals (`dealer_sign_in`, shown at the table) and the table chat
-// (chat.js), where each player's line can be muted or deleted.
+// Below the card entry: who deals (`dealer_sign_in`, shown at the table), the table chat
+// (chat.js), where each player's line can be muted or deleted, and the players' tips to the
+// dealer with the shift's total (dealertips.js).
+//
+// Beside this module: dealercard.js (a typed card checked before it is sent) and
+// dealerlog.js (the console's words for commands, slots and events, and its log).
 
 import { t, onLangChange } from "./i18n.js";
-import { $, h, money, timeOfDay, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
+import { $, h, tName, money, spotName, handLabel, announce, initPage, bindConnection } from "./common.js";
 import { Connection } from "./conn.js";
 import { serverNow } from "./clock.js";
 import { fromSnapshot, applyEvent, HANDS } from "./state.js";
-import { parseCard, cardEl, cardBackEl } from "./cards.js";
+import { cardEl, cardBackEl } from "./cards.js";
 import { getJSON } from "./api.js";
 import { mountChat } from "./chat.js";
+import { mountDealerTips } from "./dealertips.js";
+import { isCut, validateCard } from "./dealercard.js";
+import { cmdName, slotName, describe, log } from "./dealerlog.js";
 
 const TOKEN_KEY = "livetable.dealerToken";
 const TABLE_KEY = "livetable.dealerTable";
-const LOG_MAX = 300;
 
 let conn = null;
 let st = null;
@@ -164,6 +170,7 @@ async function start() {
     mute: (player_id, minutes) => command({ type: "chat_mute", player_id, minutes }),
     remove: (id) => command({ type: "chat_delete", id }),
   } });
+  mountDealerTips(conn, $("#tips"));  // tips to the dealer, and the shift's total
   conn.addEventListener("welcome", (e) => {
     st = fromSnapshot(e.detail.msg.table);
     sent = [];
@@ -246,12 +253,6 @@ function command(frame) {
   return true;
 }
 
-function cmdName(cmd) {
-  const key = `cmd.${cmd}`;
-  const v = t(key);
-  return v === key ? cmd : v;
-}
-
 function armCancel() {
   $("#cancel").hidden = true;
   $("#cancel-confirm").hidden = false;
@@ -267,39 +268,6 @@ function disarmCancel() {
 }
 
 // ---------------------------------------------------------------- cards
-
-// The cut card, when it comes out of a physical shoe, is reported like a card.
-const CUT_TOKENS = new Set(["CUT", "CUTCARD", "CUT_CARD"]);
-const isCut = (v) => CUT_TOKENS.has(v.trim().toUpperCase());
-
-function validateCard(showEmpty) {
-  const input = $("#card");
-  const v = input.value.trim();
-  if (isCut(v) || /^C(U(T(_?(C(A(RD?)?)?)?)?)?)?$/i.test(v)) {
-    input.removeAttribute("aria-invalid");
-    $("#card-error").hidden = true;
-    return isCut(v) ? { text: "CUT" } : null;
-  }
-  const err = $("#card-error");
-  if (!v) {
-    input.removeAttribute("aria-invalid");
-    err.hidden = !showEmpty;
-    err.textContent = showEmpty ? t("dealer.card_empty") : "";
-    return null;
-  }
-  const card = parseCard(v);
-  // While typing, "1" (of "10") or a bare rank is not yet wrong.
-  const incomplete = /^(10?|[2-9AJQKT])$/i.test(v);
-  if (!card && !incomplete) {
-    input.setAttribute("aria-invalid", "true");
-    err.hidden = false;
-    err.textContent = t("dealer.card_invalid", { card: v });
-  } else {
-    input.removeAttribute("aria-invalid");
-    err.hidden = true;
-  }
-  return card;
-}
 
 function sendCard() {
   const input = $("#card");
@@ -330,69 +298,20 @@ function sendCard() {
   input.focus();
 }
 
-function slotName(slot) {
-  if (!slot) return "?";
-  const s = String(slot);
-  if (s.toLowerCase() === "burn") return t("dealer.slot_burn");
-  if (/^P[1-5]$/.test(s) || s === "BANKER") return spotName(s);
-  const key = `dealer.slot_${s.toLowerCase()}`;
-  const v = t(key);
-  return v === key ? s : v;
-}
-
 // ---------------------------------------------------------------- frames
 
 function onMessage(msg) {
   if (msg.type === "ack") {
-    const i = sent.findIndex((c) => c.type === msg.cmd);
-    const cmd = i >= 0 ? sent.splice(i, 1)[0] : null;
-    const d = msg.detail || {};
-    if (msg.cmd === "round_cards") {
-      entered = (d.cards || []).map((c) => ({ slot: c.slot, n: c.n, card: c.card }));
-      const last = entered[entered.length - 1];
-      lastScanned = last ? last.card : null;
-      lastPlaced = last ? { card: last.card, slot: last.slot, n: last.n } : null;
-      log("ack", `✓ ${t("dealer.entered_count", { n: entered.length })}`);
-    } else if (msg.cmd === "approve_correction") {
-      // A one-time code for this round and count, shown for the dealer's console (never kept).
-      $("#approval-code").value = d.approval || "";
-      log("ack", `✓ ${t("dealer.approval_issued", { n: d.count, round: d.round_id })}`);
-      announce(t("dealer.approval_issued", { n: d.count, round: d.round_id }));
-    } else if (msg.cmd === "correct_cards") {
-      const voided = (d.voided || []).map((v) => `${v.card} (${slotName(v.slot)}${v.n ? ` · ${t("dealer.card_n", { n: v.n })}` : ""})`);
-      log("ack", `✓ ${t("dealer.voided", { cards: voided.join(", ") })}`);
-      feedback("correct_cards", "ack", `✓ ${t("dealer.voided", { cards: voided.join(", ") })}`);
-      announce(t("dealer.voided", { cards: voided.join(", ") }));
-      $("#card-warning").hidden = true;
-      askEnteredCards();
-    } else if (msg.cmd === "card") {
-      const card = (cmd && cmd.card) || d.card || "";
-      const slot = d.slot || d.to || "?";
-      if (!["cut", "opening"].includes(slot)) entered.push({ slot, n: d.n, card });
-      lastPlaced = { card, slot, n: d.n };
-      let where = slotName(slot) + (d.n ? ` · ${t("dealer.card_n", { n: d.n })}` : "");
-      if (slot === "opening" && typeof d.burned === "number") where += ` · ${t("dealer.burned", { n: d.burned })}`;
-      log("ack", `✓ ${card} → ${where}`);
-      announce(`${card} → ${where}`);
-    } else if (d.awaiting) {
-      log("ack", `✓ ${cmdName(msg.cmd)} — ${t("dealer.awaiting_opening")}`);
-      feedback(msg.cmd, "ack", `✓ ${cmdName(msg.cmd)} — ${t("dealer.awaiting_opening")}`);
-      announce(t("dealer.awaiting_opening"));
-      $("#placed").dataset.awaiting = "1";
-    } else {
-      const extra = d.mode ? `: ${t(`mode.${d.mode}`)}` : Object.keys(d).length ? ` — ${Object.entries(d).map(([k, v]) => `${k} ${Array.isArray(v) ? v.join(" ") : v}`).join(", ")}` : "";
-      log("ack", `✓ ${cmdName(msg.cmd)}${extra}`);
-      feedback(msg.cmd, "ack", `✓ ${cmdName(msg.cmd)}${extra}`);
-    }
-    if (msg.cmd === "set_mode" && st && cmd) st.mode = cmd.auto ? "auto" : "manual";  // mode_changed says so too
-    render();
+    onAck(msg);
     return;
   }
   if (msg.type === "error") {
     const cmd = sent.shift();
     const known = t(`dealer.err.${msg.code}`);
     const text = t("dealer.error", { cmd: cmd ? cmdName(cmd.type) : "?", code: msg.code,
-      message: known === `dealer.err.${msg.code}` ? msg.message || "" : `${known} (${msg.message || ""})` });
+      // the console's own words when it has them: the server's English saying the same
+      // again in brackets read as the refusal repeating itself
+      message: known === `dealer.err.${msg.code}` ? msg.message || "" : known });
     log("error", `✗ ${text}`);
     if (cmd) feedback(cmd.type, "error", `✗ ${text}`);
     announce(text, { urgent: true });
@@ -402,6 +321,52 @@ function onMessage(msg) {
     }
     if (cmd && cmd.type === "set_mode") render();
   }
+}
+
+/** An ack: paired with the oldest command of its kind sent, and said where it belongs. */
+function onAck(msg) {
+  const i = sent.findIndex((c) => c.type === msg.cmd);
+  const cmd = i >= 0 ? sent.splice(i, 1)[0] : null;
+  const d = msg.detail || {};
+  if (msg.cmd === "round_cards") {
+    entered = (d.cards || []).map((c) => ({ slot: c.slot, n: c.n, card: c.card }));
+    const last = entered[entered.length - 1];
+    lastScanned = last ? last.card : null;
+    lastPlaced = last ? { card: last.card, slot: last.slot, n: last.n } : null;
+    log("ack", `✓ ${t("dealer.entered_count", { n: entered.length })}`);
+  } else if (msg.cmd === "approve_correction") {
+    // A one-time code for this round and count, shown for the dealer's console (never kept).
+    $("#approval-code").value = d.approval || "";
+    log("ack", `✓ ${t("dealer.approval_issued", { n: d.count, round: d.round_id })}`);
+    announce(t("dealer.approval_issued", { n: d.count, round: d.round_id }));
+  } else if (msg.cmd === "correct_cards") {
+    const voided = (d.voided || []).map((v) => `${v.card} (${slotName(v.slot)}${v.n ? ` · ${t("dealer.card_n", { n: v.n })}` : ""})`);
+    log("ack", `✓ ${t("dealer.voided", { cards: voided.join(", ") })}`);
+    feedback("correct_cards", "ack", `✓ ${t("dealer.voided", { cards: voided.join(", ") })}`);
+    announce(t("dealer.voided", { cards: voided.join(", ") }));
+    $("#card-warning").hidden = true;
+    askEnteredCards();
+  } else if (msg.cmd === "card") {
+    const card = (cmd && cmd.card) || d.card || "";
+    const slot = d.slot || d.to || "?";
+    if (!["cut", "opening"].includes(slot)) entered.push({ slot, n: d.n, card });
+    lastPlaced = { card, slot, n: d.n };
+    let where = slotName(slot) + (d.n ? ` · ${t("dealer.card_n", { n: d.n })}` : "");
+    if (slot === "opening" && typeof d.burned === "number") where += ` · ${t("dealer.burned", { n: d.burned })}`;
+    log("ack", `✓ ${card} → ${where}`);
+    announce(`${card} → ${where}`);
+  } else if (d.awaiting) {
+    log("ack", `✓ ${cmdName(msg.cmd)} — ${t("dealer.awaiting_opening")}`);
+    feedback(msg.cmd, "ack", `✓ ${cmdName(msg.cmd)} — ${t("dealer.awaiting_opening")}`);
+    announce(t("dealer.awaiting_opening"));
+    $("#placed").dataset.awaiting = "1";
+  } else {
+    const extra = d.mode ? `: ${t(`mode.${d.mode}`)}` : Object.keys(d).length ? ` — ${Object.entries(d).map(([k, v]) => `${k} ${Array.isArray(v) ? v.join(" ") : v}`).join(", ")}` : "";
+    log("ack", `✓ ${cmdName(msg.cmd)}${extra}`);
+    feedback(msg.cmd, "ack", `✓ ${cmdName(msg.cmd)}${extra}`);
+  }
+  if (msg.cmd === "set_mode" && st && cmd) st.mode = cmd.auto ? "auto" : "manual";  // mode_changed says so too
+  render();
 }
 
 function onEvent(ev) {
@@ -415,33 +380,6 @@ function onEvent(ev) {
   }
   log("event", describe(ev));
   render();
-}
-
-function describe(ev) {
-  switch (ev.type) {
-    case "shoe_started": return t("dealer.ev_shoe", { card: ev.burn_card || "—", n: ev.burned });
-    case "round_opened": return t("dealer.ev_opened", { n: ev.round_no });
-    case "betting_closed": return t("phase.dealing");
-    case "card_dealt": return t("dealer.ev_dealt", { slot: slotName(ev.to), n: ev.n });
-    case "hand_revealed": return `${spotName(ev.hand)}: ${ev.cards.join(" ")} — ${handLabel(ev.value)}`;
-    case "round_settled": return t("dealer.ev_settled") + " " + (ev.results || []).map((r) => `${spotName(r.hand)} ${t(`result.${r.outcome}`)}${r.odds > 1 && r.outcome !== "tie" ? ` ${r.odds}:1` : ""}`).join(", ");
-    case "round_cancelled": return t("banner.cancelled", { reason: ev.reason || "—" });
-    case "cards_voided": return t("dealer.ev_voided", { n: ev.count, dealer: ev.dealer, supervisor: ev.supervisor });
-    case "shoe_shuffling": return t("banner.new_shoe");
-    case "table_paused": return t("banner.paused", { reason: ev.reason || "—" });
-    case "table_resumed": return t("announce.resumed");
-    case "cut_card_out": return t("dealer.cut_out");
-    case "mode_changed": return `${cmdName("set_mode")}: ${t(`mode.${ev.mode}`)}`;
-    default: return ev.type;
-  }
-}
-
-function log(kind, text) {
-  const list = $("#log");
-  const now = new Date();
-  list.prepend(h("li", { class: `log--${kind}`, "data-kind": kind },
-    h("time", { datetime: now.toISOString(), text: timeOfDay(now) }), text));
-  while (list.children.length > LOG_MAX) list.lastChild.remove();
 }
 
 // ---------------------------------------------------------------- rendering
@@ -478,7 +416,7 @@ function render() {
   $("#resume").disabled = p !== "paused";
   $("#cancel").disabled = !(roundLive || p === "paused");
   const me = whoAmI();
-  $("#whoami").textContent = me ? t("dealer.whoami", { name: me.name || "?", kind: t(`dealer.kind_${me.kind}`), tables: (me.tables || []).map((x) => (x === "*" ? t("dealer.all_tables") : x)).join(", ") || "—" }) : "";
+  $("#whoami").replaceChildren(...(me ? tName("dealer.whoami", me.name || "?", { kind: t(`dealer.kind_${me.kind}`), tables: (me.tables || []).map((x) => (x === "*" ? t("dealer.all_tables") : x)).join(", ") || "—" }) : []));
   const correctable = st.mode === "manual" && entered.length > 0 && !Object.keys(st.hands).length
     && ["betting", "dealing", "revealing"].includes(p);
   $("#correct").disabled = !correctable;

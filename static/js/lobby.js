@@ -4,12 +4,13 @@
 // as the fallback while a socket is down.
 
 import { t, onLangChange } from "./i18n.js";
-import { $, h, money, initPage, connectionBadge } from "./common.js";
+import { $, h, tName, money, initPage, connectionBadge } from "./common.js";
 import { Connection } from "./conn.js";
 import { serverNow } from "./clock.js";
 import { fromSnapshot, applyEvent } from "./state.js";
 import { renderRoadmap } from "./roadmap.js";
 import { getJSON } from "./api.js";
+import { tableView, renderView, renderDealer, limitsText, useTermsCurrency, STILL_EVERY_MS } from "./tables.js";
 
 const MAX_LIVE = 12;
 const POLL_MS = 5000;
@@ -17,9 +18,13 @@ const tables = new Map(); // id → {st, conn, el}
 
 async function main() {
   initPage({ active: "lobby" });
+  useTermsCurrency();  // limits in the player's currency, when a table page learnt it
   onLangChange(() => { for (const id of tables.keys()) renderCard(id); });
   await refresh();
   setInterval(tick, 250);
+  setInterval(() => {  // the videos' stills, refreshed
+    for (const [id, e] of tables) if (e.stream) renderView(e.el.querySelector(".lobby-view"), id, e.st, true);
+  }, STILL_EVERY_MS);
   setInterval(() => { if ([...tables.values()].some((x) => !x.conn || !x.conn.online)) refresh(); }, POLL_MS);
 }
 
@@ -44,6 +49,7 @@ async function refresh() {
     } else if (!entry.conn || !entry.conn.online) {
       entry.st = fromSnapshot(snap);
     }
+    entry.stream = Boolean(snap.stream && snap.stream.hls);
     renderCard(snap.id);
   }
 }
@@ -78,6 +84,7 @@ function buildCard(id) {
     h("div", { class: "lobby-card__head" },
       h("h2", { class: "lobby-card__name" }),
       h("span", { class: "countdown", "data-testid": `lobby-countdown-${id}`, role: "timer" })),
+    tableView(id),
     h("div", { class: "lobby-card__meta" },
       h("span", { class: "phase", "data-testid": `lobby-phase-${id}` }),
       h("span", { class: "lobby-card__round" }),
@@ -98,8 +105,7 @@ function renderCard(id) {
   phase.textContent = t(`phase.${st.phase}`);
   phase.dataset.phase = st.phase;
   el.querySelector(".lobby-card__round").textContent = st.round_no ? t("table.round", { n: st.round_no }) : "";
-  el.querySelector(".lobby-card__limits").textContent =
-    t("lobby.limits", { min: money(st.limits.min), max: money(st.limits.max) });
+  el.querySelector(".lobby-card__limits").textContent = limitsText(st);
   renderRoadmap(el.querySelector(".lobby-card__roadmap"), st.roadmap, { limit: 14, compact: true });
   const entry = tables.get(id);
   const online = el.querySelector(".lobby-card__online");
@@ -109,8 +115,10 @@ function renderCard(id) {
   // who deals: the presenter signed in at the console, else how the table is dealt
   const who = el.querySelector(".lobby-card__dealer");
   who.classList.toggle("presenter", Boolean(entry.dealer));
-  who.textContent = entry.dealer ? t("chat.dealing", { name: entry.dealer.name })
-    : st.mode === "manual" ? t("mode.manual") : t("lobby.auto_dealer");
+  who.replaceChildren(...(entry.dealer ? tName("chat.dealing", entry.dealer.name)
+    : [st.mode === "manual" ? t("mode.manual") : t("lobby.auto_dealer")]));
+  renderDealer(who, entry.dealer);
+  renderView(el.querySelector(".lobby-view"), id, st, entry.stream);
   renderBadge(tables.get(id));
   const join = el.querySelector("a.btn");
   join.textContent = t("lobby.join");

@@ -6,6 +6,7 @@
 // which is livetable's own ledger's.
 
 import { setLang, LANGS } from "./i18n.js";
+import { keepLaunch } from "./session.js";
 
 const SESSION_KEY = "livetable.session";
 
@@ -15,6 +16,7 @@ export function launchedToken() {
   const token = hash.get("token");
   if (token) {
     sessionStorage.setItem(SESSION_KEY, token);
+    keepLaunch(hash);
     const lang = hash.get("lang");
     if (lang && LANGS.some(([code]) => code === lang)) setLang(lang);
     history.replaceState(null, "", location.pathname + location.search);

@@ -10,18 +10,21 @@
 // a filter loads older pages until it reaches the first day asked for (or the record ends).
 
 import { t, lang, onLangChange } from "./i18n.js";
-import { $, h, money, setCurrency, signed, spotName, handLabel, dateTime, initPage } from "./common.js";
+import { $, h, tName, money, setCurrency, signed, spotName, handLabel, dateTime, initPage } from "./common.js";
 import { evaluate, cardEl } from "./cards.js";
 import { getJSON, storedGuest } from "./api.js";
 import { launchedToken } from "./operator.js";
+import { dateField, parse } from "./datefield.js";
 import { isPairSpot } from "./state.js";
 import { verifyLink } from "./verify.js";
+import { tipsBody, tipsByDay } from "./recordtips.js";
 
 // Page size: 20, or ?limit=N (1–100) to page through fewer at a time.
 const PAGE = Math.min(100, Math.max(1, Number(new URLSearchParams(location.search).get("limit")) || 20));
 const MAX_PAGES_FOR_FILTER = 50;
 const HANDS = ["P1", "P2", "P3", "P4", "P5", "BANKER"];
 let rows = [];
+let tipRows = [];  // the tips to the dealer of the pages loaded (recordtips.js)
 let next = null;
 let loading = false;
 // The server's totals of each day and round shown (GET /api/bets): over all the player's
@@ -35,17 +38,29 @@ async function main() {
   onLangChange(renderAll);
   $("#more").addEventListener("click", () => load(next));
   $("#reload").addEventListener("click", () => {
-    rows = []; next = null; rounds.clear(); dayTotals.clear(); roundTotals.clear(); load(null);
+    rows = []; tipRows = []; next = null; rounds.clear(); dayTotals.clear(); roundTotals.clear(); load(null);
   });
   $("#records-filter").addEventListener("submit", (e) => { e.preventDefault(); applyFilter(); });
-  $("#filter-clear").addEventListener("click", () => { $("#from").value = ""; $("#to").value = ""; renderAll(); });
+  $("#filter-clear").addEventListener("click", () => {
+    for (const el of [$("#from"), $("#to")]) { el.value = ""; el.dataset.iso = ""; }
+    renderAll();
+  });
+  dateField($("#from"));  // in the page's locale, not the browser's
+  dateField($("#to"));
   await load(null);
 }
+
+let launched = false;  // an operator's session (seamless wallet): no "Balance after"
 
 /** Whose record: the operator's session of this tab first (a launched player has no guest
  *  token), else this browser's guest. The name shown is the token's own claim. */
 function player() {
   const token = launchedToken();
+  launched = !!token;
+  // An operator's player: the balance is the operator's wallet, which the Bet Record
+  // does not know (the API gives none), so there is no "Balance after" column.
+  const th = document.querySelector('th[data-i18n="records.balance_after"]');
+  if (th) th.hidden = launched;
   if (token) {
     try {
       const bytes = Uint8Array.from(atob(token.split(".")[0].replace(/-/g, "+").replace(/_/g, "/")),
@@ -73,10 +88,11 @@ async function load(before) {
     if (before) q.set("before", before);
     const res = await getJSON(`/api/bets?${q}`, { token: g.token });
     rows = rows.concat(res.bets || []);
+    tipRows = tipRows.concat(res.tips || []);  // each page: the tips of its span of time
     for (const [day, sum] of Object.entries(res.days || {})) dayTotals.set(day, sum);
     for (const [round, sum] of Object.entries(res.rounds || {})) roundTotals.set(round, sum);
     next = res.next || null;
-    status.textContent = rows.length ? "" : t("records.empty");
+    status.textContent = rows.length || tipRows.length ? "" : t("records.empty");
   } catch (e) {
     status.textContent = e.status === 401 || e.status === 403 ? t("records.no_player") : t("records.error");
     return false;
@@ -107,7 +123,7 @@ function range() {
     const [y, m, d] = value.split("-").map(Number);
     return new Date(y, m - 1, d + plus).getTime();
   };
-  return { from: day($("#from").value), to: day($("#to").value, 1) };
+  return { from: day(parse($("#from").value)), to: day(parse($("#to").value), 1) };
 }
 
 const timeOf = (b) => b.settled_at || b.placed_at;
@@ -156,31 +172,37 @@ function grouped() {
 
 function renderPlayer() {
   const g = player();  // the launched session of this tab first, as load reads it
-  $("#records-player").textContent = g && g.player
-    ? t("records.player", { name: g.player.name || g.player.id }) : "";
+  $("#records-player").replaceChildren(...(g && g.player
+    ? tName("records.player", g.player.name || g.player.id) : []));
 }
 
 function renderAll() {
   renderPlayer();  // in the language of the moment (renderAll follows a language switch)
   const body = [];
   const days = grouped();
-  for (const [key, byRound] of days) {
+  const tipDays = tipsByDay(tipRows, range(), dayKey);
+  for (const key of [...new Set([...days.keys(), ...tipDays.keys()])].sort().reverse()) {
+    const byRound = days.get(key) || new Map();
     const all = [...byRound.values()].flat();
     const sum = dayTotals.get(key) || totals(all);
+    const sums = all.length || dayTotals.has(key) ? t("records.day_total", {
+      bets: sum.bets, deducted: money(sum.deducted), returned: money(sum.returned), net: signed(sum.net) }) : "";
     body.push(h("tbody", { class: "records__day" }, h("tr", {
       class: "day-total", "data-testid": "day-total", "data-date": key, "data-bets": String(sum.bets),
       "data-deducted": String(sum.deducted), "data-returned": String(sum.returned), "data-net": String(sum.net),
     }, h("th", { colspan: "9", scope: "rowgroup" },
       h("span", { class: "day-total__date", text: dayLabel(key) }), " ",
-      h("span", { class: "day-total__sums", text: t("records.day_total", {
-        bets: sum.bets, deducted: money(sum.deducted), returned: money(sum.returned), net: signed(sum.net) }) })))));
+      h("span", { class: "day-total__sums", text: sums })))));
     for (const [roundId, list] of byRound) body.push(roundGroup(roundId, list));
+    if (tipDays.has(key)) body.push(tipsBody(tipDays.get(key), { launched }));
   }
   const table = $("#records");
   for (const old of table.querySelectorAll("tbody")) old.remove();
   table.append(...body);
   $("#more").hidden = !next;
-  if (rows.length) $("#records-status").textContent = days.size ? "" : t("records.no_match");
+  if (rows.length || tipRows.length) {
+    $("#records-status").textContent = days.size || tipDays.size ? "" : t("records.no_match");
+  }
 }
 
 function roundGroup(roundId, list) {
@@ -268,7 +290,8 @@ function row(b) {
   td("records.result", result),
   td("records.returned", settled ? money(b.returned) : "—", "num"),
   td("records.net", net === null ? "—" : h("span", { class: net > 0 ? "pos" : net < 0 ? "neg" : "", text: signed(net) }), "num"),
-  td("records.balance_after", b.balance_after === null || b.balance_after === undefined ? "—" : money(b.balance_after), "num"));
+  launched ? null
+    : td("records.balance_after", b.balance_after === null || b.balance_after === undefined ? "—" : money(b.balance_after), "num"));
 }
 
 /** The six hands of a round, with each Player position's result. */

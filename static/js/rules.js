@@ -12,7 +12,8 @@
 // with livetable.rules, so a sheet that says something the server does not pay fails a test.
 
 import { lang, onLangChange } from "./i18n.js";
-import { $, $$, h, money, initPage } from "./common.js";
+import { $, $$, h, money, setCurrency, initPage } from "./common.js";
+import { keptLimits } from "./session.js";
 import { cardEl } from "./cards.js";
 import { roadmapCell } from "./roadmap.js";
 import { getJSON } from "./api.js";
@@ -122,6 +123,13 @@ async function fillLimits(root, seq) {
     return;
   }
   if (seq !== renderSeq) return;
+  // An operator's player (this tab's session): the limits their bets are held to, in
+  // their currency, as the table page showed them — not the table's bare numbers.
+  const session = keptLimits();
+  if (session) {
+    setCurrency(session.currency);
+    if (session.limits) tables = tables.map((tb) => ({ ...tb, limits: { ...tb.limits, ...session.limits } }));
+  }
   const groups = new Map();
   for (const tb of tables) {
     const key = JSON.stringify(tb.limits);

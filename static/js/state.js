@@ -52,6 +52,8 @@ export function fromSnapshot(s) {
     shuffling: !!s.shuffling,
     opens_at: s.opens_at ?? null,
     cancel_reason: null,
+    bet_stats: null,  // bet_stats and round_winners are events only: a snapshot has neither
+    winners: null,
     epoch: s.epoch,
     seq: s.seq,
   };
@@ -95,6 +97,8 @@ export function applyEvent(st, ev) {
       st.paused_reason = null;
       st.cancel_reason = null;
       st.opens_at = null;
+      st.bet_stats = null;
+      st.winners = null;
       break;
     case "betting_closed":
       // Cards are dealt face down while betting is open: with all of them out, the reveals
@@ -162,6 +166,12 @@ export function applyEvent(st, ev) {
       st.cards_left = 0;
       st.shuffling = false;
       st.opens_at = ev.opens_at ?? null;
+      break;
+    case "bet_stats":  // how the round's bets lie on the spots: shares, no player named
+      if (ev.round_id === st.round_id) st.bet_stats = { bettors: ev.bettors, spots: ev.spots };
+      break;
+    case "round_winners":  // the round's biggest wins, names as their operators allow
+      if (ev.round_id === st.round_id) st.winners = ev.winners;
       break;
     default:
       break;

@@ -14,6 +14,11 @@
 //     in the dealing order — a record that leaves a slot unaccounted for (a round without
 //     cards) does not verify; then, in the browser only, that the record is the shoe asked
 //     for and that every hand this browser saw revealed is in it as revealed;
+//   * checks the shoe's game log (docs/security.md, "The game log"): every round chained by
+//     HMAC-SHA256 from the commitment to the record's chain_head, the round count and why
+//     the shoe ended, and that every log head this browser saw published (round_settled,
+//     round_cancelled, shoe_revealed: chain_head, kept in localStorage) is in the record —
+//     a record cut short, reordered or recast after it does not verify;
 //   * renders verify.html?shoe=<id>, and offers links to it: on the table page when a shoe
 //     ends, and in the Bet Record next to a bet whose shoe has ended.
 // The pages call three small hooks: noteSnapshot(snapshot), noteTableEvent(ev) (table page)
@@ -72,6 +77,31 @@ export function revealsOf(shoeId) {
     && /^\d+$/.test(id.slice(shoeId.length + 1))));
 }
 
+const HEADS_KEY = "livetable.chain_heads";
+const HEADS_MAX = 100;  // shoes
+
+function seenHeadsAll() {
+  try { return JSON.parse(localStorage.getItem(HEADS_KEY) || "{}") || {}; } catch { return {}; }
+}
+
+/** Keep a game log head the table published for `shoeId` (the latest HEADS_MAX shoes). */
+export function rememberHead(shoeId, head) {
+  if (!shoeId || typeof head !== "string") return;
+  const seen = seenHeadsAll();
+  const heads = seen[shoeId] || [];
+  delete seen[shoeId];
+  if (!heads.includes(head)) heads.push(head);
+  seen[shoeId] = heads;
+  const ids = Object.keys(seen);
+  for (const id of ids.slice(0, Math.max(0, ids.length - HEADS_MAX))) delete seen[id];
+  try { localStorage.setItem(HEADS_KEY, JSON.stringify(seen)); } catch { /* private mode */ }
+}
+
+/** The game log heads this browser saw published for `shoeId`. */
+export function headsOf(shoeId) { return seenHeadsAll()[shoeId] || []; }
+
+const shoeOfRound = (roundId) => String(roundId || "").replace(/\.\d+$/, "");
+
 /** Hook: a table snapshot (welcome, lobby) — remember its shoe's commitment. */
 export function noteSnapshot(snap) {
   if (snap) rememberCommitment(snap.shoe_id, snap.shoe_commitment);
@@ -81,6 +111,8 @@ export function noteSnapshot(snap) {
 export function noteTableEvent(ev) {
   if (ev.type === "shoe_started") rememberCommitment(ev.shoe_id, ev.commitment);
   if (ev.type === "hand_revealed") rememberReveal(ev.round_id, ev.hand, ev.cards);
+  if (ev.type === "round_settled" || ev.type === "round_cancelled") rememberHead(shoeOfRound(ev.round_id), ev.chain_head);
+  if (ev.type === "shoe_revealed") rememberHead(ev.shoe_id, ev.chain_head);
   if (ev.type === "shoe_revealed") showEndedShoe(ev.shoe_id);
 }
 
@@ -152,13 +184,55 @@ export async function sha256Hex(text) {
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** The game log's link (docs/security.md): HMAC-SHA256 keyed with the salt's UTF-8, over six
+ * lines: the head before, the round id, its state, when it ended, its cards in the order
+ * dealt, its outcome per spot (spot=outcome, sorted by spot). Lowercase hex. */
+export async function chainLink(salt, previous, roundId, state, at, cards, spots) {
+  const enc = new TextEncoder();
+  const key = await crypto.subtle.importKey("raw", enc.encode(salt), { name: "HMAC", hash: "SHA-256" },
+    false, ["sign"]);
+  const outcomes = Object.keys(spots || {}).sort().map((k) => `${k}=${spots[k]}`).join(",");
+  const text = [previous, roundId, state, String(at), cards.join(","), outcomes].join("\n");
+  const mac = await crypto.subtle.sign("HMAC", key, enc.encode(text));
+  return Array.from(new Uint8Array(mac), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+const ENDINGS = ["cut_card", "set_aside", "restored"];
+
+/** The game log of a record: its heads recomputed, and whether it says why the shoe ended,
+ * how many rounds it had, and ends as it says (the same rule as fairness.py _log_problems). */
+async function checkLog(shoe, order, first, seenHeads) {
+  const rounds = Array.isArray(shoe.rounds) ? shoe.rounds : [];
+  const heads = [];
+  const starts = [];
+  let head = shoe.commitment;
+  let at = first;
+  let facts = true;
+  for (const r of rounds) {
+    const dealt = Math.max(0, Number.isInteger(r.dealt) ? r.dealt : 0);
+    if (!Number.isInteger(r.at) || (r.state === "settled" && !(r.spots && Object.keys(r.spots).length))) facts = false;
+    head = await chainLink(shoe.salt, head, r.round_id, r.state, r.at || 0, order.slice(at, at + dealt), r.spots || {});
+    heads.push(head);
+    starts.push(at);
+    at += dealt;
+  }
+  const tookCut = rounds.map((r, i) => starts[i] <= shoe.cut_at && shoe.cut_at < starts[i] + Math.max(0, r.dealt || 0));
+  let ending = ENDINGS.includes(shoe.ended_by) && shoe.round_count === rounds.length;
+  if (shoe.ended_by === "cut_card") ending = ending && tookCut.length > 0 && tookCut[tookCut.length - 1];
+  else ending = ending && !tookCut.some(Boolean);
+  const known = new Set([shoe.commitment, ...heads]);
+  const missing = (seenHeads || []).filter((x) => !known.has(x));
+  return { chain: facts && shoe.chain_head === (heads.length ? heads[heads.length - 1] : shoe.commitment),
+    ending, missing };
+}
+
 /**
  * Check a revealed shoe. Returns {ok, checks: [{key, ok, params}], rounds: [{round, ok,
  * problems}]} — the same rules as livetable/rules/fairness.py check_shoe; and, given
  * `asked` (the shoe id the page asked for) and `reveals` (what this browser saw, see
  * revealsOf), the two checks only a browser that watched the table can make.
  */
-export async function checkShoe(shoe, seenCommitment, asked = null, reveals = null) {
+export async function checkShoe(shoe, seenCommitment, asked = null, reveals = null, seenHeads = null) {
   const checks = [];
   const add = (key, ok, params = {}) => checks.push({ key, ok, params });
   const order = Array.isArray(shoe.order) ? shoe.order : [];
@@ -207,6 +281,10 @@ export async function checkShoe(shoe, seenCommitment, asked = null, reveals = nu
   });
   add("verify.check.rounds", rounds.every((r) => r.ok));
   add("verify.check.cut", cutOk);
+  const log = await checkLog(shoe, order, 1 + burned, seenHeads);
+  add("verify.check.log", log.chain, { head: shoe.chain_head });
+  add("verify.check.ending", log.ending, { n: shoe.round_count, why: shoe.ended_by });
+  if (seenHeads && seenHeads.length) add("verify.check.heads", log.missing.length === 0, { n: seenHeads.length });
   const watched = Object.entries(reveals || {});
   if (watched.length) {
     // Every hand this browser saw revealed is in the record, in a settled round, as seen.
@@ -252,7 +330,7 @@ async function page() {
     return;
   }
   const seen = seenCommitments()[shoeId] || null;
-  const result = await checkShoe(shoe, seen, shoeId, revealsOf(shoeId));
+  const result = await checkShoe(shoe, seen, shoeId, revealsOf(shoeId), headsOf(shoeId));
   show(() => [
     h("p", { class: `banner ${result.ok ? "banner--info" : "banner--bad"}`, "data-testid": "verify-result",
       "data-ok": String(result.ok), text: t(result.ok ? "verify.ok" : "verify.bad", { id: shoeId }) }),

@@ -18,13 +18,16 @@
 // round's results only shortens the countdown shown — never lengthens it — and a bet is
 // judged by when it reaches the server.
 // When the video fails, stalls or is paused, nothing is held: the drawn table is the game.
+// A round's results stand: the next round_opened waits until RESULT_STAND_MS after the
+// results (and the player's own) were shown, so the betting that follows opens later on
+// this page, with the countdown still on the server's clock (docs/video.md).
 
 import { t, onLangChange } from "./i18n.js";
 import { h, announce } from "./common.js";
 import { serverNow } from "./clock.js";
 
 const HLS_MODULE = "../vendor/hls.js/hls.light.min.mjs";
-const SPOILERS = new Set(["hand_revealed", "round_settled", "bet_settled"]);
+const SPOILERS = new Set(["hand_revealed", "round_settled", "bet_settled", "round_winners"]);
 // ffmpeg's HLS packager dates a segment from when it started, which can be later than the
 // camera saw its first frame by the encoder-to-packager latency (docs/benchmarks.md measures
 // it): holding this much longer keeps a reveal from ever coming before the video's.
@@ -33,6 +36,11 @@ const START_TIMEOUT_MS = 12_000;  // no picture by then: fall back to the drawn 
 const STALL_MS = 4_000;           // the picture stopped this long: stop holding the game
 const RETRY_MS = 15_000;          // a failed stream is tried again (it may come back)
 const WATCH_MS = 500;
+// How long a round's results and the player's win or loss stand before the next round's
+// opening clears them: they come the video's delay late, and the server opens the next
+// round on its own clock (docs/video.md, "Results stand").
+export const RESULT_STAND_MS = 3_000;
+const WIN_SETTLE_MS = 300;        // table.js shows the win this long after bet_settled
 // Short-segment live HLS: start two segments behind the live edge and catch up by playing
 // slightly faster, never more than five behind.
 const HLS_CONFIG = {
@@ -67,6 +75,7 @@ class TableVideo {
     this.startTimer = null;
     this.lastTime = -1;
     this.lastAdvance = 0;
+    this.standUntil = 0;       // Date.now() before which no round_opened is shown
     this.gate = (name, detail, deliver) => this._gate(name, detail, deliver);
     this._build(felt);
     setInterval(() => this._watch(), WATCH_MS);
@@ -80,7 +89,8 @@ class TableVideo {
     if (name === "welcome") { this._welcome(detail, at, deliver); return; }
     const type = detail && detail.type;
     const spoiler = SPOILERS.has(type) && (name === "event" || type === "bet_settled");
-    if (!this.queue.length && !(spoiler && this._holding())) { deliver(); return; }
+    const stand = name === "event" && type === "round_opened" && Date.now() < this.standUntil;
+    if (!this.queue.length && !(spoiler && this._holding()) && !stand) { deliver(); return; }
     this.queue.push({ name, detail, at, spoiler, deliver });
     this._pump();
   }
@@ -141,6 +151,11 @@ class TableVideo {
     this.timer = null;
     while (this.queue.length) {
       const head = this.queue[0];
+      const standing = this.standUntil - Date.now();
+      if (head.name === "event" && head.detail.type === "round_opened" && standing > 0) {
+        this.timer = setTimeout(() => this._pump(), standing + 5);
+        return;
+      }
       if (head.spoiler && this._holding()) {
         const shown = this.state === "playing" ? this.videoNow() : null;
         if (shown === null || shown < head.at + MARGIN_MS) {
@@ -155,6 +170,12 @@ class TableVideo {
           released: serverNow(), videoAt: this.state === "playing" ? this.videoNow() : null,
           state: this.state });
         if (this.log.length > 200) this.log.shift();
+        // Results shown while the picture leads the game: keep them up (RESULT_STAND_MS).
+        const type = head.detail.type;
+        if (this._holding() && (type === "round_settled" || type === "bet_settled")) {
+          const extra = type === "bet_settled" ? WIN_SETTLE_MS : 0;
+          this.standUntil = Math.max(this.standUntil, Date.now() + RESULT_STAND_MS + extra);
+        }
       }
       head.deliver();
     }

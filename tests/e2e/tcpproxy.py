@@ -7,6 +7,10 @@ direction, new connections are accepted and then left hanging, and nothing is cl
 :meth:`TcpProxy.restore` forwards again — for new connections; the ones that stalled are
 closed then, as a real network would have timed them out long before.
 
+:meth:`TcpProxy.hold` is the other kind of stall, a network that delays rather than
+drops: every byte is kept, in order, and :meth:`TcpProxy.release` delivers it late (a
+database's COMMIT that reaches it after the client gave up on it).
+
 It runs its own asyncio loop in a thread, so a synchronous Playwright test can use it.
 """
 
@@ -32,6 +36,7 @@ class TcpProxy:
         self._writers: set[asyncio.StreamWriter] = set()  # every socket of every connection
         self._held: set[asyncio.StreamWriter] = set()  # those open when the stall began
         self._server: asyncio.Server | None = None
+        self._flowing: asyncio.Event | None = None  # cleared while bytes are held
 
     @property
     def url(self) -> str:
@@ -59,6 +64,21 @@ class TcpProxy:
         async def go() -> None:
             self.stalled = True
             self._held = set(self._writers)
+        self._call(go())
+
+    def hold(self) -> None:
+        """Keep every byte from now on, in both directions, until :meth:`release`."""
+        async def go() -> None:
+            if self._flowing is None:
+                self._flowing = asyncio.Event()
+            self._flowing.clear()
+        self._call(go())
+
+    def release(self) -> None:
+        """Deliver what was held, late and in order, and forward again."""
+        async def go() -> None:
+            if self._flowing is not None:
+                self._flowing.set()
         self._call(go())
 
     def restore(self) -> None:
@@ -99,6 +119,8 @@ class TcpProxy:
                     break
                 if self.stalled or writer in self._held:
                     continue  # lost on the way: a stalled line passes nothing
+                if self._flowing is not None:
+                    await self._flowing.wait()  # held: these bytes, and the next, wait
                 writer.write(data)
                 await writer.drain()
         writer.close()

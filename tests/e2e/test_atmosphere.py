@@ -1,4 +1,4 @@
-"""The studio's atmosphere and the shoe's statistics on the table (issue 28, items 3, 4).
+"""The studio's atmosphere and the shoe's statistics on the table.
 
 Sound and voice are off until the player turns them on; then a chip placed clicks, the
 countdown's last five seconds tick, cards make their sounds, and the game is called out in
@@ -53,6 +53,9 @@ def test_sounds_and_voice_are_off_until_turned_on_then_follow_the_game(
         # (a hidden page's timers are slowed: poll by time, each page in turn)
         on.page.bring_to_front()
         on.page.wait_for_function(f"{log}.includes('tick')", polling=100, timeout=20_000)
+        # the round's last tone, or the next round's: a countdown frozen while the page was
+        # offline at the close sounds nothing for that close (a loaded run: ticks, no last)
+        on.page.wait_for_function(f"{log}.includes('last')", polling=100, timeout=30_000)
         on.page.wait_for_function(
             "window.__said.some((s) => s.text === 'ปิดรับเดิมพัน' && s.lang === 'th-TH')",
             polling=100, timeout=20_000)
@@ -80,6 +83,29 @@ def test_sounds_and_voice_are_off_until_turned_on_then_follow_the_game(
     finally:
         for ctx in contexts:
             ctx.close()
+
+
+def test_the_last_seconds_tone_sounds_when_a_busy_page_skips_the_last_second(
+        server: Server, browser: Browser) -> None:
+    """The countdown's last tone played only if an update fell in the last second: a page
+    whose timers were held back past it (a loaded phone; here the page's clock jumps over
+    it) closed the betting in silence."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+    try:
+        page = ctx.new_page()
+        page.clock.install()  # the page's own time, running as usual until it jumps
+        tp = TablePage(page, server.url).open(auto_table(server))
+        page.get_by_test_id("atmosphere").locator("summary").click()
+        page.get_by_test_id("atmo-countdown").check()
+        page.wait_for_function("""() => { const r = Number(document.querySelector(
+            '[data-testid=countdown]').dataset.remainingMs); return r > 1200 && r <= 2800 }""",
+                               polling=50, timeout=30_000)
+        page.clock.fast_forward(3_000)  # each timer fires once: after the last second
+        log = "(document.body.dataset.soundLog || '').split(' ').filter(Boolean)"
+        page.wait_for_function(f"{log}.includes('last')", timeout=5_000)
+        assert tp.page.evaluate(log).count("last") == 1
+    finally:
+        ctx.close()
 
 
 @pytest.mark.parametrize("motion", ["reduce", "no-preference"])

@@ -1,4 +1,4 @@
-"""The dealer console's answers where the dealer looks, and its betting time kept (issue 28).
+"""The dealer console's answers where the dealer looks, and its betting time kept.
 
 A refused command and a correction's answer were only in the event log, below the fold; the
 betting time went back to 15 s on every reload.

@@ -1,4 +1,4 @@
-"""A studio's dealer console (issue 13): what a dealer at a physical shoe needs.
+"""A studio's dealer console: what a dealer at a physical shoe needs.
 
 One manual round, driven the way a studio does: a new shoe ("shuffling — new shoe" on the
 player's page until its opening card is read), the round dealt face down while betting is

@@ -1,4 +1,4 @@
-"""The defects found playing the table (issue 28, item 5), each as a player meets it.
+"""The defects found playing the table, each as a player meets it.
 
 Each test failed on the page before its fix: the "You win" pill over the cards, the Bet
 Record's "Player:" line in the old language, "While you were away" left open with its old
@@ -211,7 +211,7 @@ def test_bet_record_totals_are_the_servers_not_the_loaded_pages(server: Server,
         ctx.close()
 
 
-# --- the lobby (issue 28, items 5 and 6) ----------------------------------------------------
+# --- the lobby ----------------------------------------------------
 
 
 @pytest.mark.parametrize("lang", ["en", "th"])

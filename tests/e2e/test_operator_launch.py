@@ -122,7 +122,7 @@ def test_the_reality_check_holds_betting_until_acknowledged_then_the_session_end
     assert ended.status_code == 200, ended.text
     banner = page.get_by_test_id("banner-session-ended")
     expect(banner).to_be_visible(timeout=10_000)
-    expect(banner).to_contain_text("Your session has ended (self_exclusion)")
+    expect(banner).to_contain_text("you have excluded yourself from play")
     page.wait_for_timeout(2_000)  # no reconnect: no "reconnecting" overlay, the banner stays
     expect(page.get_by_test_id("conn-overlay")).to_be_hidden()
     expect(banner).to_be_visible()

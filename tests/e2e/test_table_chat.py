@@ -24,8 +24,8 @@ def phone_context(browser: Browser) -> BrowserContext:
 MARKUP = '<img src=x onerror="window.__chatXss=1"><b>bold</b>'
 
 
-def open_table(page: Page, server: Server) -> None:
-    page.goto(f"{server.url}table.html?table={TABLE}")
+def open_table(page: Page, server: Server, table: str = TABLE) -> None:
+    page.goto(f"{server.url}table.html?table={table}")
     expect(page.get_by_test_id("conn-state")).to_have_attribute("data-state", "online")
     expect(page.get_by_test_id("chat-input")).to_be_enabled()
 
@@ -104,13 +104,17 @@ def test_a_viewer_reads_only(server: Server, browser: Browser) -> None:
 def test_the_console_deletes_mutes_and_signs_a_dealer_in(
     server: Server, context: BrowserContext, page_errors: list[str]
 ) -> None:
+    # The dealer tests' table: a dealer signed in stays on its table (no command signs one
+    # out), and the automatic table's lobby card must keep saying "Dealt by the server" for
+    # the tests that come after this one in any order.
+    table = server.api("/api/tables")["tables"][-1]["id"]
     player = context.new_page()
-    open_table(player, server)
+    open_table(player, server, table)
     dealer = context.new_page()
     dealer.goto(f"{server.url}dealer.html")
     dealer.get_by_test_id("dealer-token").fill(server.dealer_token())
     dealer.get_by_test_id("dealer-login").click()
-    dealer.get_by_test_id("dealer-table").select_option(TABLE)
+    dealer.get_by_test_id("dealer-table").select_option(table)
     expect(dealer.get_by_test_id("conn-state")).to_have_attribute("data-state", "online")
 
     say(player, "first line, to delete")
@@ -133,26 +137,35 @@ def test_the_console_deletes_mutes_and_signs_a_dealer_in(
         has_text="ผู้เล่นคนหนึ่งถูกปิดแชท 5 นาที")).to_have_count(1)
     player.get_by_test_id("lang-switch").select_option("en")
     player.wait_for_timeout(2_100)
-    say(player, "am I muted?")
+    field = player.get_by_test_id("chat-input")
+    field.fill("am I muted?")
+    field.press("Enter")  # not say(): the refusal may put it back before the field is read
     expect(player.get_by_test_id("chat-status")).to_have_text(
-        "The dealer has muted you for a while.")
+        "The dealer has muted you for 5 more min.")  # how long, not "a while"
+    expect(field).to_have_value("am I muted?")  # the refused line back, to amend
 
     lobby = context.new_page()
     lobby.goto(server.url)
-    expect(lobby.get_by_test_id(f"lobby-conn-{TABLE}")).to_have_attribute("data-state", "online")
+    expect(lobby.get_by_test_id(f"lobby-conn-{table}")).to_have_attribute("data-state", "online")
     dealer.get_by_test_id("dealer-presenter-name").fill("Mai")
     dealer.get_by_test_id("dealer-presenter-sign-in").click()
     expect(player.get_by_test_id("presenter-name")).to_have_text("Dealer: Mai")
-    expect(lobby.get_by_test_id(f"lobby-dealer-{TABLE}")).to_have_text("Dealer: Mai")  # live
+    expect(lobby.get_by_test_id(f"lobby-dealer-{table}")).to_have_text("Dealer: Mai")  # live
     expect(dealer.get_by_test_id("dealer-presenter-now")).to_contain_text("Mai")
     dealer.get_by_test_id("chat-input").fill("Good luck, everyone")
     dealer.get_by_test_id("chat-input").press("Enter")
     said = player.get_by_test_id("chat-line").filter(has_text="Good luck, everyone")
     expect(said).to_have_attribute("data-role", "dealer")
     expect(said).to_contain_text("Mai")
+    # every name shown is isolated (<bdi>): a right-to-left name cannot reorder the line
+    expect(said.locator(".chat__from bdi")).to_have_text("Mai")
+    expect(player.locator("[data-testid=presenter-name] bdi")).to_have_text("Mai")
+    expect(lobby.locator(f"[data-testid=lobby-dealer-{table}] bdi")).to_have_text("Mai")
+    expect(dealer.locator("[data-testid=dealer-whoami] bdi")).to_have_text("Dee")
+    expect(player.locator("bdi#player-name")).to_have_count(1)
     # a player page opened now learns who deals from its welcome
     late = context.new_page()
-    open_table(late, server)
+    open_table(late, server, table)
     expect(late.get_by_test_id("presenter-name")).to_have_text("Dealer: Mai")
     expect(late.get_by_test_id("chat-line").filter(has_text="Good luck")).to_have_count(1)
     # the moderation's answers reach the console's log too

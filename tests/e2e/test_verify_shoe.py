@@ -26,7 +26,9 @@ TABLE = "t1"
 
 @pytest.fixture
 def dealer(server: Server) -> Iterator[ClientConnection]:
-    with connect(server.url.replace("http", "ws", 1) + "ws/dealer") as ws:
+    # max_queue=None: the console reads nothing while a test watches a round, and a full
+    # queue would stop its reader, so the server's pongs too: a keepalive timeout (1011)
+    with connect(server.url.replace("http", "ws", 1) + "ws/dealer", max_queue=None) as ws:
         ws.send(json.dumps({"type": "hello", "v": 1, "table": TABLE,
                             "token": server.dealer_token()}))
         assert json.loads(ws.recv(10))["type"] == "welcome"
@@ -56,13 +58,26 @@ def end_the_shoe(ws: ClientConnection) -> None:
     raise AssertionError("the table was never between rounds")
 
 
-def watch_a_round(page: Page, shoe_id: str) -> None:
-    """Until the table page has seen a round of ``shoe_id`` revealed to its Banker (the
-    roadmap alone may come from the snapshot, of rounds this browser never watched)."""
-    page.wait_for_function(
-        """(shoe) => Object.entries(JSON.parse(localStorage.getItem('livetable.reveals')
-             || '{}')).some(([id, hands]) => id.startsWith(shoe + '.') && hands.BANKER)""",
-        arg=shoe_id, timeout=60_000)
+def watch_a_round(page: Page, server: Server) -> str:
+    """Until the table page has seen a round revealed to its Banker (the roadmap alone may
+    come from the snapshot, of rounds this browser never watched) of the shoe the table
+    still deals; that shoe.
+
+    Not the shoe of the table's snapshot read first: read between rounds, after a shoe's
+    last round, it names a shoe this page will never see a round of.
+    """
+    watched: set[str] = set()
+    while True:
+        seen = page.wait_for_function(
+            """(watched) => Object.entries(JSON.parse(localStorage.getItem(
+                 'livetable.reveals') || '{}')).filter(([id, hands]) => hands.BANKER
+                 && !watched.includes(id)).map(([id]) => id).pop()""",
+            arg=sorted(watched), timeout=60_000)
+        round_id: str = seen.json_value()
+        shoe = round_id.rsplit(".", 1)[0]
+        if get_json(f"{server.url}api/tables/{TABLE}")["shoe_id"] == shoe:
+            return shoe
+        watched.add(round_id)  # its cut card came out: a round of the next shoe
 
 
 def test_the_browser_verifies_an_ended_shoe(server: Server, page: Page,
@@ -71,10 +86,8 @@ def test_the_browser_verifies_an_ended_shoe(server: Server, page: Page,
     tp = TablePage(page, server.url)
     tp.open(TABLE)
     tp.wait_online()
-    snap = get_json(f"{server.url}api/tables/{TABLE}")
-    shoe_id = snap["shoe_id"]
-    # A round of this shoe watched to its end first, so that there are cards to check.
-    watch_a_round(page, shoe_id)
+    # A round watched to its end first, so that there are cards to check.
+    shoe_id = watch_a_round(page, server)
     end_the_shoe(dealer)
 
     link = page.get_by_test_id("verify-shoe-link")
@@ -88,8 +101,9 @@ def test_the_browser_verifies_an_ended_shoe(server: Server, page: Page,
     assert checks.evaluate_all("(els) => els.map((e) => e.dataset.check)") == [
         "verify.check.id", "verify.check.hash", "verify.check.seen", "verify.check.decks",
         "verify.check.opening", "verify.check.rounds", "verify.check.cut",
+        "verify.check.log", "verify.check.ending", "verify.check.heads",
         "verify.check.reveals"]
-    assert checks.evaluate_all("(els) => els.map((e) => e.dataset.ok)") == ["true"] * 8
+    assert checks.evaluate_all("(els) => els.map((e) => e.dataset.ok)") == ["true"] * 11
     expect(page.locator('[data-check="verify.check.seen"]')).to_have_attribute("data-ok", "true")
     record = get_json(f"{server.url}api/shoes/{shoe_id}")
     expect(page.get_by_test_id("verify-commitment")).to_have_text(record["commitment"])
@@ -130,14 +144,14 @@ def served(page: Page, shoe_id: str, record: dict[str, Any]) -> Any:
 
 def test_the_verify_page_refuses_a_record_that_skips_a_slot_or_another_shoe(
         server: Server, page: Page, dealer: ClientConnection, page_errors: list[str]) -> None:
-    """Issue 25, attack 3: a round's cards set to null, or the round called cancelled, and
+    """The money path's attack 3 (docs/security.md): a round's cards set to null, or the round
+    called cancelled, and
     verify.html still said fair. Now a record must account for every slot; the page also
     holds it to the hands this browser saw revealed, and to the shoe it asked for."""
     tp = TablePage(page, server.url)
     tp.open(TABLE)
     tp.wait_online()
-    shoe_id = get_json(f"{server.url}api/tables/{TABLE}")["shoe_id"]
-    watch_a_round(page, shoe_id)
+    shoe_id = watch_a_round(page, server)
     end_the_shoe(dealer)
     record = get_json(f"{server.url}api/shoes/{shoe_id}")
     watched = page.evaluate("JSON.parse(localStorage.getItem('livetable.reveals') || '{}')")
@@ -172,7 +186,28 @@ def test_the_verify_page_refuses_a_record_that_skips_a_slot_or_another_shoe(
     other["shoe_id"] = "t9.9"
     checks = served(page, shoe_id, other)
     assert checks["verify.check.id"] is False and checks["verify.check.hash"] is True
+    # the shoe's last round cut off, the count and the game log recomputed to match
+    # (consistent in itself: the shoe was set aside, its cut card never came out — so
+    # said, where the cut card did come out in the round cut off): the heads this browser
+    # saw published are not all in it
+    cut = json.loads(json.dumps(record))
+    cut["rounds"] = cut["rounds"][:-1]
+    cut["ended_by"] = "set_aside"
+    checks = served(page, shoe_id, rechained(cut))
+    assert checks["verify.check.log"] is True and checks["verify.check.ending"] is True
+    assert checks["verify.check.heads"] is False
     assert page_errors == []
+
+
+def rechained(record: dict[str, Any]) -> dict[str, Any]:
+    """A forger's record: its round count and game log head recomputed to match its rounds."""
+    import msgspec
+
+    from livetable.rules.fairness import ShoeRecord, chain_heads
+
+    heads = chain_heads(msgspec.json.decode(json.dumps(record), type=ShoeRecord))
+    return {**record, "round_count": len(record["rounds"]),
+            "chain_head": heads[-1] if heads else record["commitment"]}
 
 
 def test_the_page_and_verify_shoe_apply_one_rule(server: Server, page: Page,
@@ -187,8 +222,7 @@ def test_the_page_and_verify_shoe_apply_one_rule(server: Server, page: Page,
     tp = TablePage(page, server.url)
     tp.open(TABLE)
     tp.wait_online()
-    shoe_id = get_json(f"{server.url}api/tables/{TABLE}")["shoe_id"]
-    watch_a_round(page, shoe_id)
+    shoe_id = watch_a_round(page, server)
     end_the_shoe(dealer)
     record = get_json(f"{server.url}api/shoes/{shoe_id}")
     settled = next(i for i, r in enumerate(record["rounds"]) if r["state"] == "settled")
@@ -215,6 +249,19 @@ def test_the_page_and_verify_shoe_apply_one_rule(server: Server, page: Page,
         "12 cards taken": variant(lambda s, r: r.update(dealt=12)),
         "the salt changed": variant(lambda s, r: s.update(salt="00" * 32)),
         "burned miscounted": variant(lambda s, r: s.update(burned=(s["burned"] or 0) + 1)),
+        # the game log: a record cut short or recast, as served or recomputed
+        "the last round removed": {**record, "rounds": record["rounds"][:-1]},
+        "every round removed": {**record, "rounds": []},
+        "the last round recast as cancelled with no cards": {**record, "rounds": [
+            *record["rounds"][:-1], {**record["rounds"][-1], "state": "cancelled", "dealt": 0,
+                                     "spots": {}, "cards": {h: [] for h in
+                                                            record["rounds"][-1]["cards"]}}]},
+        "the last round removed, log recomputed": rechained(
+            {**record, "rounds": record["rounds"][:-1]}),
+        "called cancelled, log recomputed": rechained(
+            variant(lambda s, r: r.update(state="cancelled", spots={}))),
+        "ended by the cut card, said": {**record, "ended_by": "cut_card"},
+        "no game log": {**record, "chain_head": None, "round_count": None, "ended_by": None},
     }
     page.goto(f"{server.url}verify.html")
     for name, rec in records.items():
@@ -223,5 +270,10 @@ def test_the_page_and_verify_shoe_apply_one_rule(server: Server, page: Page,
             "async (rec) => (await (await import('./js/verify.js')).checkShoe(rec, null)).ok",
             rec)
         assert browser == python, (name, python, browser)
+    passes = ["as served", "the last round removed, log recomputed",
+              "called cancelled, log recomputed"]
+    if record["ended_by"] == "cut_card":  # it came out in the shoe's last round: a record
+        passes.remove("the last round removed, log recomputed")  # without that round is
+        passes.append("ended by the cut card, said")  # caught, and saying so is true
     assert [n for n, rec in records.items() if check_shoe(msgspec.json.decode(
-        json.dumps(rec), type=ShoeRecord)) == []] == ["as served", "called cancelled"]
+        json.dumps(rec), type=ShoeRecord)) == []] == passes

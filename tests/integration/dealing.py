@@ -37,10 +37,18 @@ HAND_CARDS = {h: [a, b] for h, a, b in zip(HANDS, FIRST, SECOND, strict=True)}
 
 
 async def between_rounds(console: WireClient, server: LiveServer) -> None:
-    """Leave the table between rounds whatever an earlier test left it in."""
-    phase = server.get(f"/api/tables/{TABLE}").json()["phase"]
-    if phase not in ("idle", "settled", "cancelled"):
+    """Leave the table between rounds, in manual mode, whatever an earlier test left it in
+    (in any order: a fuzzing test may have paused it or switched it to auto)."""
+    table = server.get(f"/api/tables/{TABLE}").json()
+    if table["phase"] == "paused":
+        ack = await console.command("resume")
+        assert ack["type"] == "ack", ack
+        table = server.get(f"/api/tables/{TABLE}").json()
+    if table["phase"] not in ("idle", "settled", "cancelled"):
         ack = await console.command("cancel_round", reason="test setup")
+        assert ack["type"] == "ack", ack
+    if table["mode"] == "auto":
+        ack = await console.command("set_mode", auto=False)
         assert ack["type"] == "ack", ack
 
 

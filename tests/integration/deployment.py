@@ -1,4 +1,4 @@
-"""A scale-out deployment of real processes, for the tests of issue 6 (test_scaleout_*.py).
+"""A scale-out deployment of real processes, for the scale-out tests (test_scaleout_*.py).
 
 Everything is a process of its own on a free port, as in production, only faster:
 
@@ -96,7 +96,10 @@ class Deployment:
         self.root = root
         self.redis = redis
         self.postgres_url = postgres_url or fresh_database()
-        env = {**SCALE_ENV, "LIVETABLE_POSTGRES_URL": self.postgres_url, **(env or {})}
+        # the session's PostgreSQL is one server: opted into (a cluster given has a standby)
+        single = {} if postgres_url else {"LIVETABLE_POSTGRES_REPLICATION": "none"}
+        env = {**SCALE_ENV, "LIVETABLE_POSTGRES_URL": self.postgres_url, **single,
+               **(env or {})}
 
         def process(role: str, i: int) -> LiveServer:
             url = (redis_urls or {}).get(f"{role}{i}", redis.url)
@@ -259,7 +262,10 @@ def assert_in_order(events: list[tuple[int, str]], after: int | None = None) -> 
     seqs = [seq for seq, _ in events]
     assert seqs, "no table events"
     first = seqs[0] if after is None else after + 1
-    assert seqs == list(range(first, first + len(seqs))), seqs
+    if seqs != list(range(first, first + len(seqs))):  # the frames around the first misstep
+        at = next((i for i, s in enumerate(seqs) if s != first + i), len(seqs))
+        around = [text[:300] for _, text in events[max(0, at - 2):at + 2]]
+        raise AssertionError(f"{seqs}\nat {at}: {around}")
 
 
 def assert_same_frames(*streams: list[tuple[int, str]]) -> int:

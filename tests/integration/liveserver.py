@@ -73,7 +73,10 @@ class LiveServer:
         self.mode = mode
         self.betting_seconds = betting_seconds
         self.reveal_interval = reveal_interval
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("LIVETABLE_")}
+        # the process's LIVETABLE_* are not the test's, but for the websocket transport:
+        # the suite runs against either (LIVETABLE_WS_TRANSPORT=picows|uvicorn)
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("LIVETABLE_") or k == "LIVETABLE_WS_TRANSPORT"}
         self.env.update(FAST_ENV)
         self.env["PYTHONUNBUFFERED"] = "1"
         self.env.update(env or {})

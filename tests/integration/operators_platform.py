@@ -40,6 +40,7 @@ name = "Bet Seven"
 wallet_url = "http://127.0.0.1:{port}/bet7/wallet"
 wallet_secrets = ["env:BET7_WALLET"]
 operator_secrets = ["env:BET7_OP"]
+tips = false
 
 [operators.bet7.currencies.INR]
 chips = [1000, 5000]

@@ -1,4 +1,4 @@
-"""Redis as deployed: users and passwords (issue 10, part 5).
+"""Redis as deployed: users and passwords.
 
 Before, ``deploy/redis.conf`` ran with ``protected-mode no`` and no password: anyone on the
 network could ``HINCRBY`` a balance (Redis kept the money then; PostgreSQL does now),
@@ -208,8 +208,7 @@ CLIENT_METHODS = {"pubsub", "pipeline", "register_script", "initialize", "aclose
 def commands_livetable_sends(known: set[str]) -> dict[str, set[str]]:
     """Redis command -> the files of livetable/ that send it: from Lua (``redis.call``) and
     from redis-py calls on a Redis client, pipeline or pubsub in the modules that use redis
-    (that import it, or hold a client as ``redis``/``_redis``: the chat room, the launch
-    request ids)."""
+    (that import it, or hold a client as ``redis``/``_redis``: the chat room)."""
     used: dict[str, set[str]] = {}
 
     def add(command: str, where: Path) -> None:
@@ -261,9 +260,8 @@ async def test_the_acl_allows_every_command_livetable_sends_and_no_dangerous_one
             subname = sub[0] if isinstance(sub, list) else sub
             known.add((subname.decode() if isinstance(subname, bytes) else subname).lower())
     used = commands_livetable_sends(known)
-    # the scan works: the leases' scripts, the chat room, the bus, the commands, launches
+    # the scan works: the leases' scripts, the chat room, the bus, the commands
     assert {"evalsha", "pexpire", "xdel", "publish", "blpop", "set"} <= set(used)
-    assert "livetable/operator/launches.py" in used["set"]
     allowed = allowed_commands()
     missing = {name: sorted(files) for name, files in used.items() if name not in allowed}
     assert not missing, f"add these to {TEMPLATE.name}'s livetable user: {missing}"

@@ -33,10 +33,10 @@ from redis_util import RedisServer, start_redis
 from livetable import protocol as p
 from livetable.config import Settings
 from livetable.engine import TableEngine
+from livetable.host.runner import TableRunner
 from livetable.rules.fairness import ShoeRecord, check_shoe
 from livetable.server.app import create_app
-from livetable.server.runner import TableRunner
-from livetable.server.services import Services
+from livetable.services import Services
 from livetable.store.postgres import PostgresStore
 from livetable.store.sealing import SealError, StateSeal
 
@@ -47,6 +47,7 @@ def fast_settings(data_dir: Path, redis_url: str | None = None,
                   postgres_url: str | None = None) -> Settings:
     return Settings(data_dir=data_dir, secret=b"integration-test-secret-0123456789abcdef",
                     redis_url=redis_url, postgres_url=postgres_url, betting_seconds=1,
+                    postgres_replication="none",
                     deal_interval=0.01, reveal_interval=0.01, between_rounds=0.05, close_grace=0)
 
 
@@ -99,7 +100,7 @@ async def end_the_shoe(svc: Services) -> None:
 
 
 async def published_and_verified(svc: Services, settings: Settings) -> None:
-    app = create_app(settings, services=svc)
+    app = create_app(settings, svc)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://test") as http:
         snapshot = (await http.get("/api/tables/t1")).json()
@@ -156,7 +157,8 @@ async def test_the_sqlite_files_never_hold_the_upcoming_cards(
 
 
 def assert_the_secret_cannot_open(stored: bytes, settings: Settings) -> None:
-    """Issue 25, attack 2: the data directory (database + ``secret``) or ``livetable token``
+    """The money path's attack 2 (docs/security.md): the data directory (database + ``secret``) or
+    ``livetable token``
     gave the sealing key. A fresh server seals with a shoe key of its own."""
     assert settings.secret is not None
     with pytest.raises(SealError, match="another key"):

@@ -1,4 +1,4 @@
-"""A table's lease outlives a busy event loop, not a stuck one (server/scaleout.py).
+"""A table's lease outlives a busy event loop, not a stuck one (host/scaleout.py).
 
 Seen in the scale-out bench (docs/benchmarks.md, "The lease can move in a long burst"): a
 `livetable serve` process saturated by a 100,000-bet intake renewed its table's lease late
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from redis_util import start_redis
 
-from livetable.server.scaleout import LeasedTables
+from livetable.host.scaleout import LeasedTables
 
 pytestmark = [pytest.mark.redis]
 

@@ -1,4 +1,4 @@
-"""Issue 10, attack 5: store faults that passed silently.
+"""The first security round's attack 5 (docs/security.md): store faults that passed silently.
 
 A Redis that restarted empty wiped every balance while ``/readyz`` stayed 200 (Redis held
 the money then); a ledger that no longer adds up went unnoticed. Now the store carries an
@@ -98,7 +98,8 @@ def scaled(root: Path, redis_server: RedisServer, audit_interval: str) -> LiveSe
     """``serve`` in scale-out: the money in a database of its own, Redis the bus."""
     return LiveServer(root, env={"LIVETABLE_SECRET": "s" * 32, "LIVETABLE_SHOE_KEY": "k" * 32,
                                  "LIVETABLE_AUDIT_INTERVAL": audit_interval},
-                      args=["--redis", redis_server.url, "--postgres", fresh_database()])
+                      args=["--postgres-replication", "none", "--redis", redis_server.url,
+                            "--postgres", fresh_database()])
 
 
 async def test_a_store_that_changes_under_the_process_is_not_ready(
@@ -128,7 +129,8 @@ async def test_a_store_that_changes_under_the_process_is_not_ready(
 
 async def test_a_redis_restarted_empty_loses_no_money(
         tmp_path: Path, redis_server: RedisServer) -> None:
-    """Issue 25, attack 6, since the Redis ledger was retired: Redis restarts without
+    """The money path's attack 6 (docs/security.md), since the Redis ledger was retired: Redis
+    restarts without
     persistence (every key gone: the lease, the bus's subscriptions, the command queues).
     The balances are PostgreSQL's: the player's is what it was, the process turns ready
     again (the bus subscribes again, the engine takes the lease again) and deals on."""

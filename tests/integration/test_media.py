@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from procutil import free_port, stop
 
-from livetable.media import CELL, CLOCK_BITS, MEDIA_DIR, MediaServer, card_command
+from livetable.cli.media import CELL, CLOCK_BITS, MEDIA_DIR, MediaServer, card_command
 
 PDT = re.compile(r"#EXT-X-PROGRAM-DATE-TIME:(\S+)\n(?:#[^\n]*\n)*(\S+\.m4s)")
 
@@ -108,7 +108,7 @@ def test_the_packager_refuses_a_stream_name_that_is_not_a_table_id(
 
 def test_the_container_entrypoint_makes_a_configuration_nginx_accepts(tmp_path: Path) -> None:
     # deploy/media/Dockerfile runs this entrypoint with its environment; the same template
-    # as above, filled in by envsubst instead of livetable.media.
+    # as above, filled in by envsubst instead of livetable.cli.media.
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "MEDIA_DIR": str(tmp_path),
            "MEDIA_TEMPLATE": str(MEDIA_DIR / "nginx.conf.template"), "RTMP_PORT": "1935",
            "RTMP_LISTEN": f"127.0.0.1:{free_port()}", "HTTP_LISTEN": f"127.0.0.1:{free_port()}",

@@ -26,9 +26,9 @@ from redis import Redis
 from redis_util import RedisServer
 
 from livetable import protocol as p
+from livetable.betting.slips import SlipRequest
 from livetable.cli import main
 from livetable.engine import TableEngine
-from livetable.engine.bets import SlipRequest
 from livetable.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.redis
@@ -86,7 +86,7 @@ def pg_url(pg_cluster: PgCluster) -> str:
 
 def on_pg(url: str, work: Callable[[PostgresStore], Awaitable[T]]) -> T:
     async def run() -> T:
-        store = PostgresStore(url, max_connections=2)
+        store = PostgresStore(url, max_connections=2, replication="none")
         try:
             return await work(store)
         finally:

@@ -6,6 +6,7 @@ taken settles as usual."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sqlite3
 import subprocess
@@ -15,7 +16,9 @@ from typing import Any
 import httpx
 import pytest
 from liveserver import LiveServer, WireClient, close_all, livetable_command
-from walletserver import OPERATOR_SECRET, launch, signed_post
+from walletserver import OPERATOR_SECRET, launch, launch_body, signed_post
+
+from livetable.clock import now_ms
 
 #: What a test player is given to bet with (minor units).
 DEPOSIT = 100_000
@@ -112,6 +115,39 @@ def test_an_ended_session_closes_its_sockets_and_its_token_is_refused(
     asyncio.run(refused_at_hello(server, ending["token"], "self_exclusion"))
     assert bet_record(server, ending["token"]).status_code == 401
     assert bet_record(server, other["token"]).status_code == 200
+
+
+def test_a_launch_captured_and_replayed_after_a_restart_is_refused(
+        server: LiveServer) -> None:
+    """The request ids are the store's: a restart of the service (its memory gone) does
+    not make a captured launch, replayed within its timestamp's five minutes, a login."""
+    body = json.dumps(launch_body("p-replay")).encode()
+    at = now_ms()
+    first = signed_post(server, "/api/operator/sessions", body, at=at)
+    assert first.status_code == 200, first.text
+    server.stop()
+    server.start()
+    again = signed_post(server, "/api/operator/sessions", body, at=at)
+    assert again.status_code == 409, again.text
+    assert again.json()["error"]["code"] == "duplicate_request"
+
+
+def test_a_launch_name_is_cleaned_like_a_chat_line(server: LiveServer) -> None:
+    """A name with a bidi override, a newline and zero-width characters reaches the table
+    as one plain line; a name of only fillers is refused."""
+    session = launch(server, "p-name", name="Mallory\u202e\u2066gnp.exe\nSYSTEM\u200b:")
+
+    async def welcomed() -> dict[str, Any]:
+        client = await WireClient.connect(server.ws, "named")
+        try:
+            return await client.hello(session["token"])
+        finally:
+            await client.close()
+
+    assert asyncio.run(welcomed())["player"]["name"] == "Mallory gnp.exe SYSTEM:"
+    empty = signed_post(server, "/api/operator/sessions",
+                        launch_body("p-name", name="\u3164\u200b\u2800"))
+    assert empty.status_code == 400 and empty.json()["error"]["code"] == "bad_request"
 
 
 def test_only_a_signed_end_of_a_known_session_ends_it(server: LiveServer) -> None:

@@ -92,7 +92,8 @@ def test_a_launch_opens_the_table_as_that_player_with_the_token_in_the_fragment(
 
     player = asyncio.run(welcome())["player"]
     assert player == {"id": "ana@op.example", "name": "Ana@Op.Example",
-                      "balance": operator.initial_balance, "currency": "INR"}
+                      "balance": operator.initial_balance, "currency": "INR",
+                      "tips": {"min": 10, "max": 5000}}  # tips on: the table's limits
     assert server.get("/table.html").status_code == 200
 
 
@@ -172,7 +173,8 @@ def test_a_replayed_launch_is_refused_and_each_launch_is_its_own_session(
 
 def test_a_signature_that_is_not_ascii_is_a_401_not_a_500(
         calm: tuple[OperatorServer, LiveServer]) -> None:
-    """Issue 25, attack 7: ``X-Livetable-Signature: sha256=\\xe9\\xe9`` reached
+    """The money path's attack 7 (docs/security.md): ``X-Livetable-Signature: sha256=\\xe9\\xe9``
+    reached
     ``hmac.compare_digest`` as non-ASCII text, which raises: HTTP 500."""
     _, server = calm
     with httpx.Client(trust_env=False) as http:
@@ -186,7 +188,8 @@ def test_a_signature_that_is_not_ascii_is_a_401_not_a_500(
 
 def test_a_body_dribbled_a_byte_at_a_time_is_cut_off(
         calm: tuple[OperatorServer, LiveServer]) -> None:
-    """Issue 25, attack 7: a body announced as 10,000 bytes and sent a byte every 2 s held
+    """The money path's attack 7 (docs/security.md): a body announced as 10,000 bytes and sent a
+    byte every 2 s held
     the request for ever (the head timeout covers heads only). The whole body now has
     LIVETABLE_REQUEST_BODY_TIMEOUT (2 s here) once the head is in: 408, closed."""
     _, server = calm

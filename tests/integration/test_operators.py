@@ -128,28 +128,31 @@ def test_a_secret_is_rotated_on_sighup_without_a_failed_launch(
             time.sleep(0.1)
 
     assert launches_with("acme-secret") and not launches_with("acme-next")
-    write(registry, '"env:ACME_OP", "env:ACME_OP_NEXT"')  # the next secret beside the old
-    hup_until(True, "acme-next")
-    assert launches_with("acme-secret")  # both verify while the operator switches
-    # a bad file at SIGHUP is refused whole: both secrets still work
-    registry.write_text(registry.read_text().replace('name = "Bet Seven"', "name = "))
-    refusals = server.log().count("operator registry not reloaded")
-    server.process.send_signal(signal.SIGHUP)
-    deadline = time.monotonic() + 10  # the server says it refused the file: no fixed wait
-    while server.log().count("operator registry not reloaded") == refusals:
-        assert time.monotonic() < deadline, "the bad registry was not refused"
-        time.sleep(0.05)
-    assert launches_with("acme-secret") and launches_with("acme-next")
-    write(registry, '"env:ACME_OP_NEXT"')  # the old secret retired
-    hup_until(False, "acme-secret")
-    assert launches_with("acme-next")
+    try:
+        write(registry, '"env:ACME_OP", "env:ACME_OP_NEXT"')  # the next secret beside the old
+        hup_until(True, "acme-next")
+        assert launches_with("acme-secret")  # both verify while the operator switches
+        # a bad file at SIGHUP is refused whole: both secrets still work
+        registry.write_text(registry.read_text().replace('name = "Bet Seven"', "name = "))
+        refusals = server.log().count("operator registry not reloaded")
+        server.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10  # the server says it refused the file: no fixed wait
+        while server.log().count("operator registry not reloaded") == refusals:
+            assert time.monotonic() < deadline, "the bad registry was not refused"
+            time.sleep(0.05)
+        assert launches_with("acme-secret") and launches_with("acme-next")
+        write(registry, '"env:ACME_OP_NEXT"')  # the old secret retired
+        hup_until(False, "acme-secret")
+        assert launches_with("acme-next")
+    finally:  # the module's registry again: the other tests share this server
+        write(registry)
+        hup_until(True, "acme-secret")
 
 
 def test_only_the_operator_that_launched_a_session_ends_it(
         platform: tuple[LiveServer, Path]) -> None:
     server, _ = platform
-    # acme's secret was rotated to ACME_OP_NEXT by the test before (the module's order)
-    acme = "acme-next"
+    acme = "acme-secret"
     launched = signed_post(server, "/api/operator/sessions", launch_body("p-ends"),
                            secret=acme, operator="acme")
     assert launched.status_code == 200, launched.text
@@ -166,3 +169,38 @@ def test_only_the_operator_that_launched_a_session_ends_it(
     assert ours.status_code == 200, ours.text
     refused = server.get("/api/bets", session["token"])
     assert refused.status_code == 401 and refused.json()["error"]["code"] == "session_ended"
+
+
+def test_an_operator_removed_on_sighup_has_its_sessions_ended(
+        platform: tuple[LiveServer, Path]) -> None:
+    """bet7 leaves the registry: its connected player is told ``session_ended``
+    (``operator_removed``) and closed 4002 at the reload, not when its token expires."""
+    server, registry = platform
+    assert server.process is not None
+    launched = signed_post(server, "/api/operator/sessions", launch_body("p-gone"),
+                           secret="bet7-secret", operator="bet7")
+    assert launched.status_code == 200, launched.text
+    token = launched.json()["token"]
+    kept = registry.read_text()
+
+    async def removed() -> tuple[dict[str, object], int | None]:
+        client = await WireClient.connect(server.ws, "bet7 player")
+        try:
+            await client.hello(token)
+            registry.write_text(kept.split("[operators.bet7]")[0])
+            assert server.process is not None
+            server.process.send_signal(signal.SIGHUP)
+            ended = await client.expect("session_ended", timeout=10)
+            return ended, await client.wait_closed()
+        finally:
+            await client.close()
+
+    try:
+        assert asyncio.run(removed()) == ({"type": "session_ended",
+                                           "reason": "operator_removed"}, 4002)
+        refused = server.get("/api/bets", token)  # its Bet Record as its hello: refused
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "session_ended"
+    finally:
+        registry.write_text(kept)
+        server.process.send_signal(signal.SIGHUP)

@@ -1,4 +1,5 @@
-"""The Store contract (tests/unit/test_store_contract.py) on the PostgreSQL store.
+"""The Store contract (tests/unit/test_store_contract.py, and its tips':
+tests/unit/test_store_contract_tips.py) on the PostgreSQL store.
 
 The contract's tests are taken as they are — every ``test_*`` there that runs on the
 parametrised ``store``/``table``/``make_store`` fixtures — and run here against a
@@ -20,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import test_store_contract as contract
+import test_store_contract_tips as tips_contract
 from pg_util import PgCluster
 
 from livetable.store import Store
@@ -37,7 +39,7 @@ async def make_store(pg_cluster: PgCluster) -> AsyncIterator[Callable[..., Await
     async def make(event_retention: int = DEFAULT_EVENT_RETENTION) -> Store:
         store = PostgresStore(pg_cluster.url, schema=f"c{next(_schemas)}",
                               event_retention=event_retention, seal=contract.SEAL,
-                              max_connections=4)
+                              max_connections=4, replication="none")
         made.append(store)
         return store
 
@@ -49,7 +51,8 @@ async def make_store(pg_cluster: PgCluster) -> AsyncIterator[Callable[..., Await
 store = contract.store
 table = contract.table
 
-for _name, _test in vars(contract).items():
-    if _name.startswith("test_") and callable(_test) and _STORE_FIXTURES & set(
-            inspect.signature(_test).parameters):
-        globals()[_name] = _test
+for _module in (contract, tips_contract):  # the tips' contract: the same fixtures
+    for _name, _test in vars(_module).items():
+        if _name.startswith("test_") and callable(_test) and _STORE_FIXTURES & set(
+                inspect.signature(_test).parameters):
+            globals()[_name] = _test

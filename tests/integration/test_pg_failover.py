@@ -1,5 +1,5 @@
 """Failover to PostgreSQL's synchronous standby loses no acknowledged bet and settles no
-round twice (issue 26).
+round twice.
 
 A primary and a synchronous standby of the test's own (tests/pg_util.py); a table's runner
 drives a round on the PostgreSQL store through the two hosts' URL while 200 players send

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pg_util import fresh_database
 from sim import SimConfig, Simulation
 
-from livetable.engine.bets import REJECTIONS, SESSION_REJECTIONS, WALLET_REJECTIONS
+from livetable.betting.slips import REJECTIONS, SESSION_REJECTIONS, WALLET_REJECTIONS
 from livetable.store import Store
 from livetable.store.postgres import PostgresStore
 
@@ -34,7 +34,8 @@ async def test_rounds_with_crashes_on_postgres(seed: int) -> None:
     reopened = 0
 
     def open_store() -> PostgresStore:
-        return PostgresStore(url, settle_chunk=SIM_CHUNK, max_connections=4)
+        return PostgresStore(url, settle_chunk=SIM_CHUNK, max_connections=4,
+                             replication="none")
 
     async def reopen(old: Store) -> Store:
         nonlocal reopened

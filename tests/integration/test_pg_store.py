@@ -1,4 +1,4 @@
-"""What the PostgreSQL store holds the engines to, beyond the shared contract (issue 26):
+"""What the PostgreSQL store holds the engines to, beyond the shared contract:
 fencing by the database, steps that must follow on from the stored head, rounds that must
 be where the step expects them, and a settlement that resumes after a crash.
 
@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
@@ -36,7 +37,7 @@ from test_store_contract import (
 )
 
 from livetable import protocol as p
-from livetable.engine.bets import MirrorDeposit, SlipRequest
+from livetable.betting.slips import MirrorDeposit, Rejection, SlipRequest
 from livetable.rules import BetSpot
 from livetable.store import Store
 from livetable.store.base import FenceRefused, OutOfStep
@@ -53,7 +54,7 @@ async def stores(pg_cluster: PgCluster) -> AsyncIterator[Callable[[], PostgresSt
 
     def make() -> PostgresStore:
         store = PostgresStore(pg_cluster.url, schema=schema, seal=contract.SEAL,
-                              max_connections=4)
+                              max_connections=4, replication="none")
         made.append(store)
         return store
 
@@ -65,6 +66,25 @@ async def stores(pg_cluster: PgCluster) -> AsyncIterator[Callable[[], PostgresSt
 async def step(store: PostgresStore, state: bytes, *events: tuple[int, int, bytes],
                effects: list[object] | None = None) -> None:
     await store.commit_step(TABLE, state, list(events), list(effects or []), T0)  # type: ignore[arg-type]
+
+
+async def test_a_returning_players_hello_writes_no_row_unless_its_name_changed(
+        stores: Callable[[], PostgresStore]) -> None:
+    """A hello is not a write: an unchanged name leaves the row's version (its ``xmin``)
+    as it was — no new tuple, no commit for the standby to confirm in a reconnect storm."""
+    store = stores()
+    await store.ensure_player("p1", "P1", 1_000, T0)
+
+    async def version() -> int:
+        async with store._connection() as con:
+            return int(await con.fetchval("SELECT xmin::text::bigint FROM accounts "
+                                          "WHERE id = 'p1'"))
+
+    first = await version()
+    assert (await store.ensure_player("p1", "P1", 1_000, T0 + 1)).name == "P1"
+    assert await version() == first
+    assert (await store.ensure_player("p1", "Ann", 1_000, T0 + 2)).name == "Ann"
+    assert await version() != first
 
 
 async def test_the_steps_of_an_older_fencing_token_are_refused(
@@ -149,6 +169,34 @@ async def test_a_crash_in_the_middle_of_a_chunked_settlement(
 
     store = await contract.crash_in_the_middle_of_a_settlement(stores(), reopen)
     assert (await store.audit()).ok
+
+
+async def test_a_malformed_slip_reaches_no_statement_of_its_batch(
+        stores: Callable[[], PostgresStore]) -> None:
+    """A slip is refused by its own shape in the batch, before the batch locks or reads
+    anything for it: a ``bet_id`` too long *and* holding a NUL, which PostgreSQL's text
+    cannot hold, is ``bad_bet_id``, and the slip sharing its batch is taken (read for it,
+    it failed the whole batch)."""
+    store = stores()
+    await store.ensure_player("alice", "Alice", 1_000, T0)
+    await open_round(store)
+
+    def slip(bet_id: str) -> SlipRequest:
+        return SlipRequest(player_id="alice", table=TABLE, slip_id=None, round_id=R1,
+                           bets=(p.SlipBet(bet_id=bet_id, spot="P1", amount=100),))
+
+    bad, good = await asyncio.gather(store.place_slip(slip("x" * 64 + "\x00"), T0 + 1),
+                                     store.place_slip(slip("b1"), T0 + 1))
+    assert bad == Rejection("bad_bet_id", "x" * 64)
+    assert isinstance(good, p.SlipAccepted) and good.balance == 800
+    # a NUL in an id of a valid length: refused as such, and fails no other player's slip
+    bad, good = await asyncio.gather(store.place_slip(slip("b\x00x"), T0 + 1),
+                                     store.place_slip(slip("b2"), T0 + 1))
+    assert bad == Rejection("bad_bet_id", "b\x00x")
+    assert isinstance(good, p.SlipAccepted) and good.balance == 600
+    nul_slip = msgspec.structs.replace(slip("b3"), slip_id="s\x00")
+    assert await store.place_slip(nul_slip, T0 + 1) == Rejection("bad_slip_id")
+    await store.close()
 
 
 async def test_a_seamless_slip_is_one_batch_with_its_mirror_deposit(

@@ -1,4 +1,4 @@
-"""Issue 27, item 5: ``/readyz`` answers within a second, even cut off from its stores.
+"""``/readyz`` answers within a second, even cut off from its stores.
 
 A gateway cut off from Redis (then its store) by a partition answered ``/readyz`` after
 2.3-10.5 s or not at all: its probe of the store waited on a pooled connection for its
@@ -27,7 +27,7 @@ from redis_util import RedisServer
 
 from livetable.config import Settings
 from livetable.server.app import create_app
-from livetable.server.services import Services
+from livetable.services import Services
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from tcpproxy import TcpProxy  # tests/e2e is not a package
@@ -42,7 +42,7 @@ async def ready_gateway(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """A gateway's services started on ``settings`` and a client of its app, ready (200)
     before the test cuts anything."""
     services = Services(settings, roles=("gateway",))
-    app = create_app(settings, services=services)
+    app = create_app(settings, services)
     await services.start()
     try:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
@@ -60,7 +60,7 @@ async def test_readyz_answers_503_within_a_second_naming_the_store(
     with TcpProxy(port) as proxy:
         url = fresh_database().replace(f":{port}/", f":{proxy.port}/")
         settings = Settings(data_dir=tmp_path, secret=SECRET, redis_url=redis_server.url,
-                            postgres_url=url)
+                            postgres_url=url, postgres_replication="none")
         async with ready_gateway(settings) as http:
             try:
                 proxy.stall()  # the partition: nothing passes, nothing is closed
@@ -84,7 +84,7 @@ async def test_readyz_answers_within_a_second_cut_off_from_redis(
     with TcpProxy(redis_server.port) as proxy:
         settings = Settings(data_dir=tmp_path, secret=SECRET,
                             redis_url=f"redis://127.0.0.1:{proxy.port}/0",
-                            postgres_url=fresh_database())
+                            postgres_url=fresh_database(), postgres_replication="none")
         async with ready_gateway(settings) as http:
             try:
                 proxy.stall()
@@ -101,3 +101,31 @@ async def test_readyz_answers_within_a_second_cut_off_from_redis(
                 assert checks["bus"] is False and checks["store"] is True, checks
             finally:
                 proxy.restore()
+
+
+async def test_an_engine_cut_off_from_redis_is_not_ready(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """An engine's /readyz answered 200 through Redis kills and partitions, holding no lease
+    and able to take none: it names Redis now, as a gateway's names its bus."""
+    with TcpProxy(redis_server.port) as proxy:
+        settings = Settings(data_dir=tmp_path, secret=SECRET,
+                            redis_url=f"redis://127.0.0.1:{proxy.port}/0",
+                            postgres_url=fresh_database(), postgres_replication="none")
+        services = Services(settings, roles=("engine",))
+        app = create_app(settings, services)
+        await services.start()
+        try:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                         base_url="http://engine") as http:
+                ready = await http.get("/readyz")
+                assert ready.status_code == 200, ready.json()
+                assert ready.json()["checks"].get("redis", True) is True
+                proxy.stall()
+                ready = await http.get("/readyz")
+                assert ready.status_code == 503, ready.json()
+                checks = ready.json()["checks"]
+                assert str(checks["redis"]).startswith("Redis unreachable"), checks
+                assert checks["store"] is True, checks
+        finally:
+            proxy.restore()
+            await services.stop()

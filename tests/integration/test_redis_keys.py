@@ -23,13 +23,13 @@ from pg_util import fresh_database
 from redis_util import start_redis
 
 from livetable import protocol as p
+from livetable.betting.slips import BetRequest
 from livetable.bus.keys import RedisKeys
 from livetable.bus.redis import RedisBus
 from livetable.engine import Timing
-from livetable.engine.bets import BetRequest
+from livetable.host.runner import TableRunner
+from livetable.host.scaleout import LeasedTables, RedisControl
 from livetable.server.chatroom import RedisChatRoom
-from livetable.server.runner import TableRunner
-from livetable.server.scaleout import LeasedTables, RedisControl
 from livetable.store.postgres import PostgresStore
 
 pytestmark = [pytest.mark.redis]
@@ -49,7 +49,7 @@ async def _until(condition: object, timeout: float = 10.0) -> None:
 async def test_every_key_and_channel_starts_with_the_prefix(tmp_path: Path) -> None:
     with start_redis(tmp_path) as server:
         client = Redis.from_url(server.url)
-        store = PostgresStore(fresh_database(), max_connections=4)
+        store = PostgresStore(fresh_database(), max_connections=4, replication="none")
         await store.open()
         bus = RedisBus(client, ["t1"], store, prefix=PREFIX)
         seen: list[int] = []

@@ -1,4 +1,4 @@
-"""Issue 27, item 4: the Redis pools retry a command on a dropped connection.
+"""The Redis pools retry a command on a dropped connection.
 
 ``Redis(connection_pool=…, retry=…)`` ignores its ``retry``: redis-py takes the retry of
 the pool's connections, which had none. After every Redis restart each idle pooled
@@ -20,7 +20,7 @@ from redis_util import RedisServer
 
 from livetable.bus.redis_conn import connection_pool
 from livetable.config import Settings
-from livetable.server.services import Services
+from livetable.services import Services
 
 pytestmark = [pytest.mark.redis]
 
@@ -45,7 +45,8 @@ def pooled(client: Any) -> int:
 async def test_every_pooled_connection_survives_a_redis_restart(
         tmp_path: Path, redis_server: RedisServer) -> None:
     settings = Settings(data_dir=tmp_path, secret=b"pool-retry-secret-0123456789abcdef",
-                        redis_url=redis_server.url, postgres_url=fresh_database())
+                        redis_url=redis_server.url, postgres_url=fresh_database(),
+                        postgres_replication="none")
     services = Services(settings, roles=("gateway", "engine"))  # not started: its clients
     own = Redis(connection_pool=connection_pool(redis_server.url, max_connections=16,
                                                 timeout=5))

@@ -1,4 +1,4 @@
-"""Players online summed over gateways: the Redis bus's census (issue 28).
+"""Players online summed over gateways: the Redis bus's census.
 
 Each gateway writes its count of a table's watchers into one field of the table's hash and
 reads the others'; a gateway that stops takes its field out, one that is killed drops out

@@ -1,6 +1,7 @@
 """The table chat across two gateways on one Redis: a line said on one is heard on the
 other, the last 50 and the presenter are the same from either, and a player's rate window
-and a console's mute hold on both (they live in Redis, not in a gateway)."""
+and a console's mute hold on both (they live in Redis, not in a gateway). A tip to the
+dealer travels the same way, to the dealer consoles only."""
 
 from __future__ import annotations
 
@@ -74,5 +75,32 @@ async def test_chat_goes_from_one_gateway_to_the_other(tmp_path: Path) -> None:
             clients.append(later)
             lines = (await later.hello())["chat"]
             assert [m["text"] for m in lines] == [f"line {i}" for i in range(5, 55)]
+        finally:
+            await close_all(clients)
+
+
+async def test_a_tip_on_one_gateway_reaches_the_dealer_console_on_the_other(
+        tmp_path: Path) -> None:
+    async with running(tmp_path, engines=1, gateways=2) as deployment:
+        gw1, gw2 = deployment.gateways
+        token, _ = await deployment.guest(gw1)
+        player = await WireClient.connect(gw1.ws, "player@gw1")
+        viewer2 = await WireClient.connect(gw2.ws, "viewer@gw2")
+        console2 = await WireClient.connect(gw2.ws_dealer, "console@gw2")
+        clients = [player, viewer2, console2]
+        try:
+            name = (await player.hello(token))["player"]["name"]
+            await viewer2.hello()
+            await console2.hello(gw2.dealer_token(name="Dee"))
+            await player.send({"type": "tip", "tip_id": "t-1", "amount": 50})
+            taken = await player.expect("tip_accepted")
+            assert taken["amount"] == 50
+            told = await console2.expect("tip_received")
+            assert (told["amount"], told["from"]) == (50, name)
+            # players and viewers never hear of it: a chat line said after it is the next
+            # frame they get
+            sent = await say(player, "c1", "after the tip")
+            await viewer2.expect("chat", id=sent["id"])
+            assert not viewer2.of_type("tip_received") and not player.of_type("tip_received")
         finally:
             await close_all(clients)

@@ -64,8 +64,11 @@ async def standby_takes_over(deployment: Deployment, phase: str) -> None:
     clients = [a, b]
     try:
         await a.hello(token_a)
-        await b.hello(token_b)
-        opened = await a.expect("round_opened")
+        seen_from = (await b.hello(token_b))["seq"]
+        # a round both see open (a loaded run welcomed B after A's round_opened: the two
+        # streams then overlapped one event less than counted)
+        opened = await a.expect(lambda f: f.get("type") == "round_opened"
+                                and f["seq"] > seen_from, timeout=60)
         round_id = opened["round_id"]
         bets_a = await place(a, round_id, [("P1", 100), ("P3_PAIR", 25)], "a")
         bets_b = await place(b, round_id, [("P2", 300), ("P1", 40)], "b")

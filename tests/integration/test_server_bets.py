@@ -69,7 +69,8 @@ async def test_a_bet_over_the_balance_is_rejected_and_takes_nothing(
     try:
         welcome = await client.hello(token)
         assert welcome["player"] == {"id": player_id, "name": "Somchai",
-                                     "balance": PLAYER_BALANCE}
+                                     "balance": PLAYER_BALANCE,
+                                     "tips": {"min": 10, "max": 5000}}  # the table's limits
         await dealer.open_round()
         opened = await client.expect(lambda f: f.get("type") == "round_opened"
                                      and f["seq"] > welcome["seq"])

@@ -32,7 +32,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     registry.write_text(REGISTRY)
     live = LiveServer(base / "livetable", env={
         "ACME_OP": "acme-secret", "LIVETABLE_OPERATORS": str(registry),
-        "LIVETABLE_PRESENTERS": "Mai=/photos/mai.jpg"})
+        "LIVETABLE_PRESENTERS": "dealer:Mai=/photos/mai.jpg"})  # the console's token id
     live.start()
     try:
         yield live

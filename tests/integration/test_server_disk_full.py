@@ -1,4 +1,4 @@
-"""Issue 27, item 2, on a live ``livetable serve``: the disk under its database fills up
+"""On a live ``livetable serve``: the disk under its database fills up
 mid-betting, then space comes back.
 
 The database lives on a small tmpfs of its own (the test mounts it: it runs as root, as

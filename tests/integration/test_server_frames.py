@@ -55,7 +55,8 @@ BAD_FRAMES: list[tuple[str, Any, str, str]] = [
      "frame_too_large", "4096"),
     ("binary frame", json.dumps({"type": "ping", "t": 1}).encode(), "bad_frame", "text"),
     ("second hello", {"type": "hello", "v": 1, "table": "t1"}, "already_hello", "hello"),
-    # issue 10, attack 6: these crashed a handler (RecursionError; OverflowError in SQLite)
+    # The first security round's attack 6 (docs/security.md): these crashed a handler
+    # (RecursionError; OverflowError in SQLite)
     ("nested 2,000 deep", '{"type": "ping", "pad": ' + "[" * 2000 + "]" * 2000 + "}",
      "bad_frame", "nested"),
     ("nested 2,000 deep, no type", "[" * 2000 + "]" * 2000, "bad_frame", "object"),
@@ -276,7 +277,7 @@ def test_a_bad_bet_record_query_is_a_400(auto_server: LiveServer, query: str,
 async def test_a_quiet_table_sends_heartbeats_a_client_can_time(
         manual_server: LiveServer) -> None:
     """An idle manual table sends no events: heartbeats every interval keep the line timed,
-    so a browser can tell a silently dropped connection within seconds (issue 14)."""
+    so a browser can tell a silently dropped connection within seconds."""
     viewer = await WireClient.connect(manual_server.ws, "viewer")
     try:
         welcome = await viewer.hello()

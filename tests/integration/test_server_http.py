@@ -146,7 +146,7 @@ async def test_guest_health_readiness_and_metrics(auto_server: LiveServer) -> No
 async def test_pages_and_json_are_compressed_the_websocket_is_not(
         manual_server: LiveServer, dealer: Dealer) -> None:
     """Brotli when the browser takes it, else gzip, for scripts, pages and JSON; the
-    websocket upgrade passes the middleware untouched (issue 14, weight)."""
+    websocket upgrade passes the middleware untouched."""
     # a round played: the table list holds its hands and its roadmap, as a live one does
     await dealer.open_round()
     await dealer.finish()

@@ -57,8 +57,13 @@ async def test_kill_before_all_cards_are_out_cancels_and_refunds(
     client = await WireClient.connect(server.ws, "before")
     clients = [client]
     try:
-        await client.hello(token)
-        round_id = (await client.expect("round_opened"))["round_id"]
+        welcome = await client.hello(token)
+        table = welcome["table"]
+        # the first round may have opened before this client said hello (a slow start): bet
+        # on it if it has time left, rather than wait a whole round for the next
+        open_for = (table.get("closes_at") or 0) - welcome["server_time"]
+        round_id = (table["round_id"] if table["phase"] == "betting" and open_for > 5_000
+                    else (await client.expect("round_opened", timeout=60))["round_id"])
         placed = await bet_all(client, round_id, [("P1", 100), ("P5_PAIR", 20), ("P3", 250)])
         cost = sum(deducted(s, a) for _, s, a in placed)
         if phase == "dealing":  # betting closed with a few of the thirteen cards out
@@ -103,13 +108,17 @@ async def test_kill_before_all_cards_are_out_cancels_and_refunds(
 
 async def test_kill_during_the_reveals_resumes_and_settles(fresh_server: LiveServer) -> None:
     server = fresh_server
-    server.start(reveal_interval=3)  # time enough to kill it between two reveals
+    # time enough to kill it between two reveals (15 s after P1's: a doubly loaded run
+    # read P1's reveal so late that the round had settled before its kill at 3 s a reveal)
+    server.start(reveal_interval=5)
     token, player = server.guest()
     client = await WireClient.connect(server.ws, "before")
     clients = [client]
     try:
         await client.hello(token)
-        round_id = (await client.expect("round_opened"))["round_id"]
+        # (a round's six reveals take 30 s: welcomed during them, the next round opens
+        # after more than the default wait)
+        round_id = (await client.expect("round_opened", timeout=90))["round_id"]
         placed = await bet_all(client, round_id, [("P1", 100), ("P2", 40), ("P3", 30),
                                                   ("P4", 20), ("P5", 10), ("P1_PAIR", 10),
                                                   ("P4_PAIR", 10)])

@@ -47,7 +47,9 @@ async def guests(server: LiveServer, n: int) -> list[tuple[WireClient, str, dict
         token, player = server.guest()
         client = await WireClient.connect(server.ws, f"player{i}")
         welcome = await client.hello(token)
-        assert welcome["player"] == player and welcome["resumed"] is False
+        # the guest as /api/guest made it, and the tip range the table's limits give
+        assert welcome["player"] == {**player, "tips": {"min": 10, "max": 5000}}
+        assert welcome["resumed"] is False
         out.append((client, token, player))
     return out
 

@@ -110,7 +110,8 @@ async def test_card_correction_needs_a_supervisor(studio: LiveServer) -> None:
         for card in ("2C", "9H", "KS", "KS"):  # the scanner read K♠ twice: the 2nd was 4H
             assert (await dealer.command("card", card=card))["type"] == "ack"
 
-        # Issue 25, attack 4: a supervisor's token is a login, never an approval.
+        # The money path's attack 4 (docs/security.md): a supervisor's token is a login, never an
+        # approval.
         refusals = [
             ({}, "approval_required"),
             ({"approval": "not.a-token"}, "bad_approval"),
@@ -182,7 +183,8 @@ async def test_card_correction_needs_a_supervisor(studio: LiveServer) -> None:
 
 async def test_an_approval_is_bound_to_its_table_and_opens_no_console(
         studio: LiveServer) -> None:
-    """Issue 25, attack 4: the supervisor token sent as ``approval`` worked again the next
+    """The money path's attack 4 (docs/security.md): the supervisor token sent as ``approval``
+    worked again the next
     round and opened /ws/dealer for 30 days. An approval now is a code for one table, one
     round and one count, and it is no token."""
     dealer_token = studio.dealer_token("t1", name="Dee")

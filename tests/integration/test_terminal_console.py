@@ -1,4 +1,4 @@
-"""``livetable dealer`` against a real server (issue 28): what a dealer at a terminal sees.
+"""``livetable dealer`` against a real server: what a dealer at a terminal sees.
 
 Readable lines, not JSON; no line for the heartbeats a quiet table sends every interval;
 ``help`` lists the commands; the token comes from the environment (or a prompt), never the
@@ -12,7 +12,7 @@ import time
 
 from liveserver import TABLE, LiveServer, livetable_command
 
-from livetable.dealer import HELP, TOKEN_VARIABLE
+from livetable.cli.terminal import HELP, TOKEN_VARIABLE
 
 
 def test_the_terminal_console_reads_well_and_keeps_its_token_off_the_command_line(

@@ -31,14 +31,16 @@ _schemas = itertools.count()
 
 @pytest.fixture
 async def wallet_log(pg_cluster: PgCluster) -> AsyncIterator[WalletLog]:
-    store = PostgresStore(pg_cluster.url, schema=f"w{next(_schemas)}", max_connections=2)
+    store = PostgresStore(pg_cluster.url, schema=f"w{next(_schemas)}", max_connections=2,
+                          replication="none")
     yield PostgresWalletLog(store)
     await store.close()
 
 
 @pytest.fixture
 async def ledger(pg_cluster: PgCluster) -> AsyncIterator[Store]:
-    store = PostgresStore(pg_cluster.url, schema=f"w{next(_schemas)}", max_connections=2)
+    store = PostgresStore(pg_cluster.url, schema=f"w{next(_schemas)}", max_connections=2,
+                          replication="none")
     yield store
     await store.close()
 
@@ -53,7 +55,8 @@ async def test_calls_made_together_are_one_transaction_a_batch(pg_cluster: PgClu
     """100 seamless debits begun, answered, and their 100 rollbacks delivered, each
     hundred at once (as at the close of betting): a handful of transactions, not one per
     call (before: 300, each a commit — with a synchronous standby, a network round trip)."""
-    store = PostgresStore(pg_cluster.url, schema=f"w{next(_schemas)}", max_connections=4)
+    store = PostgresStore(pg_cluster.url, schema=f"w{next(_schemas)}", max_connections=4,
+                          replication="none")
     wallet_log = PostgresWalletLog(store)
     await wallet_log.backlog()  # the schema made
     used = 0

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from livetable import protocol as p
+from livetable.betting.slips import MAX_AMOUNT, MAX_BET_ID, BetRequest, spot_limits
 from livetable.engine import (
     TRANSITIONS,
     CancelRound,
@@ -64,7 +65,6 @@ from livetable.engine import (
     Timing,
     allowed_in,
 )
-from livetable.engine.bets import MAX_AMOUNT, MAX_BET_ID, BetRequest, spot_limits
 from livetable.engine.state import Mode
 from livetable.rules import (
     BET_SPOTS,

@@ -27,10 +27,13 @@ from livetable.chat import (
     judge,
 )
 from livetable.config import Settings
+from livetable.metrics import Metrics
 from livetable.server.chatroom import MemoryChatRoom
 from livetable.server.gateway import Gateway
-from livetable.server.metrics import Metrics
 from livetable.store.sqlite import SQLiteStore
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = b"s" * 32
@@ -225,7 +228,8 @@ async def test_players_chat_and_the_console_moderates(tmp_path: Path) -> None:
         ann = await table.join(_player("ann", operator="acme"))
         bob = await table.join(_player("bob"))
         viewer = await table.join(None)
-        console = await table.join(mint(SECRET, "dealer", "d1", "Dee", 3600, ["t1"]),
+        # the staff token Mai's name is bound to (--presenter Mai=…: the staff id "mai")
+        console = await table.join(mint(SECRET, "dealer", "mai", "Dee", 3600, ["t1"]),
                                    "dealer")
 
         viewer.push({"type": "chat_send", "client_msg_id": "v1", "text": "hi"})
@@ -337,3 +341,17 @@ async def test_redis_out_of_reach_is_an_outage_not_a_bug() -> None:
     with pytest.raises(StoreUnavailable):
         await room.take_turn("p1", 0)
     assert not await room.delete("t1", "not-an-id")
+
+
+async def test_the_embedded_room_keeps_its_last_lines_across_a_restart(tmp_path: Path) -> None:
+    """The chat a player scrolls back through survives a restart of the embedded server."""
+    room = MemoryChatRoom(tmp_path / "chat.json")
+    first = await room.add(p.ChatMessage(id="", table="t1", sender="Ann", role="player",
+                                         text="before the restart", at=1_000, player_id="p1"))
+    gone = await room.add(p.ChatMessage(id="", table="t1", sender="Bob", role="player",
+                                        text="deleted", at=2_000, player_id="p2"))
+    assert await room.delete("t1", gone.id)
+    again = MemoryChatRoom(tmp_path / "chat.json")
+    assert [(m.id, m.text, m.player_id) for m in await again.recent("t1")] == [
+        (first.id, "before the restart", "p1")]
+    assert await again.recent("t2") == []

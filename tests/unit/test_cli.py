@@ -169,7 +169,7 @@ def test_dealer_and_supervisor_are_exclusive(capsys: pytest.CaptureFixture[str],
     ("   ", None),
 ])
 def test_terminal_console_lines(line: str, frame: dict[str, object] | None) -> None:
-    from livetable.dealer import command_of
+    from livetable.cli.terminal import command_of
 
     command = command_of(line)
     assert (None if command is None else msgspec.to_builtins(command)) == frame
@@ -177,7 +177,7 @@ def test_terminal_console_lines(line: str, frame: dict[str, object] | None) -> N
 
 @pytest.mark.parametrize("line", ["void", "void two", "ZZ"])
 def test_terminal_console_refuses_what_it_cannot_send(line: str) -> None:
-    from livetable.dealer import command_of
+    from livetable.cli.terminal import command_of
 
     with pytest.raises(ValueError):
         command_of(line)

@@ -1,10 +1,13 @@
 """The ``livetable`` command is a package of small modules that import one way.
 
-Before issue 29 every subcommand lived in one 920-line ``livetable/cli.py``. Now each
+Once every subcommand lived in one 920-line ``livetable/cli.py``. Now each
 concern is a module of ``livetable/cli/``; they share ``livetable/cli/arguments.py`` and
 import neither the package (``__init__``, which assembles the parser) nor one another, so no
-cycle can form. Imports inside functions and under ``TYPE_CHECKING`` count. The sizes the
-issue set are held here too: no module of the package over 500 lines, no function over 60.
+cycle can form — but for the two programs a command runs, the dealer's terminal console
+(``cli/terminal.py``, run by ``cli/console.py``) and the local media server
+(``cli/media.py``, run by ``cli/stream.py``), which import nothing of the package. Imports
+inside functions and under ``TYPE_CHECKING`` count. The house's sizes are held here too: no
+module of the package over 500 lines, no function over 60.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / "livetable/cli"
 PACKAGE = "livetable.cli"
 SHARED = f"{PACKAGE}.arguments"
+#: What a command runs, each imported by its one command: (program, command).
+PROGRAMS = {f"{PACKAGE}.terminal": f"{PACKAGE}.console", f"{PACKAGE}.media": f"{PACKAGE}.stream"}
 
 
 def _name(path: Path) -> str:
@@ -32,8 +37,12 @@ def test_the_command_modules_import_only_the_shared_arguments() -> None:
     graph = {_name(path): _imports(path) for path in CLI.glob("*.py")
              if path.stem != "__main__"}
     assert len(graph) >= 9  # the glob found the package
-    wrong = {module: sorted(imported - {SHARED}) for module, imported in graph.items()
-             if module != PACKAGE and imported - {SHARED}}
+    def allowed(module: str) -> set[str]:
+        if module in PROGRAMS:
+            return set()
+        return {SHARED} | {program for program, command in PROGRAMS.items() if command == module}
+    wrong = {module: sorted(imported - allowed(module)) for module, imported in graph.items()
+             if module != PACKAGE and imported - allowed(module)}
     assert wrong == {}, f"command modules import more than {SHARED}: {wrong}"
     assert graph[SHARED] == set()
     assert PACKAGE not in graph[PACKAGE]

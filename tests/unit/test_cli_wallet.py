@@ -74,45 +74,9 @@ def test_wallet_flags_that_cannot_work_are_usage_errors(
     assert code == 2 and says in err
 
 
-def test_the_daily_summary_books_each_operators_play_by_table_and_currency(
+def test_the_daily_summary_is_filtered_by_operator(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """Stakes are the debits that stood (a rolled-back one nets out), returns the credits,
-    GGR their difference; an operator sees only its players; a round that crosses
-    midnight is booked on the day it began."""
-    from livetable.operator.report import daily
-
-    day = 1_799_971_200_000  # 2027-01-15 00:00 UTC
-    def call(tx: str, method: str, player: str, currency: str, round_id: str, amount: int,
-             state: str = "ok", at: int = day + 3_600_000) -> WalletCall:
-        return WalletCall(tx_id=tx, method=method, player_id=player,  # type: ignore[arg-type]
-                          currency=currency, table_id=round_id.split(".")[0],
-                          round_id=round_id, amount=amount, body=b"{}",
-                          state=state, created_at=at, updated_at=at)  # type: ignore[arg-type]
-    calls = [
-        call("d1", "debit", "acme~p-1", "THB", "t1.1.1", 20_000),
-        call("d2", "debit", "acme~p-2", "THB", "t1.1.1", 10_000),
-        call("c1", "credit", "acme~p-1", "THB", "t1.1.1", 40_000, at=day + 3_700_000),
-        call("c2", "credit", "acme~p-2", "THB", "t1.1.1", 0, at=day + 3_700_000),
-        call("d3", "debit", "acme~p-1", "JPY", "t1.1.2", 500, state="unknown"),
-        call("r3", "rollback", "acme~p-1", "JPY", "t1.1.2", 500),
-        call("d4", "debit", "acme~p-1", "JPY", "t2.1.1", 700),
-        call("c4", "credit", "acme~p-1", "JPY", "t2.1.1", 0),
-        call("x1", "debit", "bet7~p-1", "INR", "t1.1.3", 99_999),
-        call("r9", "debit", "acme~p-3", "THB", "t1.1.4", 100, state="refused"),
-        # begins before midnight, credited after it: the day it began
-        call("d5", "debit", "acme~p-2", "THB", "t1.1.9", 300, at=day - 1_000),
-        call("c5", "credit", "acme~p-2", "THB", "t1.1.9", 600, at=day + 5_000),
-    ]
-    rows = [(d.day, d.operator, d.table_id, d.currency, d.rounds, d.players, d.stakes,
-             d.returns, d.ggr) for d in daily(calls, "acme")]
-    assert rows == [
-        ("2027-01-14", "acme", "t1", "THB", 1, 1, 300, 600, -300),
-        ("2027-01-15", "acme", "t1", "JPY", 1, 1, 0, 0, 0),
-        ("2027-01-15", "acme", "t1", "THB", 2, 3, 30_000, 40_000, -10_000),
-        ("2027-01-15", "acme", "t2", "JPY", 1, 1, 700, 0, 700),
-    ]
-    assert [d.operator for d in daily(calls)] == ["acme"] * 4 + ["bet7"]
-
+    """The figures themselves: tests/unit/test_wallet_log.py (both stores)."""
     db = tmp_path / "livetable.sqlite3"
     seed_log(db)
     code, out, _ = run(capsys, "wallet", "report", "--data-dir", str(tmp_path), "--daily",
@@ -123,3 +87,35 @@ def test_the_daily_summary_books_each_operators_play_by_table_and_currency(
     code, out, _ = run(capsys, "wallet", "report", "--data-dir", str(tmp_path), "--daily",
                        "--operator", "acme", "--json")
     assert json.loads(out) == {"days": []}
+
+
+def test_the_report_adds_up_the_whole_log_and_says_when_it_lists_part_of_it(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The report listed the oldest 10,000 calls and added its totals up from those alone,
+    without a word (1,505 credits reported of 1,533): now the totals are the log's over
+    every call, in SQL, and the report says it lists part of the log."""
+    calls = 10_050
+
+    async def write() -> None:
+        log = SQLiteWalletLog(tmp_path / "livetable-wallet.sqlite3")
+        await log.enqueue([WalletCall(
+            tx_id=f"c-{n}", method="credit", player_id=f"p{n % 7}", currency="THB",
+            table_id="t1", round_id=f"t1.1.{n // 100}", amount=10, body=b"{}",
+            state="queued", created_at=T0 + n, updated_at=T0 + n) for n in range(calls)], T0)
+        await log.close()
+
+    (tmp_path / "livetable.sqlite3").touch()
+    asyncio.run(write())
+    code, out, _ = run(capsys, "wallet", "report", "--data-dir", str(tmp_path), "--json")
+    report = json.loads(out)
+    assert code == 0 and len(report["calls"]) == 10_000
+    assert (report["totals"]["credits"], report["totals"]["credited"],
+            report["totals"]["undelivered"]) == (calls, 10 * calls, calls)
+    assert report["calls_in_log"] == calls and report["partial"] is True
+    assert len(report["rounds"]) == 101 and report["rounds"][-1]["credits"] == 50
+    code, out, _ = run(capsys, "wallet", "report", "--data-dir", str(tmp_path))
+    assert "the oldest 10000 of 10050 calls" in out
+    code, out, _ = run(capsys, "wallet", "report", "--data-dir", str(tmp_path), "--daily",
+                       "--json")
+    [day] = json.loads(out)["days"]
+    assert (day["rounds"], day["players"], day["returns"]) == (101, 7, 10 * calls)

@@ -16,8 +16,8 @@ import msgspec
 import pytest
 
 from livetable import protocol as p
-from livetable.dealer import command_of
-from livetable.engine.transitions import TRANSITIONS, Command, Move
+from livetable.cli.terminal import command_of
+from livetable.engine.transitions import TRANSITIONS, Announcement, Command, Move
 
 ROOT = Path(__file__).resolve().parents[2]
 DEALER = set(p.DEALER_COMMANDS)
@@ -51,7 +51,7 @@ def test_the_engine_takes_every_table_command_but_the_read() -> None:
 
 def test_every_engine_command_has_a_row_in_the_transition_table() -> None:
     commands = {command for (_, command) in TRANSITIONS}
-    assert commands == set(get_args(Command)) | set(get_args(Move))
+    assert commands == set(get_args(Command)) | set(get_args(Move)) | set(get_args(Announcement))
 
 
 def test_the_terminal_console_has_a_word_for_every_command() -> None:

@@ -1,4 +1,4 @@
-"""The deployment files keep their trust boundaries (issue 10, parts 4 and 5).
+"""The deployment files keep their trust boundaries.
 
 What was wrong before: compose and Kubernetes set ``FORWARDED_ALLOW_IPS: "*"`` (any client
 could claim any address with X-Forwarded-For and dodge the per-address limits), nginx
@@ -167,7 +167,7 @@ def test_nginx_forwards_the_address_it_saw_and_limits_per_client() -> None:
         assert "limit_req" not in blocks[websocket], websocket  # the connection cap only
 
 
-# --- PostgreSQL as the system of record (issue 26) --------------------------------------------
+# --- PostgreSQL as the system of record --------------------------------------------
 
 
 def test_compose_postgres_gives_every_process_both_hosts_and_a_synchronous_standby() -> None:
@@ -233,7 +233,8 @@ def _ingress_match(path: str, kind: str, url: str) -> int:
 
 @pytest.mark.parametrize("url", ["/metrics", "/metrics/", "/metrics/x"])
 def test_the_kubernetes_ingress_does_not_expose_metrics(url: str) -> None:
-    """Issue 25, attack 7: the Ingress routed /metrics to the gateways like any path (the
+    """The money path's attack 7 (docs/security.md): the Ingress routed /metrics to the gateways
+    like any path (the
     nginx of deploy/ answers it 404). The longest path that matches it must be an Ingress
     that refuses every address."""
     best: tuple[int, dict[str, Any]] | None = None
@@ -250,7 +251,8 @@ def test_the_kubernetes_ingress_does_not_expose_metrics(url: str) -> None:
 
 
 def test_only_engines_get_the_shoe_key() -> None:
-    """Issue 25, attack 2: the shoe key is the engines' alone (a gateway never opens a
+    """The money path's attack 2 (docs/security.md): the shoe key is the engines' alone (a gateway
+    never opens a
     sealed state), and required for them."""
     services = livetable_services(compose())
     for name, svc in services.items():

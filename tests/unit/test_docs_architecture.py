@@ -3,7 +3,9 @@
 Every path of the repository it mentions (``livetable/…``, ``static/…``, ``tests/…``) must
 exist, and every backticked dotted name that starts with one of livetable's modules
 (``engine.TableEngine``, ``server.gateway.intake.place_bet``, ``protocol.ErrorCode``…) must
-resolve: the longest importable ``livetable.<prefix>``, then attributes for the rest.
+resolve: the longest importable ``livetable.<prefix>``, then attributes for the rest. And
+its layer table holds every package and top-level module, each importing only the rows
+below it that the table names.
 """
 
 from __future__ import annotations
@@ -80,34 +82,84 @@ def test_the_check_catches_a_stale_name() -> None:
         raise AssertionError("a name that does not exist resolved")
 
 
-#: The layer table of docs/architecture.md: what each layer may import of ours.
-MAY_IMPORT = {
-    "rules": {"rules"},
-    "protocol": {"protocol"},  # a package: its modules import one another
-    "engine": {"engine", "rules", "protocol"},
-    "store": {"store", "engine", "rules", "protocol", "accounts"},
-    "bus": {"bus", "protocol", "store", "engine", "tasks"},
-}
+#: The layer table's header in docs/architecture.md; its rows go from the bottom layer up.
+LAYER_HEADER = "| layer | package | what it is | imports of ours |"
+
+
+def _layer_table() -> dict[str, set[str]]:
+    """Each row of the layer table: its layer and what it may import of ours (itself
+    included), in the table's order. A name in the last column must be a row above."""
+    lines = DOC.read_text().splitlines()
+    start = lines.index(LAYER_HEADER) + 2
+    table: dict[str, set[str]] = {}
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        layer, said = cells[0], re.sub(r"\([^)]*\)", "", cells[-1])
+        if said == "nothing":
+            allowed: set[str] = set()
+        elif said == "all of the above":
+            allowed = set(table)
+        else:
+            allowed = {name.strip() for name in said.split(",")}
+        above = allowed - set(table)
+        assert not above, f"the layer {layer} may import {above}: not a row above it"
+        table[layer] = allowed | {layer}
+    return table
 
 
 def _imports_of_ours(path: Path) -> set[str]:
+    """The top-level packages and modules of livetable that ``path`` imports (a relative
+    import resolved from where ``path`` is)."""
+    here = ["livetable", *path.relative_to(ROOT / "livetable").parent.parts]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-        if isinstance(node, ast.ImportFrom) and node.module == "livetable":
-            names = ["livetable." + a.name for a in node.names]
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(here[:len(here) - node.level + 1]) if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            names = ([f"{module}.{a.name}" for a in node.names] if module == "livetable"
+                     else [module])
         found |= {n.split(".")[1] for n in names if n.startswith("livetable.")}
     return found
 
 
-def test_each_layer_imports_only_what_the_page_says() -> None:
+def _ours() -> dict[str, list[Path]]:
+    """Every top-level package and module of livetable, with its files."""
     package = ROOT / "livetable"
+    return {name: ([package / f"{name}.py"] if (package / f"{name}.py").exists()
+                   else sorted((package / name).rglob("*.py")))
+            for name in sorted(TOP)}
+
+
+def _upward(table: dict[str, set[str]]) -> list[str]:
     wrong = []
-    for layer, allowed in MAY_IMPORT.items():
-        files = [package / f"{layer}.py"] if (package / f"{layer}.py").exists() else sorted(
-            (package / layer).rglob("*.py"))
+    for layer, files in _ours().items():
         for path in files:
-            for imported in _imports_of_ours(path) - allowed:
+            for imported in _imports_of_ours(path) - table.get(layer, set()):
                 wrong.append(f"{path.relative_to(ROOT)} imports livetable.{imported}")
+    return wrong
+
+
+def test_the_layer_table_has_a_row_for_every_package_and_module() -> None:
+    table = _layer_table()
+    assert set(table) == set(_ours()), (
+        f"without a row: {sorted(set(_ours()) - set(table))}; "
+        f"a row of nothing: {sorted(set(table) - set(_ours()))}")
+
+
+def test_each_layer_imports_only_what_the_page_says() -> None:
+    wrong = _upward(_layer_table())
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_layer_check_catches_an_import_the_page_does_not_allow() -> None:
+    table = _layer_table()
+    table["operator"] = table["operator"] - {"metrics"}
+    table["store"] = table["store"] - {"config"}
+    wrong = _upward(table)
+    assert "livetable/operator/seamless.py imports livetable.metrics" in wrong
+    assert "livetable/store/sealing.py imports livetable.config" in wrong

@@ -40,7 +40,7 @@ from livetable.rules import (
     parse_cards,
     settle_round,
 )
-from livetable.rules.fairness import commitment
+from livetable.rules.fairness import chain_link, commitment
 
 T0 = 1_700_000_000_000
 SEED = 7
@@ -106,9 +106,12 @@ def refused(e: TableEngine, command: str, *args: Any, **kwargs: Any) -> EngineEr
 
 
 def shoe_of(ref: Shoe, shoe_id: str, awaiting: bool = False, *, salt: str | None = None,
-            round_starts: tuple[int, ...] = ()) -> dict[str, Any]:
-    """The persisted form of a reference shoe (an auto shoe has a ``salt``: docs/design.md §7)."""
+            round_starts: tuple[int, ...] = (), chain_head: str | None = None,
+            round_ends: tuple[int, ...] = ()) -> dict[str, Any]:
+    """The persisted form of a reference shoe (an auto shoe has a ``salt``: docs/design.md §7;
+    its game log starts from its commitment: docs/security.md)."""
     order = [str(c) for c in ref.order]
+    committed = None if salt is None else commitment(salt, ref.cut_at, order)
     return {
         "shoe_id": shoe_id,
         "order": [str(c) for c in ref.order],
@@ -118,9 +121,12 @@ def shoe_of(ref: Shoe, shoe_id: str, awaiting: bool = False, *, salt: str | None
         "seen": {str(c): n for c, n in ref.seen.items()},
         "awaiting_open_card": awaiting,
         "salt": salt,
-        "commitment": None if salt is None else commitment(salt, ref.cut_at, order),
+        "commitment": committed,
         "round_starts": list(round_starts),
         "revealed": False,
+        "chain_head": chain_head or committed,
+        "round_ends": list(round_ends),
+        "ended_by": None,
     }
 
 
@@ -345,13 +351,20 @@ def test_auto_round_step_by_step() -> None:
             continue
         seq += 1
         banker = hand_of(parse_cards(" ".join(hands[Position.BANKER])))
+        # the round is chained into the shoe's game log (docs/security.md), its head published
+        head = chain_link(salt, commitment(salt, ref.cut_at, [str(c) for c in ref.order]),
+                          "t1.1.1", "settled", due, e.state.round_cards,
+                          {k: v[0] for k, v in spots.items()})
+        logged = shoe_of(ref, "t1.1", salt=salt, round_starts=starts, chain_head=head,
+                         round_ends=(due,))
         assert diff == {"seq": seq, "revealed": 6, "phase": "settled", "results": results,
                         "roadmap": [{"round_id": "t1.1.1", "round_no": 1, "results": results,
                                      "banker": {"value": banker.value, "points": banker.points,
                                                 "pair": banker.pair, "flush": banker.flush}}],
-                        "next_at": due + BETWEEN_MS}
+                        "next_at": due + BETWEEN_MS, "shoe": logged}
         assert got[1:] == [{"type": "round_settled", "round_id": "t1.1.1", "results": results,
-                            "last_round": False, "opens_at": due + BETWEEN_MS}]
+                            "last_round": False, "opens_at": due + BETWEEN_MS,
+                            "chain_head": head}]
         assert effects(step) == [{
             "type": "settle_round", "table": "t1", "round_id": "t1.1.1", "spots": spots,
             "cards": {pos.value: cs for pos, cs in hands.items()}}]
@@ -363,24 +376,37 @@ def test_auto_round_step_by_step() -> None:
     assert diff == {"seq": seq + 1, "phase": "betting", "round_no": 2, "round_id": "t1.1.2",
                     "closes_at": due + BET_MS, "round_cards": [], "revealed": 0, "results": [],
                     "next_at": due + DEAL_MS,
-                    "shoe": shoe_of(ref, "t1.1", salt=salt, round_starts=(*starts, ref.drawn))}
+                    "shoe": shoe_of(ref, "t1.1", salt=salt, round_starts=(*starts, ref.drawn),
+                                    chain_head=head, round_ends=(due - BETWEEN_MS,))}
     assert [strip(f) for f in frames(step)] == [
         {"type": "round_opened", "round_id": "t1.1.2", "shoe_id": "t1.1", "round_no": 2,
          "closes_at": due + BET_MS}]
     assert [ef["type"] for ef in effects(step)] == ["open_round"]
 
 
-def test_auto_late_tick_catches_up_in_order() -> None:
+def test_auto_late_tick_catches_up_in_order_and_reveals_paced() -> None:
     e = auto_engine()
     e.open_betting(T0)
-    step, _ = act(e, "tick", T0 + 10**6)  # the runner slept through the whole round
+    late = T0 + 10**6
+    step, _ = act(e, "tick", late)  # the runner slept through the whole round
     types = [f["type"] for f in frames(step)]
-    assert types == (["card_dealt"] * 12 + ["betting_closed"] + ["hand_revealed"] * 6
-                     + ["round_settled", "round_opened"])
-    assert [ef["type"] for ef in effects(step)] == [
-        "set_betting", "settle_round", "open_round"]
-    # The new round's countdown starts from the late tick, not from the missed deadline.
-    assert e.state.closes_at == T0 + 10**6 + BET_MS
+    # The cards dealt face down and the close catch up; the show does not: one hand is
+    # revealed, the next a reveal interval later. (A runner held 15 s by a Redis partition
+    # sent the six reveals and the settlement in one millisecond.)
+    assert types == ["card_dealt"] * 12 + ["betting_closed", "hand_revealed"]
+    assert [ef["type"] for ef in effects(step)] == ["set_betting"]
+    assert e.next_deadline() == late + REVEAL_MS
+    now = late
+    for n in range(5):
+        now += REVEAL_MS
+        step = e.tick(now)
+        assert [f["type"] for f in frames(step)] == (
+            ["hand_revealed"] if n < 4 else ["hand_revealed", "round_settled"])
+    assert [ef["type"] for ef in effects(step)] == ["settle_round"]
+    step = e.tick(now + BETWEEN_MS)
+    assert [f["type"] for f in frames(step)] == ["round_opened"]
+    # The new round's countdown starts from its tick, not from a missed deadline.
+    assert e.state.closes_at == now + BETWEEN_MS + BET_MS
 
 
 def test_auto_open_betting_with_betting_ms() -> None:
@@ -606,7 +632,7 @@ ENGINE_SOURCES = sorted((Path(__file__).resolve().parents[2] / "livetable/engine
 
 
 def test_the_phase_changes_in_one_place_only() -> None:
-    """issue 29: ``phase`` was assigned at 10 sites, some (a pause) without the table. Now
+    """``phase`` was assigned at 10 sites, some (a pause) without the table. Now
     one function checks the move against TRANSITIONS and assigns it."""
     sites = []
     for path in ENGINE_SOURCES:
@@ -869,10 +895,20 @@ def test_cancel_from_every_cancellable_phase(mode: Mode, phase: str, paused_from
             expected["betting_left_ms"] = None
     if mode == "auto":
         expected["next_at"] = T0 + 900 + BETWEEN_MS
+    shoe = e.state.shoe
+    assert shoe is not None
+    head = shoe.chain_head
+    if mode == "auto":  # the cancelled round is chained into the game log, its head published
+        assert shoe.salt is not None and shoe.commitment is not None
+        assert head == chain_link(shoe.salt, shoe.commitment, "t1.1.1", "cancelled",
+                                  T0 + 900, e.state.round_cards, {})
+        expected["shoe"] = {**before["shoe"], "chain_head": head, "round_ends": [T0 + 900]}
+    else:
+        assert head is None  # a manual shoe has no log
     assert diff == expected
     assert [strip(f) for f in frames(step)] == [
         {"type": "round_cancelled", "round_id": "t1.1.1", "reason": reason,
-         "opens_at": expected.get("next_at")}]
+         "opens_at": expected.get("next_at"), "chain_head": head}]
     assert effects(step) == [{"type": "cancel_round", "table": "t1", "round_id": "t1.1.1",
                               "reason": reason}]
     # The next round opens with the next number, with nothing left of the cancelled one.
@@ -903,7 +939,8 @@ def test_set_mode_between_rounds() -> None:
     # The auto shoe set aside has ended: it is revealed (docs/design.md §7).
     assert [strip(f) for f in frames(step)] == [
         {"type": "shoe_revealed", "shoe_id": "t1.1", "salt": shoe.salt, "cut_at": shoe.cut_at,
-         "order": shoe.order},
+         "order": shoe.order, "chain_head": shoe.chain_head, "round_count": 1,
+         "ended_by": "set_aside"},
         {"type": "mode_changed", "mode": "manual", "opens_at": None}]
     assert [ef["type"] for ef in effects(step)] == ["reveal_shoe"]
     assert refused(e, "open_betting", T0 + 2).code == "no_shoe"

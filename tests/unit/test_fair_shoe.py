@@ -26,9 +26,22 @@ from livetable.bus import MemoryBus
 from livetable.cli import main
 from livetable.config import Settings, SettingsError
 from livetable.engine import Step, TableEngine, Timing
-from livetable.rules.fairness import ShoeRecord, check_shoe, commitment, publish_rounds
-from livetable.server.runner import TableRunner
-from livetable.store.sealing import MAGIC, SealError, StateSeal, open_state, seal_state
+from livetable.host.runner import TableRunner
+from livetable.rules.fairness import (
+    ShoeRecord,
+    chain_heads,
+    check_shoe,
+    commitment,
+    publish_rounds,
+)
+from livetable.store.sealing import (
+    MAGIC,
+    SealError,
+    StateSeal,
+    load_key_ring,
+    open_state,
+    seal_state,
+)
 from livetable.store.sqlite import SQLiteStore
 
 T0 = 1_700_000_000_000
@@ -158,7 +171,8 @@ TAMPERED: dict[str, Any] = {
             s.rounds[0], round_id=f"{s.shoe_id}.{len(s.rounds) + 1}",
             round_no=len(s.rounds) + 1, cards=None, state="cancelled", dealt=0)]), s)[1],
         "after the shoe's last round"),
-    # issue 25, attack 3: a record that leaves slots of the order unaccounted for
+    # The money path's attack 3 (docs/security.md): a record that leaves slots of the order
+    # unaccounted for
     "a settled round's cards set to null": (
         lambda s: (setattr(s.rounds[0], "cards", None), s)[1], "no cards published"),  # type: ignore[func-returns-value]  # setattr's None, then the record
     "a settled round called cancelled, its cards null": (
@@ -195,7 +209,9 @@ async def test_a_recomputed_commitment_is_caught_by_the_one_seen_before_the_bets
     forged = _rehash(_swap_in_first_round(_copy(record)))
     forged.rounds[0].state = "cancelled"  # pretend the round was cancelled, publish what
     forged.rounds[0].cards = None  # the forged order deals: consistent again
+    forged.rounds[0].spots = {}
     publish_rounds(forged.order, forged.rounds)
+    forged.chain_head = chain_heads(forged)[-1]  # and its game log recomputed
     assert check_shoe(forged) == []  # consistent in itself…
     problems = check_shoe(forged, seen_commitment=seen)  # …but not the shoe announced
     assert len(problems) == 1 and "not the one published" in problems[0]
@@ -247,7 +263,8 @@ async def test_verify_shoe_from_a_file(fair: tuple[ShoeRecord, str], tmp_path: P
     assert err.startswith("shoe t1.1: NOT VERIFIED\n  - round t1.1.1: P1 was revealed as")
     code, out, _ = run(capsys, "verify-shoe", "t1.1", "--file", str(bad), "--json")
     assert code == 1 and json.loads(out)["ok"] is False
-    # issue 25, attack 3: one round's cards set to null, or the round called cancelled,
+    # The money path's attack 3 (docs/security.md): one round's cards set to null, or the round
+    # called cancelled,
     # exited 0 ("verified")
     for how in ("null", "cancelled"):
         forged = _copy(record)
@@ -341,37 +358,38 @@ def test_the_state_key_comes_from_outside_the_data_directory(tmp_path: Path) -> 
     data = tmp_path / "data"
     data.mkdir()
     s = Settings(data_dir=data, secret=b"x", shoe_key=b"k" * 32)
-    assert s.state_key() == (b"k" * 32 + b"\nx", "LIVETABLE_SHOE_KEY", [])
+    assert load_key_ring(s) == (b"k" * 32 + b"\nx", "LIVETABLE_SHOE_KEY", [])
     key_file = tmp_path / "shoe.key"
     key_file.write_text("f" * 64 + "\n")
     key_file.chmod(0o600)
     s = Settings(data_dir=data, secret=b"x", shoe_key_file=key_file)
-    assert s.state_key()[0] == b"f" * 64 + b"\nx" and s.state_key()[2] == []
+    assert load_key_ring(s)[0] == b"f" * 64 + b"\nx" and load_key_ring(s)[2] == []
     inside = data / "shoe.key"
     inside.write_text("f" * 64)
     inside.chmod(0o600)
-    assert "inside the data directory" in Settings(
-        data_dir=data, secret=b"x", shoe_key_file=inside).state_key()[2][0]
+    assert "inside the data directory" in load_key_ring(Settings(
+        data_dir=data, secret=b"x", shoe_key_file=inside))[2][0]
     key_file.chmod(0o644)
-    assert "readable by others" in Settings(
-        data_dir=data, secret=b"x", shoe_key_file=key_file).state_key()[2][0]
+    assert "readable by others" in load_key_ring(Settings(
+        data_dir=data, secret=b"x", shoe_key_file=key_file))[2][0]
     with pytest.raises(ValueError, match="at least 32"):
-        Settings(data_dir=data, secret=b"x", shoe_key=b"short").state_key()
+        load_key_ring(Settings(data_dir=data, secret=b"x", shoe_key=b"short"))
     with pytest.raises(ValueError, match="LIVETABLE_SHOE_KEY_FILE"):
-        Settings(data_dir=data, secret=b"x", shoe_key_file=tmp_path / "none").state_key()
+        load_key_ring(Settings(data_dir=data, secret=b"x", shoe_key_file=tmp_path / "none"))
     with pytest.raises(ValueError, match="signing secret"):
-        Settings(data_dir=data, secret=b"s" * 32, shoe_key=b"s" * 32).state_key()
+        load_key_ring(Settings(data_dir=data, secret=b"s" * 32, shoe_key=b"s" * 32))
 
 
 def test_the_shoe_key_is_its_own_generated_apart_from_the_secret_and_the_data(
         tmp_path: Path) -> None:
-    """Issue 25, attack 2: the default sealing key was the token secret, kept beside the
+    """The money path's attack 2 (docs/security.md): the default sealing key was the token secret,
+    kept beside the
     database. Now a key of its own is generated on the first start, in a 0700 directory
     beside the data directory, 0600, and the secret cannot open what it seals."""
     data = tmp_path / "data"
     s = Settings(data_dir=data)
     secret = s.load_secret()
-    ring, source, warnings = s.state_key()
+    ring, source, warnings = load_key_ring(s)
     path = tmp_path / "data-keys" / "shoe.key"
     assert source == f"the key file {path}" and "generated the shoe key" in warnings[0]
     assert path.stat().st_mode & 0o777 == 0o600
@@ -379,7 +397,7 @@ def test_the_shoe_key_is_its_own_generated_apart_from_the_secret_and_the_data(
     shoe_key = path.read_bytes().strip()
     assert len(shoe_key) >= 32 and shoe_key != secret
     assert ring == shoe_key + b"\n" + secret  # the secret only opens (the migration)
-    assert s.state_key() == (ring, source, [])  # the second start reads the same key
+    assert load_key_ring(s) == (ring, source, [])  # the second start reads the same key
     sealed = StateSeal(ring).seal("t1", b'{"shoe": "next cards"}')
     with pytest.raises(SealError, match="another key"):
         StateSeal(secret).open("t1", sealed)  # what the attacker held: not enough now
@@ -411,7 +429,7 @@ async def test_a_state_sealed_with_the_secret_is_resealed_with_the_shoe_key(
     await commit(old, e, step, T0)
     await old.close()
 
-    store = SQLiteStore(path, seal=StateSeal(settings.state_key()[0]))
+    store = SQLiteStore(path, seal=StateSeal(load_key_ring(settings)[0]))
     runner = TableRunner("t1", store, MemoryBus(), clock=lambda: T0 + 10)
     await runner.start()
     await runner.stop()
@@ -480,4 +498,4 @@ async def test_a_configured_mode_that_a_stored_table_does_not_have_is_said_at_st
 def test_a_shoe_key_that_cannot_be_created_is_a_clear_settings_error(tmp_path: Path) -> None:
     (tmp_path / "data-keys").write_text("a file where the key's directory would go")
     with pytest.raises(SettingsError, match=r"cannot create the shoe key .*LIVETABLE_SHOE_KEY"):
-        Settings(data_dir=tmp_path / "data", secret=b"x" * 32).state_key()
+        load_key_ring(Settings(data_dir=tmp_path / "data", secret=b"x" * 32))

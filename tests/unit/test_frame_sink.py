@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_gateway import FakeWebSocket, _gateway, settle, snapshot
 from test_uvicorn_internals import _made, _Transport
 from websockets.frames import Frame, Opcode
@@ -19,10 +20,13 @@ from websockets.frames import Frame, Opcode
 from livetable.auth import mint
 from livetable.bus import TableBatch
 from livetable.config import Settings
-from livetable.server.framed_ws import SINK, FramedWebSocketProtocol
+from livetable.metrics import Metrics
+from livetable.server.framed_ws import AFTER_CLOSE, SINK, FramedWebSocketProtocol
 from livetable.server.gateway import Gateway
-from livetable.server.metrics import Metrics
 from livetable.store.sqlite import SQLiteStore
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
 
 
 async def test_the_protocol_offers_a_frame_to_the_sink_only_with_nothing_queued() -> None:
@@ -120,3 +124,56 @@ async def test_a_bet_on_the_direct_path_counts_against_the_frame_budget(
         async with asyncio.timeout(2):
             await session
         await gateway.store.close()
+
+
+async def test_pings_pongs_and_fragments_are_charged_to_the_budget_named() -> None:
+    """Frames that are not a whole message never reach the app, so the protocol charges
+    them to the budget the app names — those read before it names one, when it does —
+    and a whole message is left for the app to count. Past its close, a peer that goes
+    on sending is no longer read."""
+    class Transport(_Transport):
+        def write(self, data: bytes) -> None:
+            return None
+
+    ws = _made(FramedWebSocketProtocol)
+    ws.transport = Transport()
+    ws.handle_ping()  # read before the app named its budget
+    charged: list[int] = []
+    ws.charge_frames_to(charged.append)
+    assert charged == [1]
+    ws.handle_pong(Frame(Opcode.PONG, b""))
+    ws.handle_text(Frame(Opcode.TEXT, b'{"type":', fin=False))
+    ws.handle_cont(Frame(Opcode.CONT, b"", fin=False))
+    ws.handle_cont(Frame(Opcode.CONT, b'"ping"}'))  # the last: the message, the app's
+    assert charged == [1, 1, 1, 1] and ws.queue.get_nowait()["text"] == '{"type":"ping"}'
+    ws.handle_bytes(Frame(Opcode.BINARY, b"\x00", fin=False))
+    assert len(charged) == 5
+    ws.close_sent = True
+    for _ in range(AFTER_CLOSE - 1):
+        ws.handle_ping()
+    assert len(charged) == 5 and not ws.transport.paused
+    ws.handle_text(Frame(Opcode.TEXT, b"{}"))
+    assert ws.transport.paused and ws.queue.empty()
+
+
+async def test_the_upgrade_requests_headers_are_dropped_once_in_the_scope() -> None:
+    """websockets' parser keeps the upgrade request for the connection's life; its headers
+    are in the scope once the connection is made, so the request's own are dropped (2 KiB
+    an idle viewer in bench/transport.py, more for a browser's headers)."""
+    class Transport(_Transport):
+        def write(self, data: bytes) -> None:
+            return None
+
+    ws = _made(FramedWebSocketProtocol)
+    ws.connection_made(Transport())
+    # as uvicorn's h11 protocol hands the upgrade over: names in lower case
+    ws.conn.receive_data(b"GET /ws HTTP/1.1\r\nhost: h\r\nupgrade: websocket\r\n"
+                         b"connection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                         b"sec-websocket-version: 13\r\norigin: http://h\r\n\r\n")
+    [request] = ws.conn.events_received()
+    ws.handle_connect(request)
+    assert not list(request.headers.raw_items())
+    assert (b"origin", b"http://h") in ws.scope["headers"]
+    assert ws.response.status_code == 101
+    for task in list(ws.tasks):  # the app's task (this test's app is never called)
+        task.cancel()

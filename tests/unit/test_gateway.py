@@ -19,12 +19,15 @@ from livetable import protocol as p
 from livetable.auth import mint
 from livetable.bus import TableBatch
 from livetable.config import Settings
+from livetable.metrics import Metrics
 from livetable.server.framed_ws import EXTENSION
 from livetable.server.gateway import CLOSE_INTERNAL_ERROR, CLOSE_RESYNC, CLOSE_TOO_SLOW, Gateway
 from livetable.server.gateway.delivery import Census
-from livetable.server.metrics import Metrics
 from livetable.store.base import StoreUnavailable
 from livetable.store.sqlite import SQLiteStore
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
 
 SEND_QUEUE = 8
 
@@ -210,11 +213,11 @@ async def test_table_events_go_straight_to_idle_connections_framed_once(
     a, b = FakeWebSocket(hello, direct=True), FakeWebSocket(hello, direct=True)
     sessions = [asyncio.create_task(gateway.serve(ws, "player")) for ws in (a, b)]  # type: ignore[arg-type]
     feed = gateway.feeds["t1"]
-    await settle(lambda: len(feed.clients) == 2 and a.sent and b.sent)
+    await settle(lambda: len(feed.clients) == 2 and a.wire and b.wire)  # the welcomes
     gateway.deliver(TableBatch(table="t1", epoch=1, seq=1, frames=[(1, event(1))],
                                snapshot=snapshot(1)))
-    assert a.wire == b.wire and len(a.wire) == 1  # written at once, the same bytes
-    assert json.loads(_payload(a.wire[0]))["seq"] == 1
+    assert a.wire[1:] == b.wire[1:] and len(a.wire) == 2  # written at once, the same bytes
+    assert json.loads(_payload(a.wire[1]))["seq"] == 1
 
     b.writable = False  # b's transport is paused: its frames queue up
     for seq in (2, 3):
@@ -225,7 +228,7 @@ async def test_table_events_go_straight_to_idle_connections_framed_once(
                                snapshot=snapshot(4)))
     await settle(lambda: len(b.received()) == 5)
     assert [m.get("seq") for m in a.received()[1:]] == [1, 2, 3, 4]
-    assert len(a.wire) == 4 and [m["seq"] for m in b.sent[1:]] == [2, 3, 4]  # queued, in order
+    assert len(a.wire) == 5 and [m["seq"] for m in b.sent] == [2, 3, 4]  # queued, in order
     for ws in (a, b):
         await ws.close(1000)
     async with asyncio.timeout(2):
@@ -233,10 +236,10 @@ async def test_table_events_go_straight_to_idle_connections_framed_once(
 
 
 def test_metrics_escape_label_values() -> None:
-    # issue 16: table ids went into labels unescaped; a quote or a newline broke the page
+    # table ids went into labels unescaped; a quote or a newline broke the page
     from prometheus_client.parser import text_string_to_metric_families
 
-    from livetable.server.metrics import Metrics
+    from livetable.metrics import Metrics
 
     metrics = Metrics()
     metrics.set_gauge("livetable_lease_held", 1.0, table='t"1\nx')
@@ -294,7 +297,8 @@ async def test_a_steps_events_go_out_in_one_write_to_each_connection(
         gateway: Gateway) -> None:
     """A step of two events (a round's settlement: the banker's hand, then round_settled)
     is one write to an idle connection, not two (10,000 system calls for 5,000 watchers,
-    issue 23); a connection without the direct write gets each through its queue."""
+    docs/decisions.md#the-seamless-wallet-at-table-speed); a connection without the direct write
+    gets each through its queue."""
     from livetable.server.gateway import Client
 
     idle, busy = FakeWebSocket(direct=True), FakeWebSocket()
@@ -327,7 +331,7 @@ def _player_betting_once() -> FakeWebSocket:
 async def test_a_bug_while_taking_a_bet_closes_1011_not_unavailable(
         gateway: Gateway, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    """issue 16: a bug in the store (here a KeyError) is not an outage. Answered
+    """A bug in the store (here a KeyError) is not an outage. Answered
     ``unavailable``, the client would resend the same bet into the same bug forever; it is
     logged with its traceback and the connection is closed 1011 (internal error)."""
     async def broken(*args: Any, **kwargs: Any) -> Any:
@@ -398,7 +402,7 @@ async def test_a_repaired_rounds_results_reach_a_player_once(
     """A round's settling step reached this gateway by repair, so its results are read
     back from the store — where a later chunk is already stored whose batch is still on
     its way over the bus. Whether the bus brings that chunk while the store is read
-    (``bus_first``) or after, every result reaches the player once (issue 16: seen as 4
+    (``bus_first``) or after, every result reaches the player once (seen as 4
     ``bet_settled`` for 2 bets)."""
     from livetable.server.gateway import Client
 
@@ -413,7 +417,7 @@ async def test_a_repaired_rounds_results_reach_a_player_once(
         assert rounds == ["r1"]
         reading.set()
         await read_may_end.wait()
-        return [result("chunk1"), result("chunk2")]  # both chunks are stored by now
+        return [result("chunk1"), result("chunk2")]  # ann's chunk is stored by now
 
     monkeypatch.setattr(gateway.store, "settlements_for_rounds", settlements_for_rounds)
     ws = FakeWebSocket(direct=True)
@@ -425,8 +429,10 @@ async def test_a_repaired_rounds_results_reach_a_player_once(
     gateway.deliver(TableBatch(table="t1", epoch=1, seq=1, frames=[(1, settled)],
                                snapshot=snapshot(1), repair=True))
     await reading.wait()
+    # a player's results of a round are in one chunk (store/bets.py): ann's, both bets
     later_chunk = TableBatch(table="t1", epoch=1, seq=1, frames=[], snapshot=snapshot(1),
-                             private=[("ann", p.encode(result("chunk2")))])
+                             private=[("ann", p.encode(result("chunk1"))),
+                                      ("ann", p.encode(result("chunk2")))])
     if bus_first:
         gateway.deliver(later_chunk)
     read_may_end.set()
@@ -440,7 +446,7 @@ async def test_a_repaired_rounds_results_reach_a_player_once(
 
 async def test_a_head_gone_backwards_resyncs_the_clients_with_a_fresh_snapshot(
         gateway: Gateway) -> None:
-    """Issue 27: an engine reloaded from a store that had lost its last steps numbers its
+    """An engine reloaded from a store that had lost its last steps numbers its
     events again from the store's head. The gateway, ahead, dropped them as seen — a
     cancellation and the next round_opened among them. Now the clients resync: closed
     4011, and their resume gets a fresh snapshot, not a replay of the other history."""
@@ -468,7 +474,8 @@ async def test_a_head_gone_backwards_resyncs_the_clients_with_a_fresh_snapshot(
     assert gateway.metrics.counters["livetable_feed_rewinds_total"] == 1
     async with asyncio.timeout(2):
         await session
-    assert (feed.seq, feed.frames_after(3)) == (4, [(4, other.decode())])
+    assert feed.seq == 4
+    assert [(e.seq, e.text) for e in feed.frames_after(3) or ()] == [(4, other.decode())]
 
     # the client resumes from what it saw (seq 5): a fresh snapshot at the table's head
     back = FakeWebSocket({**hello, "resume": {"epoch": 1, "seq": 5}})
@@ -529,7 +536,7 @@ async def test_players_online_count_the_connections_of_every_gateway(
     """In scale-out a table's watchers are spread over gateways: the presence frame says
     the table's count (this gateway's connections and what the bus's census says of the
     others), not this gateway's share. A census that cannot answer (None) or fails keeps
-    the last count (issue 28: each gateway counted only its own)."""
+    the last count (each gateway used to count only its own)."""
     from livetable.server.gateway import Client
 
     monkeypatch.setattr(p, "PRESENCE_EVERY", 0.1)

@@ -1,7 +1,8 @@
 """The gateway is composed of objects that do not know it: no part imports the gateway
 package back, and its modules import one another in one direction only.
 
-Before issue 29 every part imported ``Gateway`` for the type of ``self`` (its functions were
+Before the gateway became objects, every part imported ``Gateway`` for the type of ``self`` (its
+functions were
 bound onto the class), so the eight modules formed one import cycle and a call could be
 followed only by knowing which file bound which name. Imports inside functions and under
 ``TYPE_CHECKING`` count: they are what a reader follows too.

@@ -10,14 +10,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from livetable import protocol as p
 from livetable.auth import mint
+from livetable.betting.sessions import SessionRecord
 from livetable.bus import TableBatch
 from livetable.config import Settings
-from livetable.engine.sessions import SessionRecord
+from livetable.metrics import Metrics
 from livetable.server.gateway import Gateway
-from livetable.server.metrics import Metrics
 from livetable.store.sqlite import SQLiteStore
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
 
 SECRET = b"s" * 32
 T0 = 1_700_000_000_000
@@ -106,8 +111,8 @@ async def test_a_reality_check_answered_before_it_is_due_does_not_put_it_off(
         tmp_path: Path) -> None:
     """Answering ahead of time would move the next check for ever: only an answer to a
     check that is due counts."""
+    from livetable.betting.sessions import SessionLimits
     from livetable.clock import now_ms
-    from livetable.engine.sessions import SessionLimits
 
     settings = Settings(data_dir=tmp_path, secret=SECRET, heartbeat=0)
 
@@ -140,7 +145,7 @@ async def test_a_reality_check_answered_before_it_is_due_does_not_put_it_off(
 async def test_a_slip_the_store_failed_on_holds_no_stake(tmp_path: Path) -> None:
     """A slip answered ``unavailable`` (a store outage) gives its reserved stake back: else
     the session's next slips would be refused a limit they are within."""
-    from livetable.engine.sessions import SessionLimits
+    from livetable.betting.sessions import SessionLimits
     from livetable.store.base import StoreUnavailable
 
     settings = Settings(data_dir=tmp_path, secret=SECRET, heartbeat=0)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import asyncio
 import gc
 
+import pytest
+
 from livetable.server.gcpolicy import NO_AUTOMATIC_FULL, YOUNG_THRESHOLD, Collector
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
 
 
 async def test_it_waits_for_a_quiet_moment_then_collects() -> None:

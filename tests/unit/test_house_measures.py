@@ -1,10 +1,10 @@
-"""The house's measures (issue 29), held by tests so that they stay true.
+"""The house's measures, held by tests so that they stay true.
 
 A newcomer reads a module top to bottom and a function on one screen, follows an import
 without coming back to where they started, and finds the Redis scripts in files. So:
 no module over 500 lines, no function over 60, no import cycle among livetable's modules
 (imports inside functions count: they run, and they hide a cycle instead of removing it),
-and no ``redis.call`` in Python (a script belongs in a ``.lua`` file: ``livetable/server/lua/``).
+and no ``redis.call`` in Python (a script belongs in a ``.lua`` file: ``livetable/host/lua/``).
 
 Each test names what breaks the measure and where, so a failure says what to split or move.
 """
@@ -41,6 +41,18 @@ def test_no_module_is_over_500_lines() -> None:
         + "\n".join(long)
 
 
+def test_no_browser_module_is_over_500_lines() -> None:
+    """The pages' ES modules (``static/js/*.js``) are held to the same measure; the
+    vendored hls.js (``static/vendor/``) is not ours, and the dictionaries
+    (``static/js/i18n/``) are data, one line a string."""
+    modules = sorted((ROOT / "static/js").glob("*.js"))
+    assert len(modules) > 20, modules  # the folder is where this test looks for it
+    long = [f"{path.relative_to(ROOT).as_posix()}: {n} lines" for path in modules
+            if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert not long, f"split these modules by concern (at most {MAX_MODULE_LINES} lines):\n" \
+        + "\n".join(long)
+
+
 def test_no_function_is_over_60_lines() -> None:
     long = []
     for rel, path in _modules():
@@ -56,7 +68,7 @@ def test_no_redis_script_is_written_in_python() -> None:
     inline = [f"{rel}:{no}" for rel, path in _modules()
               for no, line in enumerate(path.read_text().splitlines(), start=1)
               if "redis.call" in line]
-    assert not inline, "Lua in Python strings (move it to livetable/server/lua/):\n" \
+    assert not inline, "Lua in Python strings (move it to livetable/host/lua/):\n" \
         + "\n".join(inline)
 
 

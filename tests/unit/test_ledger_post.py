@@ -1,5 +1,5 @@
 """``Ledger.post``, the one way a balance changes on SQLite, and the invariants it checks
-on every transfer (store/ledger/core.py): each transfer once by its id, no account debited
+on every transfer (store/sqlite/ledger/core.py): each transfer once by its id, no account debited
 and credited at once, no account missing, no player or round hold below 0. A post that
 breaks one raises and its transaction writes nothing."""
 
@@ -10,8 +10,8 @@ import sqlite3
 import pytest
 
 from livetable.accounts import AccountError
-from livetable.store.ledger import accounts, reads
-from livetable.store.ledger.core import BrokenLedger, Ledger, Transfer
+from livetable.store.sqlite.ledger import accounts, reads
+from livetable.store.sqlite.ledger.core import BrokenLedger, Ledger, Transfer
 
 T0 = 1_700_000_000_000
 

@@ -1,4 +1,4 @@
-"""One way to do each thing (issue 29): one home for the betting rules, one import path for
+"""One way to do each thing: one home for the betting rules, one import path for
 their names, one builder of ``bet_settled``, distinct names for a dealer's command and the
 ledger's effect that share the wire name ``cancel_round``.
 """
@@ -13,7 +13,7 @@ from typing import get_args
 
 import livetable
 from livetable import protocol as p
-from livetable.engine import bets
+from livetable.betting import slips as bets
 from livetable.engine.effects import Effect
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,8 +25,8 @@ def _modules() -> list[str]:
 
 
 def test_the_betting_rules_are_pure() -> None:
-    """engine/bets.py imports the protocol and the rules, nothing with I/O."""
-    tree = ast.parse((ROOT / "livetable/engine/bets.py").read_text())
+    """betting/slips.py imports the protocol and the rules, nothing with I/O."""
+    tree = ast.parse((ROOT / "livetable/betting/slips.py").read_text())
     ours = {node.module for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("livetable")}
     ours |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
@@ -60,7 +60,7 @@ def test_one_builder_of_bet_settled() -> None:
             if isinstance(node, ast.Call) and ast.unparse(node.func) in ("p.BetSettled",
                                                                          "BetSettled"):
                 builders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    assert [b.split(":")[0] for b in builders] == ["livetable/engine/bets.py"], builders
+    assert [b.split(":")[0] for b in builders] == ["livetable/betting/slips.py"], builders
 
 
 def test_a_dealer_command_and_a_ledger_effect_never_share_a_name() -> None:

@@ -132,7 +132,7 @@ def test_operators_check_says_what_a_file_holds_or_its_line(
 def test_a_bad_file_on_reload_leaves_the_registry_in_force(
         text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    from livetable.server.services import Services
+    from livetable.services import Services
 
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
@@ -159,7 +159,7 @@ def test_with_the_seamless_wallet_every_operator_needs_its_own_wallet(
         text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each operator's players are paid by its own wallet (operator/wallets.py): an
     operator without one is refused with its line, never sent to another's wallet."""
-    from livetable.server.services import Services
+    from livetable.services import Services
 
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)

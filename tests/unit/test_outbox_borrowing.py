@@ -1,4 +1,4 @@
-"""The outbox borrows the idle places of the debits' line (issue 23, operator/outbox.py,
+"""The outbox borrows the idle places of the debits' line (operator/outbox.py,
 operator/gate.py): once betting closes, a round's credits go out on the outbox's own
 connections *and* on up to three quarters of the debit connections, never more than the two pools
 hold, and a debit arriving meanwhile is sent at once.
@@ -20,16 +20,19 @@ import pytest
 from test_wallet import T0, TABLE, Clock
 
 from livetable.auth import Identity
+from livetable.betting.slips import BetRequest, Rejection
 from livetable.config import Settings
-from livetable.engine.bets import BetRequest, Rejection
+from livetable.metrics import Metrics
 from livetable.operator.client import Reply, WalletClient
 from livetable.operator.gate import lendable
 from livetable.operator.log import WalletCall
 from livetable.operator.log_sqlite import SQLiteWalletLog
 from livetable.operator.seamless import SeamlessWallet
 from livetable.operator.wallets import OperatorWallets
-from livetable.server.metrics import Metrics
 from livetable.store.sqlite import SQLiteStore
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
 
 OUTBOX = 8
 DEBITS = 24

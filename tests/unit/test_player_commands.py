@@ -22,9 +22,12 @@ from livetable import protocol as p
 from livetable.auth import mint
 from livetable.bus import TableBatch
 from livetable.config import Settings
+from livetable.metrics import Metrics
 from livetable.server.gateway import Gateway
-from livetable.server.metrics import Metrics
 from livetable.store.sqlite import SQLiteStore
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
 
 ROOT = Path(__file__).resolve().parents[2]
 HANDLER = ROOT / "livetable/server/gateway/commands.py"
@@ -75,6 +78,7 @@ SAMPLES: dict[str, tuple[dict[str, Any], str]] = {
     "get_balance": ({}, "balance"),
     "reality_check_ack": ({}, "ack"),
     "chat_send": ({"client_msg_id": "c1", "text": "   "}, "chat_rejected"),
+    "tip": ({"tip_id": "t1", "amount": 10}, "error"),  # a balance of 0: insufficient_funds
 }
 
 

@@ -1,5 +1,5 @@
 """The error and rejection codes are one Literal each, and docs/protocol.md §14 lists
-exactly those (issue 16): a code added to the server without its documentation, or
+exactly those: a code added to the server without its documentation, or
 documented and never sent, fails here."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import get_args
 
 from livetable import protocol as p
-from livetable.engine.bets import REJECTIONS
+from livetable.betting.slips import REJECTIONS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 

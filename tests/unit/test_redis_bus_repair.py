@@ -1,4 +1,4 @@
-"""The Redis bus's gap repair delivers each table step once (issue 16).
+"""The Redis bus's gap repair delivers each table step once.
 
 A step is stored before it is published, so a catch-up from the table's log covers the
 batch that triggered it (and any batch buffered while the subscription was re-made). Such a
@@ -58,7 +58,7 @@ async def test_a_batch_the_repair_covered_is_not_delivered_again() -> None:
 
 
 async def test_results_ahead_of_their_step_are_caught_up_first() -> None:
-    """Issue 27: at an engine takeover mid-settlement the new engine's first batches — its
+    """At an engine takeover mid-settlement the new engine's first batches — its
     recovery step and its settlement results, without events, at the store's head — can
     reach a gateway before the old engine's last step (published late, or never: killed
     between storing and publishing it). Delivered as they were, ahead of the gateway's
@@ -118,3 +118,28 @@ async def test_a_table_without_events_is_caught_up_under_its_own_epoch() -> None
                        snapshot=b"{}", private=[])
     await bus._receive(first)
     assert delivered[-1] is first  # in step: no repair, no new numbering
+
+
+async def test_a_step_stored_between_the_repairs_two_reads_goes_out_once() -> None:
+    """A catch-up reads the snapshot, then the log: a step stored between the two was in
+    the log's answer, past the snapshot's head. Delivered with the snapshot's (older)
+    head, the gateways sent it, took that head for theirs, and sent it again when its own
+    batch came: a client saw seq 29 twice after a Redis restart mid-deal."""
+    store = LogOnly(seq=5)
+    read_snapshot = store.load_snapshot
+
+    async def snapshot_then_a_step(table: str) -> tuple[int, int, bytes]:
+        head = await read_snapshot(table)
+        store.engine.state.seq = 6  # stored (and to be published) before the log is read
+        return head
+
+    store.load_snapshot = snapshot_then_a_step  # type: ignore[method-assign]
+    bus = RedisBus(None, ["t1"], store)  # type: ignore[arg-type]  # _receive needs no Redis
+    delivered: list[TableBatch] = []
+    bus.subscribe(delivered.append)
+    await bus._receive(batch(1, 2))
+    await bus._receive(batch(5))  # skips ahead: a catch-up
+    await bus._receive(batch(6))  # step 6's own batch
+    sent = [s for b in delivered for s, _ in b.frames]
+    assert sent == [1, 2, 3, 4, 5, 6], sent
+    assert all(s <= b.seq for b in delivered for s, _ in b.frames)

@@ -1,8 +1,8 @@
-"""Redis carries no money (issue 26, item 6): scale-out keeps it in PostgreSQL.
+"""Redis carries no money: scale-out keeps it in PostgreSQL.
 
 The Redis ledger was retired: ``--redis`` alone is refused at start, naming what to add,
 rather than running a deployment whose money has no store; and Redis keeps only the bus, the
-dealer commands' queues and the leases, whose Lua is in files (issue 29: no ``redis.call``
+dealer commands' queues and the leases, whose Lua is in files (no ``redis.call``
 in Python, tests/unit/test_house_measures.py), every one of them loaded.
 """
 
@@ -17,8 +17,11 @@ import pytest
 
 from livetable.cli import main
 from livetable.config import Settings, SettingsError
-from livetable.server.scaleout import LeasedTables, _Renewals
-from livetable.server.services import Services
+from livetable.host.scaleout import LeasedTables, _Renewals
+from livetable.services import Services
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = "redis://127.0.0.1:1/0"  # never reached: refused before any connection

@@ -16,6 +16,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
+#: Starts processes: not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Spelled in pieces so that this file does not match itself.

@@ -14,13 +14,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+import pytest
 
 from livetable import protocol as p
+from livetable.betting.slips import BetRequest
 from livetable.bus import MemoryBus, TableBatch
 from livetable.engine import SettleRound, Timing
-from livetable.engine.bets import BetRequest
-from livetable.server.runner import TableRunner
+from livetable.host.runner import TableRunner
 from livetable.store import SQLiteStore
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
 
 TABLE = "t1"
 T = TypeVar("T")

@@ -1,4 +1,5 @@
-"""Issue 10, attack 1: a player id in the ledger's own namespace.
+"""The first security round's attack 1 (docs/security.md): a player id in the ledger's own
+namespace.
 
 The attack: a signed player whose id is ``hold:<round id>`` (round ids are predictable)
 owned that round's escrow before it opened, received the other players' stakes and ended
@@ -23,8 +24,8 @@ from livetable.accounts import AccountError, check_player_id, is_player_id
 from livetable.auth import TokenError, mint, verify
 from livetable.cli import main
 from livetable.engine import OpenRound
-from livetable.store.ledger.core import Transfer
 from livetable.store.sqlite import SQLiteStore
+from livetable.store.sqlite.ledger.core import Transfer
 
 SECRET = b"s" * 32
 #: Ids in the ledger's own namespace, or otherwise no player's.

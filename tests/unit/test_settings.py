@@ -1,4 +1,4 @@
-"""Settings: one msgspec Struct from flags and ``LIVETABLE_*`` variables (issue 16).
+"""Settings: one msgspec Struct from flags and ``LIVETABLE_*`` variables.
 
 Every setting has one type and one default; a bad value is a usage error that names the
 variable or the flag it came from, never a traceback and never a silent fallback.
@@ -21,7 +21,7 @@ from livetable.config import (
     variable,
 )
 from livetable.engine import Timing
-from livetable.server.services import timing_of
+from livetable.services import timing_of
 
 
 def fields_of(struct: type[Settings]) -> list[str]:

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from sim import SimConfig, Simulation, SimulationFailure, Stats
 
+from livetable.betting.slips import REJECTIONS, SESSION_REJECTIONS, WALLET_REJECTIONS
 from livetable.engine import Effect
 from livetable.engine import table as engine_table
-from livetable.engine.bets import REJECTIONS, SESSION_REJECTIONS, WALLET_REJECTIONS
 from livetable.rules import (
     BetSpot,
     Hand,
@@ -33,6 +33,9 @@ from livetable.rules import (
     settle_round,
 )
 from livetable.store import Settled, SQLiteStore, Store
+
+#: Minutes of CPU (10,000 simulated rounds): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.slow
 
 ROUNDS = int(os.environ.get("LIVETABLE_SIM_ROUNDS", "10000"))
 SEED = int(os.environ.get("LIVETABLE_SIM_SEED", "20251129"))

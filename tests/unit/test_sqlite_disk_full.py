@@ -1,4 +1,4 @@
-"""A full disk is an outage of the SQLite ledger, and it passes (issue 27, item 2).
+"""A full disk is an outage of the SQLite ledger, and it passes.
 
 When a write fails with ``SQLITE_FULL``, SQLite may already have rolled the transaction
 back; the store used to run ``ROLLBACK`` anyway, and its "cannot rollback - no
@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 
 from livetable import protocol as p
+from livetable.betting.slips import Rejection, SlipRequest
 from livetable.engine import OpenRound
-from livetable.engine.bets import Rejection, SlipRequest
 from livetable.engine.effects import SettleRound
 from livetable.operator.log import WalletCall
 from livetable.operator.log_sqlite import SQLiteWalletLog
 from livetable.store import SQLiteStore
 from livetable.store.base import StoreUnavailable
+from livetable.store.sqlite.ledger import calls as c
 
 T0 = 1_700_000_000_000
 LIMITS = p.Limits(min=1, max=500, pair_min=1, pair_max=100, round_max=1_000_000)
@@ -124,3 +125,50 @@ async def test_a_full_disk_is_an_outage_of_the_wallet_log_too(tmp_path: Path) ->
         assert await log.begin_debit(wallet_debit(10_000)) is None
     finally:
         await log.close()
+
+
+async def test_a_write_that_wrote_nothing_does_not_end_the_outage(tmp_path: Path) -> None:
+    """A runner whose tick failed on the full disk settles what is pending next — nothing,
+    a write call that writes nothing — and that success ended the outage: readiness was 200
+    in 48 of 58 samples while every bet failed. Now only a write that changed the ledger
+    (it needed room) ends it."""
+    store = SQLiteStore(tmp_path / "db.sqlite3")
+    try:
+        made = await store.identity(create=True)
+        for pid in PLAYERS:
+            await store.ensure_player(pid, pid, 1_000_000, T0)
+        await store.commit_step("t1", b"{}", [], [OpenRound(
+            table="t1", round_id="t1.1.1", shoe_id="t1.1", round_no=1,
+            closes_at=T0 + 10**9, limits=LIMITS)], T0)
+        fill(store)
+        with pytest.raises(StoreUnavailable, match="disk is full"):
+            for n in range(3_000):  # until the pages it has are full
+                await store.place_slip(slip(n), T0 + 1)
+        assert await store.settle_pending("t1", T0 + 2) == ([], False)  # nothing pending
+        refused = await store.place_slip(slip(9_999, round_id="t1.1.9"), T0 + 1)  # no round
+        assert isinstance(refused, Rejection) and refused.code == "unknown_round"
+        with pytest.raises(StoreUnavailable, match="disk is full"):  # readiness asks this
+            await store.identity()
+
+        free(store)  # space again: the next write that changes the ledger ends it
+        answer = await store.place_slip(slip(5_000), T0 + 1)
+        assert isinstance(answer, p.SlipAccepted), answer
+        assert await store.identity() == made
+    finally:
+        await store.close()
+
+
+@pytest.mark.process
+async def test_the_writer_process_says_whether_a_call_changed_the_ledger(
+        tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "db.sqlite3", writer="process")
+    try:
+        assert store.process is not None
+        nothing, wrote = await store.process.call_counting(c.SettlePending("t1", T0, 100))
+        assert (nothing, wrote) == (([], False), False)
+        _, wrote = await store.process.call_counting(c.EnsurePlayer("alice", "A", 5, T0))
+        assert wrote
+        _, wrote = await store.process.call_counting(c.ReadPlayer("alice"))
+        assert not wrote
+    finally:
+        await store.close()

@@ -1,7 +1,7 @@
 """SQLite's group commit judges a batch of slips exactly as one transaction per slip would.
 
 The store reads a whole batch's facts in a few queries and keeps them current in memory as
-it takes each slip (store/ledger/slips.py). Here a few hundred random slips —
+it takes each slip (store/sqlite/ledger/slips.py). Here a few hundred random slips —
 repeats, reused bet and slip ids, limits, short balances, unknown rounds and players, a
 second round — go once one at a time (each its own transaction) and once all together (one
 batch), and the answers and every ledger row must be the same.
@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from livetable import protocol as p
+from livetable.betting.slips import SlipRequest
 from livetable.engine import OpenRound
-from livetable.engine.bets import SlipRequest
 from livetable.store import SQLiteStore
-from livetable.store.base import take_in_batches
+from livetable.store.slip_queue import take_in_batches
 from livetable.store.sqlite import MAX_SLIPS_PER_TRANSACTION
 
 T0 = 1_700_000_000_000

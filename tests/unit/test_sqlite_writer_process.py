@@ -1,4 +1,4 @@
-"""The SQLite store's writer in a child process (store/writer.py, issue 11).
+"""The SQLite store's writer in a child process (store/sqlite/writer.py).
 
 The store contract runs against it too (``sqlite-process`` in test_store_contract.py);
 here is what only a child process can do wrong: die, outlive its server, be killed by the
@@ -28,7 +28,10 @@ from livetable.engine.effects import OpenRound
 from livetable.store.base import StoreUnavailable, UnknownPlayer
 from livetable.store.sealing import StateSeal
 from livetable.store.sqlite import SQLiteStore
-from livetable.store.writer import _HEAD, _raised
+from livetable.store.sqlite.writer import _HEAD, _raised
+
+#: Starts processes: not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.process
 
 T0 = 1_700_000_000_000
 

@@ -26,8 +26,8 @@ import pytest
 
 from livetable import protocol as p
 from livetable.accounts import AccountError
+from livetable.betting.slips import REJECTIONS, BetRequest, Rejection, SlipRequest
 from livetable.engine import CancelRound, OpenRound, RevealShoe, SetBetting, SettleRound
-from livetable.engine.bets import REJECTIONS, BetRequest, Rejection, SlipRequest
 from livetable.rules import (
     DECK,
     BetSpot,
@@ -89,7 +89,12 @@ CLOSES = T0 + 15_000
 LIMITS = p.Limits(min=20, max=500, pair_min=5, pair_max=100, round_max=2_000)
 
 
-@pytest.fixture(params=sorted(STORE_FACTORIES))
+#: The stores that start a process (their writer's): marked so, out of bin/test --fast.
+STARTS_A_PROCESS = {"sqlite-process"}
+
+
+@pytest.fixture(params=[pytest.param(name, marks=pytest.mark.process)
+                        if name in STARTS_A_PROCESS else name for name in sorted(STORE_FACTORIES)])
 async def make_store(
     request: pytest.FixtureRequest,
 ) -> AsyncIterator[Callable[..., Awaitable[Store]]]:
@@ -620,6 +625,22 @@ async def test_round_settlements_are_every_players_settled_bets(table: Store) ->
             await table.round_settlements(R2)] == [("alice", "a3", "refund")]
 
 
+async def test_bet_spread_is_each_spots_players_and_stakes(table: Store) -> None:
+    # what bet_stats is made of (livetable/engine/announce.py): no player named
+    assert await table.bet_spread(R1) == ({}, 0)
+    await accepted(table, bet("alice", "a1", "P1", 100))
+    await accepted(table, bet("alice", "a2", "P1", 50))  # one player, counted once
+    await accepted(table, bet("alice", "a3", "P2_PAIR", 10))
+    await accepted(table, bet("bob", "b1", "P1", 200))
+    await open_round(table, R2)
+    await accepted(table, bet("bob", "b2", "P3", 100, round_id=R2))
+    assert await table.bet_spread(R1) == ({"P1": (2, 350), "P2_PAIR": (1, 10)}, 2)
+    await commit(table, settle_effect(R1, ROUND_A))  # settled bets still count
+    assert await table.bet_spread(R1) == ({"P1": (2, 350), "P2_PAIR": (1, 10)}, 2)
+    await commit(table, cancel(R2))  # refunded ones do not
+    assert await table.bet_spread(R2) == ({}, 0)
+
+
 async def test_round_view(table: Store) -> None:
     assert await table.round_view("t1.9.9") is None
     view = await table.round_view(R1)
@@ -664,7 +685,7 @@ async def test_events_after(store: Store) -> None:
 
 
 async def test_a_step_is_written_only_if_it_follows_the_stored_head(table: Store) -> None:
-    """Issue 27: an engine ahead of its store (a failover lost the store's last writes)
+    """An engine ahead of its store (a failover lost the store's last writes)
     went on publishing steps the store did not have. Every store writes a step only if its
     first event is the stored head + 1; any other is refused, and nothing of it is
     written — its events, its effects, the engine's state."""
@@ -762,7 +783,7 @@ async def test_audit_detects_a_bet_left_open_in_an_ended_round_sqlite() -> None:
 
 
 async def test_audit_detects_a_hold_that_is_not_its_open_bets_sqlite() -> None:
-    """Issue 27: the audit checked holds of ended rounds only. A round in play holds
+    """The audit checked holds of ended rounds only. A round in play holds
     exactly what its open bets took: a bet marked refunded without its refund (the money
     still in the hold, every account still matching its transfers) is found."""
     store = SQLiteStore(":memory:")
@@ -799,7 +820,7 @@ async def test_ids_with_colons_do_not_collide(store: Store) -> None:
     assert report.ok and report.house == 0
 
 
-# --- the account namespace (issue 10, attack 1) ------------------------------------------------
+# --- the account namespace ------------------------------------------------
 
 
 @pytest.mark.parametrize("player_id", ["hold:t1.1.2", "house", "external", "a:b", ""])
@@ -850,7 +871,8 @@ ROUND_HANDS = {"P1": "9D 7C", "P2": "KH 9H", "P3": "AS AD", "P4": "2C 3C", "P5":
 def reveal(shoe_id: str = "t1.1", salt: str = "cd" * 32) -> RevealShoe:
     return RevealShoe(table=TABLE, shoe_id=shoe_id, commitment="ab" * 32, salt=salt,
                       cut_at=350, order=ORDER, burn_card=ORDER[0], burned=1,
-                      rounds=[(R1, 13), (R2, 4)])
+                      rounds=[(R1, 13, T0 + 5), (R2, 4, T0 + 8)], ended_by="cut_card",
+                      chain_head="ef" * 32)
 
 
 async def test_a_shoe_is_kept_once_revealed_with_its_rounds(store: Store) -> None:
@@ -863,13 +885,17 @@ async def test_a_shoe_is_kept_once_revealed_with_its_rounds(store: Store) -> Non
     expected = ShoeRecord(
         shoe_id="t1.1", table=TABLE, commitment="ab" * 32, salt="cd" * 32, cut_at=350,
         order=ORDER, burn_card=ORDER[0], burned=1, ended_at=T0 + 9,
+        # the game log's facts: why the shoe ended, its rounds, its head (docs/security.md)
+        ended_by="cut_card", round_count=2, chain_head="ef" * 32,
         rounds=[ShoeRound(round_id=R1, round_no=1, state="settled", dealt=13,
-                          cards={pos: text.split() for pos, text in ROUND_HANDS.items()}),
+                          cards={pos: text.split() for pos, text in ROUND_HANDS.items()},
+                          at=T0 + 5, spots={spot: result[0] for spot, result in
+                                            settle_effect(R1, ROUND_HANDS).spots.items()}),
                 # a cancelled round publishes what it had dealt: its burn is slot 15
                 # (the opening AS, its one burn, round 1's 13), then P1, P2, P3
                 ShoeRound(round_id=R2, round_no=2, state="cancelled", dealt=4, cards={
                     "P1": [ORDER[16]], "P2": [ORDER[17]], "P3": [ORDER[18]], "P4": [],
-                    "P5": [], "BANKER": []})])
+                    "P5": [], "BANKER": []}, at=T0 + 8, spots={})])
     assert await store.shoe_view("t1.1") == expected
     # Revealed once: a repeated step (a runner's retry) does not rewrite the record.
     await commit(store, reveal(salt="ee" * 32), now=T0 + 10)
@@ -1166,7 +1192,7 @@ async def test_a_round_settling_across_the_open_bets_index_migration_sqlite(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ledger written before migration 5 (the open-bets index of open bets only), with a
     round half settled, opens migrated, and the rest of the round settles each bet once."""
-    import livetable.store.ledger.schema as sqlite_store
+    import livetable.store.sqlite.ledger.schema as sqlite_store
 
     path = tmp_path / "livetable.db"
     with monkeypatch.context() as m:
@@ -1182,7 +1208,7 @@ async def test_a_round_settling_across_the_open_bets_index_migration_sqlite(
     store = SQLiteStore(path, settle_chunk=4)
     try:
         assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(
-            sqlite_store.MIGRATIONS) == 6  # 6: sessions
+            sqlite_store.MIGRATIONS) == 8  # 6: sessions, 7: launch request ids, 8: tips
         index = store.db.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'bets_open'").fetchone()[0]
         assert index.endswith("WHERE state = 'accepted'"), index
@@ -1237,7 +1263,7 @@ async def test_a_chunk_that_fails_half_way_writes_nothing_sqlite(
 
 async def test_an_on_time_bet_still_queued_when_settlement_starts_is_taken(
         table: Store) -> None:
-    """issue 11: a bet that reached the gateway before closes_at but waits in a busy
+    """A bet that reached the gateway before closes_at but waits in a busy
     store's queue when the engine's settling step comes is taken (then settled), not
     refused ``betting_closed`` for the store's delay."""
     await commit(table, betting("closed"), now=CLOSES + 1_000)
@@ -1257,7 +1283,7 @@ async def test_a_session_is_kept_counted_checked_and_ended_once(store: Store) ->
     """A launch's session as every gateway reads it: its limits, its figures (a stake by
     round, returns), the last reality check answered, and one end whose first reason
     stays."""
-    from livetable.engine.sessions import SessionLimits, SessionRecord
+    from livetable.betting.sessions import SessionLimits, SessionRecord
 
     far = 2**52  # an expiry the store's clock never reaches
     limits = SessionLimits(max_stake_per_round=500, loss_limit=2_000, session_minutes=30,
@@ -1286,3 +1312,13 @@ async def test_a_session_is_kept_counted_checked_and_ended_once(store: Store) ->
     assert again.limits == limits and again.staked == 340
     assert await store.end_session("nobody", "x", T0) is None
     assert await store.count_session("nobody", None, 1, 1) is None
+
+
+async def test_a_launch_request_id_is_taken_once_until_it_is_forgotten(store: Store) -> None:
+    """A launch's request id is the operator's once (the store's, so after a restart too);
+    another operator's same id is its own; past its time it is forgotten."""
+    kept = T0 + 600_000
+    assert await store.first_launch("acme", "req-00001", T0, kept)
+    assert not await store.first_launch("acme", "req-00001", T0 + 1, kept + 1)
+    assert await store.first_launch("bet-7", "req-00001", T0 + 2, kept + 2)
+    assert await store.first_launch("acme", "req-00001", kept + 10, kept + 600_000)

@@ -1,4 +1,4 @@
-"""Errors that tell an outage from a bug (issue 16).
+"""Errors that tell an outage from a bug.
 
 A store raises :class:`StoreUnavailable` when it cannot reach its database — the driver's
 own connection errors and timeouts, wrapped at one point per store — and a domain error
@@ -8,6 +8,7 @@ through is a bug: the gateway and the runner never retry it as an outage.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sqlite3
 from pathlib import Path
@@ -18,6 +19,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import BusyLoadingError, ResponseError
 
+from livetable import protocol as p
+from livetable.betting.slips import Rejection, SlipRequest
 from livetable.bus import TableBatch
 from livetable.bus.keys import RedisKeys
 from livetable.bus.redis import RedisBus
@@ -82,6 +85,35 @@ async def test_a_locked_sqlite_database_surfaces_as_store_unavailable(
     assert await store.deposit("d1", "alice", 10, T0) == 110  # and back once it is free
     with pytest.raises(UnknownPlayer):  # a refusal is not an outage
         await store.deposit("d2", "nobody", 10, T0)
+    await store.close()
+
+
+async def test_a_malformed_slip_is_refused_as_such_while_the_store_is_out(
+        tmp_path: Path) -> None:
+    """A slip's shape is checked in the store's batch, not before the queue; a store that
+    cannot open the batch's transaction still refuses a malformed slip by its shape, as it
+    did when it checked the shape before queueing it: only a slip it could take is
+    answered ``unavailable``."""
+    store = SQLiteStore(tmp_path / "db.sqlite3")
+    await store.ensure_player("alice", "Alice", 100, T0)
+    store.db.execute("PRAGMA busy_timeout=50")
+    other = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")  # another process holds the write lock
+
+    def slip(spot: str) -> SlipRequest:
+        return SlipRequest(player_id="alice", table="t1", slip_id=None, round_id="r1",
+                           bets=(p.SlipBet(bet_id="b1", spot=spot, amount=10),))
+
+    try:  # the two share a batch, whose transaction cannot begin
+        bad, good = await asyncio.gather(store.place_slip(slip("P9"), T0),
+                                         store.place_slip(slip("P1"), T0),
+                                         return_exceptions=True)
+        assert bad == Rejection("bad_spot", "b1", ("P9",))
+        assert isinstance(good, StoreUnavailable) and "locked" in str(good)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert await store.place_slip(slip("P9"), T0) == Rejection("bad_spot", "b1", ("P9",))
     await store.close()
 
 

@@ -1,4 +1,4 @@
-"""A table's live video in its configuration and its snapshot (issue 15).
+"""A table's live video in its configuration and its snapshot.
 
 ``--stream TABLE=URL`` (repeatable) or ``LIVETABLE_STREAMS="t1=URL,t2=URL"`` gives a table
 a video; its snapshot then carries ``stream: {hls: URL}``, else ``stream: null``. The video
@@ -17,7 +17,7 @@ from livetable.bus import MemoryBus, TableBatch
 from livetable.cli import build_parser, main
 from livetable.cli.arguments import UsageError, settings_of
 from livetable.config import Settings, StreamError, load_settings, parse_streams
-from livetable.server.runner import TableRunner
+from livetable.host.runner import TableRunner
 from livetable.store import SQLiteStore
 
 URL = "https://live.example.com/live/t1/index.m3u8"
@@ -40,7 +40,7 @@ def test_streams_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     ("t1=live/t1.m3u8", "must start with"),
     ("t1=//evil.example/a.m3u8", "must start with"),
     ("t1=javascript:alert(1)", "must start with"),
-    ('t1=/live/a".m3u8', "space or quote"),
+    ('t1=/live/a".m3u8', "a space, quote"),
 ])
 def test_a_bad_stream_says_what_is_wrong(entry: str, says: str) -> None:
     with pytest.raises(StreamError, match=says):

@@ -1,4 +1,5 @@
-"""Issue 27, item 6: an engine takeover mid-settlement costs the players nothing but a pause.
+"""docs/decisions.md#every-failure-loud-and-recoverable: an engine takeover mid-settlement costs
+the players nothing but a pause.
 
 At a standby's takeover mid-settlement both gateways closed every client with 4011
 ("events were lost on the way"). The old engine had stored the step that settles the round
@@ -18,20 +19,24 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_gateway import FakeWebSocket, settle
 
 from livetable import protocol as p
 from livetable.auth import mint
+from livetable.betting.slips import BetRequest
 from livetable.bus import BATCH_DECODER, BATCH_ENCODER, SessionEnd, TableBatch, TableNote
 from livetable.bus.redis import RedisBus
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import Timing
-from livetable.engine.bets import BetRequest
+from livetable.host.runner import TableRunner
+from livetable.metrics import Metrics
 from livetable.server.gateway import Gateway
-from livetable.server.metrics import Metrics
-from livetable.server.runner import TableRunner
 from livetable.store import SQLiteStore
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
 
 TABLE = "t1"
 SECRET = b"t" * 32

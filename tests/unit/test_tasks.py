@@ -8,6 +8,9 @@ import pytest
 
 from livetable.tasks import cancel
 
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
+
 
 async def test_it_stops_the_task_and_swallows_only_the_tasks_cancellation() -> None:
     stopped = asyncio.Event()

@@ -74,6 +74,10 @@ def _attribute(protocol: object, name: str, kind: type | tuple[type, ...]) -> An
     ("send_receive_event_to_app", ["self"]),
     ("handle_parser_exception", ["self"]),
     ("handle_text", ["self", "event"]),
+    ("handle_bytes", ["self", "event"]),
+    ("handle_cont", ["self", "event"]),
+    ("handle_ping", ["self"]),
+    ("handle_pong", ["self", "event"]),
 ])
 def test_the_websocket_methods_overridden_or_called_are_uvicorns(
         method: str, parameters: list[str]) -> None:

@@ -24,10 +24,11 @@ from starlette.types import ASGIApp
 
 from livetable import protocol as p
 from livetable.auth import Identity
+from livetable.betting.slips import BetRequest, Rejection, SlipRequest, bet_answer
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import CancelRound, OpenRound, SettleRound
-from livetable.engine.bets import BetRequest, Rejection, SlipRequest, bet_answer
+from livetable.metrics import Metrics
 from livetable.operator import signatures
 from livetable.operator.client import WalletClient
 from livetable.operator.closing import TAKEOVER_MS
@@ -37,8 +38,10 @@ from livetable.operator.reference import Books, Call, Faults, create_operator_ap
 from livetable.operator.report import report
 from livetable.operator.seamless import SeamlessWallet
 from livetable.rules import Position, hand_of, parse_cards, settle_round
-from livetable.server.metrics import Metrics
 from livetable.store.sqlite import SQLiteStore
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
 
 SECRET = b"wallet-secret"
 T0 = 1_800_000_000_000
@@ -458,7 +461,7 @@ async def test_the_report_adds_up_each_round(rig: Rig) -> None:
     await rig.bet("b2", spot="P2", amount=50)  # 100 debited; P2 (5) loses to 7: 50 back
     await rig.settle()
     await rig.drain()
-    result = report(await rig.log.calls(round_id=R1))
+    result = report(await rig.log.calls(round_id=R1), await rig.log.totals(round_id=R1))
     [row] = result.rounds
     assert (row.debited, row.credited, row.rolled_back, row.net) == (300, 350, 0, -50)
     assert row.open_debits == row.undelivered == 0

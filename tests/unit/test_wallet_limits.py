@@ -15,13 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 from starlette.types import Receive, Scope, Send
 from test_wallet import R1, T0, TABLE, Rig, credits_of
 
 from livetable import protocol as p
 from livetable.auth import Identity
+from livetable.betting.slips import SlipRequest
 from livetable.engine import OpenRound
-from livetable.engine.bets import SlipRequest
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
 
 #: (path, body) -> whether this call is the one to misbehave on
 Pick = Callable[[str, dict[str, Any]], bool]

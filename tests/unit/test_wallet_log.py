@@ -13,7 +13,7 @@ import pytest
 
 from livetable.operator.log import CallState, WalletCall, WalletLog, rollback_tx_id
 from livetable.operator.log_sqlite import SQLiteWalletLog
-from livetable.operator.report import report
+from livetable.operator.report import daily, report
 from livetable.store.base import InsufficientBalance, Store, UnknownPlayer
 from livetable.store.sqlite import SQLiteStore
 
@@ -99,6 +99,22 @@ async def test_a_debit_leaves_pending_once(wallet_log: WalletLog) -> None:
     assert (stored.state, stored.answer, stored.attempts) == ("ok", '{"status":"ok"}', 1)
     assert stored.closed_by is None
     assert [c.tx_id for c in await wallet_log.open_debits(10)] == ["d-1"]
+
+
+async def test_an_ok_debit_the_operator_keeps_is_closed_once(wallet_log: WalletLog) -> None:
+    """A tip's debit: ``ok`` and open until the ledger has the tip, then closed ``tip``."""
+    call, pending = debit("d-1", "tip:t1"), debit("d-2", "tip:t2")
+    for one in (call, pending):
+        await wallet_log.begin_debit(one)
+    assert not await wallet_log.keep_debit(call, "tip", T0 + 2)  # not ok yet
+    assert await wallet_log.answer_debit(call, "ok", '{"status":"ok"}', T0 + 5)
+    assert await wallet_log.keep_debit(call, "tip", T0 + 6)
+    assert not await wallet_log.keep_debit(call, "tip", T0 + 7)  # closed already
+    assert not await wallet_log.keep_debit(pending, "tip", T0 + 7)
+    stored = {c.tx_id: c for c in await wallet_log.calls()}
+    assert (stored["d-1"].closed_by, stored["d-1"].updated_at) == ("tip", T0 + 6)
+    assert stored["d-2"].closed_by is None
+    assert [c.tx_id for c in await wallet_log.open_debits(10)] == ["d-2"]
 
 
 async def test_calls_made_together_are_answered_as_one_after_another(
@@ -232,7 +248,8 @@ STORED_CREDIT = WalletCall(
     round_id="t1.1.1", amount=190, body=b'{"tx_id":"c-1"}', state="queued", created_at=8,
     next_at=9, debits="d-1")
 def test_the_wallet_report_keeps_its_fields() -> None:
-    assert msgspec.json.encode(report([STORED_DEBIT, STORED_CREDIT]).calls) == (
+    totals = [[0, "*", "*", 0, 2] + [0] * 10]  # the log's (test_the_report_adds_up_…)
+    assert msgspec.json.encode(report([STORED_DEBIT, STORED_CREDIT], totals).calls) == (
         b'[{"tx_id":"d-1","method":"debit","player_id":"p1","currency":"THB","table_id":"t1",'
         b'"round_id":"t1.1.1","amount":100,"state":"ok","answer":"{\\"balance\\":900}",'
         b'"attempts":1,"created_at":5,"updated_at":6,"closed_by":"c-1",'
@@ -240,3 +257,75 @@ def test_the_wallet_report_keeps_its_fields() -> None:
         b'{"tx_id":"c-1","method":"credit","player_id":"p1","currency":"THB","table_id":"t1",'
         b'"round_id":"t1.1.1","amount":190,"state":"queued","created_at":8,'
         b'"request":{"tx_id":"c-1"}}]')
+
+
+async def test_the_daily_summary_books_each_operators_play_by_table_and_currency(
+        wallet_log: WalletLog) -> None:
+    """Stakes are the debits that stood (a rolled-back one nets out), returns the credits,
+    GGR their difference; an operator sees only its players; a round that crosses
+    midnight is booked on the day it began — added up by the log, over every call."""
+    day = 1_799_971_200_000  # 2027-01-15 00:00 UTC
+    def call(tx: str, method: str, player: str, currency: str, round_id: str, amount: int,
+             state: str = "ok", at: int = day + 3_600_000) -> WalletCall:
+        return WalletCall(tx_id=tx, method=method, player_id=player,  # type: ignore[arg-type]
+                          currency=currency, table_id=round_id.split(".")[0],
+                          round_id=round_id, amount=amount, body=b"{}",
+                          state=state, created_at=at, updated_at=at)  # type: ignore[arg-type]
+    await wallet_log.enqueue([
+        call("d1", "debit", "acme~p-1", "THB", "t1.1.1", 20_000),
+        call("d2", "debit", "acme~p-2", "THB", "t1.1.1", 10_000),
+        call("c1", "credit", "acme~p-1", "THB", "t1.1.1", 40_000, at=day + 3_700_000),
+        call("c2", "credit", "acme~p-2", "THB", "t1.1.1", 0, at=day + 3_700_000),
+        call("d3", "debit", "acme~p-1", "JPY", "t1.1.2", 500, state="unknown"),
+        call("r3", "rollback", "acme~p-1", "JPY", "t1.1.2", 500),
+        call("d4", "debit", "acme~p-1", "JPY", "t2.1.1", 700),
+        call("c4", "credit", "acme~p-1", "JPY", "t2.1.1", 0),
+        call("x1", "debit", "bet7~p-1", "INR", "t1.1.3", 99_999),
+        call("r9", "debit", "acme~p-3", "THB", "t1.1.4", 100, state="refused"),
+        # begins before midnight, credited after it: the day it began
+        call("d5", "debit", "acme~p-2", "THB", "t1.1.9", 300, at=day - 1_000),
+        call("c5", "credit", "acme~p-2", "THB", "t1.1.9", 600, at=day + 5_000),
+    ], day)
+    rows = [(d.day, d.operator, d.table_id, d.currency, d.rounds, d.players, d.stakes,
+             d.returns, d.ggr) for d in daily(await wallet_log.days("acme"))]
+    assert rows == [
+        ("2027-01-14", "acme", "t1", "THB", 1, 1, 300, 600, -300),
+        ("2027-01-15", "acme", "t1", "JPY", 1, 1, 0, 0, 0),
+        ("2027-01-15", "acme", "t1", "THB", 2, 3, 30_000, 40_000, -10_000),
+        ("2027-01-15", "acme", "t2", "JPY", 1, 1, 700, 0, 700),
+    ]
+    assert [d.operator for d in daily(await wallet_log.days())] == ["acme"] * 4 + ["bet7"]
+
+
+
+async def test_the_reports_totals_are_the_logs_over_every_call(wallet_log: WalletLog) -> None:
+    """Each round's figures and the overall ones, added up by the log (both stores), and
+    of one operator's players when asked."""
+    def call(tx: str, method: str, state: str, amount: int, round_id: str = "t1.1.1",
+             player: str = "acme~p-1", closed_by: str | None = None) -> WalletCall:
+        return WalletCall(tx_id=tx, method=method, player_id=player,  # type: ignore[arg-type]
+                          currency="THB", table_id="t1", round_id=round_id, amount=amount,
+                          body=b"{}", state=state, created_at=T0, updated_at=T0,  # type: ignore[arg-type]
+                          closed_by=closed_by)
+    await wallet_log.enqueue([
+        call("d1", "debit", "ok", 100, closed_by="c1"),
+        call("d2", "debit", "unknown", 40, closed_by="r2"),
+        call("d3", "debit", "pending", 7),
+        call("d4", "debit", "refused", 9, closed_by="refused"),
+        call("c1", "credit", "queued", 250),
+        call("r2", "rollback", "ok", 40),
+        call("d5", "debit", "ok", 1_000, round_id="t1.1.2", player="other~p-9"),
+    ], T0)
+    found = report(await wallet_log.calls(), await wallet_log.totals())
+    first, second = found.rounds
+    assert (first.round_id, first.debits, first.debited, first.debited_unknown, first.refused,
+            first.credits, first.credited, first.rollbacks, first.rolled_back, first.net,
+            first.open_debits, first.undelivered) == (
+        "t1.1.1", 4, 100, 47, 1, 1, 250, 1, 40, -143, 1, 1)
+    assert (second.round_id, second.debited) == ("t1.1.2", 1_000)
+    assert (found.totals.debited, found.calls_in_log, found.partial) == (1_100, 7, False)
+    acme = report([], await wallet_log.totals(operator="acme"))
+    assert (acme.totals.debited, acme.calls_in_log, acme.partial) == (100, 6, True)
+    assert [r.round_id for r in acme.rounds] == ["t1.1.1"]
+    one = report([], await wallet_log.totals(round_id="t1.1.2", player_id="other~p-9"))
+    assert (one.totals.debited, one.calls_in_log) == (1_000, 1)

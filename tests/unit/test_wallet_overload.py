@@ -1,5 +1,6 @@
 """The seamless wallet under more debits than it can send in time, and a big round's close
-(issue 23): a debit that cannot start before its deadline is refused without a call and
+(docs/decisions.md#the-seamless-wallet-at-table-speed): a debit that cannot start before its
+deadline is refused without a call and
 without a rollback to owe; a round's close is a few store and log calls, not three per
 player."""
 
@@ -16,12 +17,15 @@ from test_wallet import ALICE, INITIAL, R1, T0, TABLE, Rig, applied_once, credit
 
 from livetable import protocol as p
 from livetable.auth import Identity
-from livetable.engine.bets import BetRequest, Rejection, SlipRequest
+from livetable.betting.slips import BetRequest, Rejection, SlipRequest
 from livetable.operator import seamless
 from livetable.operator.gate import MIN_CALL_MS, DebitGate
 from livetable.operator.reference import Faults
 from livetable.operator.seamless import NOT_SENT
 from livetable.tasks import cancel
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
 
 
 class Clock:

@@ -13,13 +13,17 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from test_wallet import R1, T0, TABLE, Rig
 
 from livetable import protocol as p
 from livetable.auth import Identity
-from livetable.engine.bets import SlipRequest
+from livetable.betting.slips import SlipRequest
 from livetable.operator.log import WalletCall
 from livetable.operator.log_sqlite import SQLiteWalletLog
+
+#: Starts processes: not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.process
 
 
 class Transactions:

@@ -1,4 +1,4 @@
-"""The boundary between the server and its SQLite writer process (issue 25, attack 1).
+"""The boundary between the server and its SQLite writer process.
 
 A call whose arguments cannot be encoded failed after it had been put on the list of
 waiting calls, and every later answer went to the caller before. Here, without a server:
@@ -19,6 +19,9 @@ import pytest
 
 from livetable import protocol as p
 from livetable.store.sqlite import SQLiteStore
+
+#: Starts processes: not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.process
 
 T0 = 1_700_000_000_000
 

@@ -24,6 +24,8 @@ interface; none of them knows the gateway (a :class:`Client` knows only its
   closed, their limits applied, their figures counted, their reality checks timed);
 - :mod:`.chat` — :class:`~.chat.Chat`: the table chat and the presenter (not table
   events: notes on the table's channel, kept in a :class:`~livetable.server.chatroom.ChatRoom`);
+- :mod:`.tips` — :class:`~.tips.Tips`: tips to the dealer, to their answers and to the
+  dealer consoles;
 - :mod:`.delivery` — :class:`~.delivery.Delivery`: table steps from the bus fanned out,
   private results, resync, repair, heartbeats;
 - :mod:`.codes` — the websocket close codes.
@@ -42,7 +44,9 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from livetable.bus import SessionEnd, TableBatch
 from livetable.config import Settings
+from livetable.metrics import Metrics
 from livetable.server.chatroom import ChatRoom, MemoryChatRoom
+from livetable.server.gateway.admission import Admission
 from livetable.server.gateway.chat import Chat
 from livetable.server.gateway.client import Client, Endpoint
 from livetable.server.gateway.codes import (
@@ -60,14 +64,19 @@ from livetable.server.gateway.codes import (
     CLOSE_UNKNOWN_TABLE,
 )
 from livetable.server.gateway.commands import Commands, Execute
+from livetable.server.gateway.connection import Session
 from livetable.server.gateway.delivery import Census, Delivery
 from livetable.server.gateway.feed import TableFeed, Tables
-from livetable.server.gateway.hello import Admission
 from livetable.server.gateway.intake import MAX_BETS_IN_FLIGHT, Intake
-from livetable.server.gateway.players import Players, TermsOf, no_terms
-from livetable.server.gateway.session import Session
-from livetable.server.gateway.sessions import Announce, Sessions, close_ended
-from livetable.server.metrics import Metrics
+from livetable.server.gateway.players import Players, TermsOf, TipsOf, no_terms, tips_on
+from livetable.server.gateway.sessions import (
+    Announce,
+    Sessions,
+    Standing,
+    close_ended,
+    every_table,
+)
+from livetable.server.gateway.tips import Tips
 from livetable.server.ratelimit import RateLimits
 from livetable.store.base import Store
 
@@ -94,12 +103,14 @@ class Gateway:
                  secret: bytes, wallet: SeamlessWallet | None = None,
                  announce: Announce | None = None, *,
                  chat_room: ChatRoom | None = None, census: Census | None = None,
-                 terms_of: TermsOf = no_terms) -> None:
+                 terms_of: TermsOf = no_terms, standing: Standing = every_table,
+                 tips_of: TipsOf = tips_on) -> None:
         """``announce`` tells every gateway that a session ended (the bus's
         ``end_session``); without it, only this one hears. ``census`` counts the
         players online on the other gateways (the bus's ``watchers_elsewhere``); without
         it, this gateway's connections are all there are. ``terms_of``: a launched
-        player's chips and limits (their operator's, for the session's currency)."""
+        player's chips and limits (their operator's, for the session's currency);
+        ``tips_of``: their operator's word on tips to the dealer."""
         self.settings = settings
         self.store = store
         self.metrics = metrics
@@ -116,16 +127,24 @@ class Gateway:
         self._heartbeat: asyncio.Task[None] | None = None
         self._census = census
         self._counting: asyncio.Task[None] | None = None
-        players = Players(settings, store, wallet, terms_of)
+        players = Players(settings, store, wallet, terms_of, tips_of)
         self.delivery = Delivery(settings, store, metrics, self.tables, self.keep)
-        self.sessions = Sessions(store, announce or self._announce_here, self.keep)
+        self.sessions = Sessions(store, announce or self._announce_here, self.keep,
+                                 standing)
         self.chat = Chat(settings, chat_room or MemoryChatRoom(), self.tables, metrics)
         self.admission = Admission(settings, secret, store, metrics, self.tables, players,
                                    self.sessions, self.chat)
         intake = Intake(settings, store, metrics, self.limits, wallet, self.tables.feeds,
                         self.sessions, terms_of)
+        tip_wallet = None
+        if wallet is not None:  # the operator's side, imported only with its wallet
+            from livetable.operator.tipping import WalletTips
+
+            tip_wallet = WalletTips(wallet)
+        self.tips = Tips(store, metrics, self.limits, self.tables.feeds, self.sessions,
+                         self.chat, players, tip_wallet)
         self.commands = Commands(store, self.limits, execute, secret, intake, players,
-                                 self.tables.feeds, self.sessions, self.chat)
+                                 self.tables.feeds, self.sessions, self.chat, self.tips)
 
     def deliver(self, batch: TableBatch) -> None:
         """A step from the bus: fanned out, and its settlements counted for the sessions
@@ -152,6 +171,14 @@ class Gateway:
             record = await self.store.session(sid)
             if record is not None and record.ended_at is not None:
                 self.end_session(SessionEnd(session_id=sid, reason=record.reason or ""))
+
+    async def recheck_standing(self) -> None:
+        """The registry was reloaded: the connections of an operator removed end their
+        sessions, those at a table their operator no longer offers are closed."""
+        for client in list(self.clients):
+            identity = client.identity
+            if identity is not None and client.table is not None and not client.closed:
+                await self.sessions.stands(client, identity, client.table)
 
     async def _announce_here(self, end: SessionEnd) -> None:
         self.end_session(end)
@@ -200,11 +227,13 @@ class Gateway:
         except WebSocketDisconnect:
             pass
         finally:
+            if client.charge_frames is not None:  # the session's budget goes with it
+                client.charge_frames(None)
             self._forget(client)
             self.metrics.connections -= 1
             if not client.closed:
                 client.closed = True
-                client.ready.set()
+                client.wake()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 if client.writer is not None:
                     await asyncio.wait_for(client.writer, 1.0)

@@ -24,14 +24,14 @@ from collections.abc import Awaitable, Callable
 
 from livetable import protocol as p
 from livetable.bus import TableNote
-from livetable.chat import CHAT_REJECTIONS, NO_WORDS, BlockedWords, clean, judge
+from livetable.chat import CHAT_REJECTIONS, NO_WORDS, BlockedWords, clean, folded, judge
 from livetable.clock import now_ms
-from livetable.config import Settings
+from livetable.config import Settings, presenter_of
+from livetable.metrics import Metrics
 from livetable.server.chatroom import ChatRoom
 from livetable.server.framed_ws import text_frame
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.feed import Tables
-from livetable.server.metrics import Metrics
 
 #: The blocked words of an operator (None: a player no operator launched, a guest).
 WordsOf = Callable[[str | None], BlockedWords]
@@ -67,13 +67,15 @@ class Chat:
         words = self.words_of(identity.operator) if role == "player" else NO_WORDS
         text, code = judge(command.text, role=role, blocked=words)
         now = now_ms()
+        until: int | None = None
         if code is None and role == "player":
-            if await self.room.muted(table, identity.id, now):
+            until = await self.room.muted(table, identity.id, now)
+            if until is not None:
                 code = "muted"
             elif not await self.room.take_turn(identity.id, now):
                 code = "rate_limited"
         if code is not None:
-            self._reject(client, command, code)
+            self._reject(client, command, code, until)
             return
         sender = self.signed_in.get(client, identity.name)
         message = await self.room.add(p.ChatMessage(
@@ -108,6 +110,13 @@ class Chat:
         if not name:
             client.send_message(p.Error(code="bad_command", message="a dealer needs a name"))
             return
+        bound = self.bound_to(name)
+        identity = client.identity
+        if bound is not None and (identity is None or identity.id.casefold() != bound):
+            client.send_message(p.Error(code="bad_command", message=(
+                f"{name!r} is a presenter of this studio: only their own staff token "
+                "signs in as them")))
+            return
         presenter = p.Presenter(name=name, photo=self.photo_of(name))
         await self.room.set_presenter(table, presenter)
         self.signed_in[client] = name
@@ -120,8 +129,19 @@ class Chat:
         """The dealer's photo from the ``presenters`` setting (names match ignoring case)."""
         folded = name.casefold()
         for known, url in self.settings.presenters.items():
-            if known.strip().casefold() == folded:
+            if presenter_of(known)[1].casefold() == folded:
                 return url
+        return None
+
+    def bound_to(self, name: str) -> str | None:
+        """The staff id (folded) a presenter's name is bound to (``--presenter
+        ID:NAME=URL``), if ``name`` is one or looks like one (case, marks, look-alikes:
+        ``chat.folded``); None for a name no presenter has."""
+        alike = folded(name)
+        for known in self.settings.presenters:
+            staff, presenter = presenter_of(known)
+            if folded(presenter) == alike:
+                return staff.casefold()
         return None
 
     async def say(self, table: str, text: str, notice: p.ChatNotice) -> None:
@@ -146,12 +166,14 @@ class Chat:
         feed = self.tables.feeds.get(note.table)
         if feed is None or not feed.clients:
             return
-        public = (note.frame.decode(), text_frame(note.frame))
+        # a note without a public frame is for the dealer consoles only (a tip)
+        public = (note.frame.decode(), text_frame(note.frame)) if note.frame else None
         staff = public if note.staff is None else (note.staff.decode(),
                                                     text_frame(note.staff))
         for client in list(feed.clients):
-            text, wire = staff if client.kind == "dealer" else public
-            client.send(text, wire)
+            frame = staff if client.kind == "dealer" else public
+            if frame is not None:
+                client.send(*frame)
 
     async def _publish(self, message: p.ChatMessage) -> None:
         staff = p.encode(message)
@@ -159,10 +181,14 @@ class Chat:
         await self.publish(TableNote(table=message.table, frame=public or staff,
                                      staff=staff if public else None))
 
-    def _reject(self, client: Client, command: p.ChatSend, code: p.ChatRejectionCode) -> None:
+    def _reject(self, client: Client, command: p.ChatSend, code: p.ChatRejectionCode,
+                until: int | None = None) -> None:
         self.metrics.inc("livetable_chat_rejected_total")
+        message = CHAT_REJECTIONS[code]
+        if until is not None:  # how long, not "a while": whole minutes, rounded up
+            message = f"the dealer muted you for {-(-(until - now_ms()) // 60_000)} more min"
         client.send_message(p.ChatRejected(client_msg_id=command.client_msg_id, code=code,
-                                           message=CHAT_REJECTIONS[code]))
+                                           message=message, muted_until=until))
 
 
 def _public(message: p.ChatMessage) -> p.ChatMessage:

@@ -21,13 +21,27 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from livetable import protocol as p
 from livetable.auth import Identity
 from livetable.config import Settings
-from livetable.server.framed_ws import ABORT, EXTENSION, SINK, FrameSink, text_frame
+from livetable.metrics import Metrics
+from livetable.server.framed_ws import (
+    ABORT,
+    BUDGET,
+    EXTENSION,
+    SINK,
+    FrameBudget,
+    FrameSink,
+    text_frame,
+)
 from livetable.server.gateway.codes import CLOSE_TOO_SLOW
-from livetable.server.metrics import Metrics
 
 #: The websocket a connection came in on: ``/ws`` (players, guests and viewers) or
 #: ``/ws/dealer`` (dealer and supervisor consoles).
 Endpoint = Literal["player", "dealer"]
+
+
+def framed(message: msgspec.Struct) -> tuple[str, bytes]:
+    """``message`` encoded (its JSON text) and framed (its websocket frame)."""
+    data = p.encode(message)
+    return data.decode(), text_frame(data)
 
 
 class Host(Protocol):
@@ -54,9 +68,11 @@ class Client:
         self.kind = kind
         self.table: str | None = None
         self.identity: Identity | None = None
-        self.queue: deque[str] = deque()
+        # Both made with the first frame that must wait (a deque is 760 bytes, an Event
+        # holds another): an idle viewer written to directly never needs them.
+        self.queue: deque[str] | None = None
         self.limit = host.settings.send_queue
-        self.ready = asyncio.Event()
+        self.ready: asyncio.Event | None = None
         self.in_flight = False  # a queued frame is being sent through ASGI
         #: When an answer of its own last went to this client (time.monotonic): a client
         #: that was answered lately needs no heartbeat to know it is still connected.
@@ -67,6 +83,9 @@ class Client:
         #: Names (or, with None, forgets) the function offered each text message as it is
         #: read (framed_ws's SINK); None where the server offers no such thing.
         self.offer_frames: Callable[[FrameSink | None], None] | None = extensions.get(SINK)
+        #: Names (or, with None, forgets) the function charged for the frames that are not
+        #: a whole message: pings, pongs, fragments (framed_ws's BUDGET).
+        self.charge_frames: Callable[[FrameBudget | None], None] | None = extensions.get(BUDGET)
         self.expiry: asyncio.TimerHandle | None = None  # closes the socket when the token does
         self.closed = False
         self.close_code: int | None = None
@@ -88,11 +107,14 @@ class Client:
         it at once (see :mod:`livetable.server.framed_ws`)."""
         if self.closed or (framed is not None and self._write_now(framed, 1)):
             return
-        if len(self.queue) >= self.limit:
+        queue = self.queue
+        if queue is None:
+            queue = self.queue = deque()
+        if len(queue) >= self.limit:
             self.host.metrics.inc("livetable_slow_client_closes_total")
             self.close(CLOSE_TOO_SLOW, "too slow: resume to catch up")
             return
-        self.queue.append(frame)
+        queue.append(frame)
         self._wake_writer()
 
     def send_all(self, frames: Sequence[str] | Sequence[bytes], framed: bytes) -> None:
@@ -106,22 +128,35 @@ class Client:
             self.send(frame if isinstance(frame, str) else frame.decode())
 
     def _wake_writer(self) -> None:
+        if self.ready is None:
+            self.ready = asyncio.Event()
         if self.writer is None or self.writer.done():
-            self.writer = asyncio.get_running_loop().create_task(self._write())
+            self.writer = asyncio.get_running_loop().create_task(self._write(self.ready))
         self.ready.set()
+
+    def wake(self) -> None:
+        """Let a waiting writer task see that the connection is closed."""
+        if self.ready is not None:
+            self.ready.set()
 
     def send_message(self, message: msgspec.Struct) -> None:
         self.answered_at = time.monotonic()
         data = p.encode(message)
         self.send(data.decode(), text_frame(data) if self.write_frame is not None else None)
 
-    async def _write(self) -> None:
+    def send_framed(self, frames: Sequence[tuple[str, bytes]]) -> None:
+        """Several answers of its own, each (JSON text, its websocket frame): one write to
+        an idle connection (:meth:`send_all`), else each queued in turn."""
+        self.answered_at = time.monotonic()
+        self.send_all([text for text, _ in frames], b"".join([wire for _, wire in frames]))
+
+    async def _write(self, ready: asyncio.Event) -> None:
         ws = self.ws
         metrics = self.host.metrics
         try:
             while True:
-                await self.ready.wait()
-                self.ready.clear()
+                await ready.wait()
+                ready.clear()
                 while self.queue:
                     frame = self.queue.popleft()
                     self.in_flight = True
@@ -148,7 +183,8 @@ class Client:
         if self.abort_after is not None:  # a peer that does not read never takes the close
             self.abort_after(self.host.settings.close_timeout)
         if code == CLOSE_TOO_SLOW:
-            self.queue.clear()
+            if self.queue is not None:
+                self.queue.clear()
             if self.writer is not None:
                 self.writer.cancel()
             self.host.keep(asyncio.get_running_loop().create_task(self._close_now(code, reason)))

@@ -1,5 +1,5 @@
-"""Commands other than bets: ping, balance, the Bet Record, the dealer's commands, and the
-chat's (to :class:`~.chat.Chat`).
+"""Commands other than bets: ping, balance, the Bet Record, the dealer's commands, the
+chat's (to :class:`~.chat.Chat`) and tips to the dealer (to :class:`~.tips.Tips`).
 
 A dealer's command goes to the table's runner (:data:`Execute`: in process, or through Redis
 to the engine that holds the table) and its answer back to the console; a card correction
@@ -21,7 +21,9 @@ from livetable.server.gateway.feed import TableFeed
 from livetable.server.gateway.intake import Intake
 from livetable.server.gateway.players import Players
 from livetable.server.gateway.sessions import Sessions
+from livetable.server.gateway.tips import Tips
 from livetable.server.ratelimit import RateLimits
+from livetable.server.records import page_tips
 from livetable.store.base import Store
 
 #: How a gateway hands a dealer's command to the table's runner, and gets its answer.
@@ -33,7 +35,7 @@ class Commands:
 
     def __init__(self, store: Store, limits: RateLimits, execute: Execute, secret: bytes,
                  intake: Intake, players: Players, feeds: dict[str, TableFeed],
-                 sessions: Sessions, chat: Chat) -> None:
+                 sessions: Sessions, chat: Chat, tips: Tips) -> None:
         self.store = store
         #: The tables' feeds: the round in play an approval is issued for.
         self.feeds = feeds
@@ -44,6 +46,7 @@ class Commands:
         self.players = players
         self.sessions = sessions
         self.chat = chat
+        self.tips = tips
 
     async def handle(self, client: Client, command: p.PlayerCommand | p.DealerCommand,
                      arrived_at: int) -> None:
@@ -63,6 +66,8 @@ class Commands:
                 await self._balance(client)
             case p.GetBets():
                 await self._bet_record(client, command)
+            case p.Tip():
+                await self.tips.tip(client, command)
             case p.RealityCheckAck():
                 await self.sessions.acknowledge(client)
                 client.send_message(p.Ack(cmd="reality_check_ack"))
@@ -114,9 +119,11 @@ class Commands:
             client.send_message(p.Error(code="rate_limited",
                                         message="too many Bet Record reads, slow down"))
             return
-        entries, cursor = await self.store.bet_record(client.identity.id,
-                                                      command.limit or 20, command.before)
-        client.send_message(p.Bets(bets=entries, next=cursor))
+        player_id = client.identity.id
+        entries, cursor = await self.store.bet_record(player_id, command.limit or 20,
+                                                      command.before)
+        tips = await page_tips(self.store, player_id, entries, cursor, command.before)
+        client.send_message(p.Bets(bets=entries, next=cursor, tips=tips))
 
     def _issue_approval(self, client: Client,
                         command: p.ApproveCorrection) -> p.Ack | p.Error:

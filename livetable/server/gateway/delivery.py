@@ -5,7 +5,8 @@ to every connection (see :mod:`livetable.server.framed_ws`). A step that does no
 last one delivered tells the table's clients to resume (:data:`CLOSE_RESYNC`) — nothing is
 skipped silently. A player's private results go to that player's connections at the table,
 written together; those of rounds that reached this gateway by repair are read back from
-the store. Quiet tables get heartbeats.
+the store; a result that comes again (published again after a takeover, or read by a repair
+as the bus brings it) is dropped. Quiet tables get heartbeats.
 
 :class:`Delivery` is the gateway's bus side: it changes the :class:`Tables` (a new feed, a
 step remembered) and writes to the connections watching; it never reads a frame from one.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 
 import msgspec
@@ -25,30 +26,56 @@ from livetable import protocol as p
 from livetable.bus import TableBatch
 from livetable.clock import now_ms
 from livetable.config import Settings
+from livetable.metrics import Metrics
 from livetable.server.framed_ws import text_frame
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.codes import CLOSE_RESYNC
-from livetable.server.gateway.feed import TableFeed, Tables, settled_rounds
-from livetable.server.metrics import Metrics
+from livetable.server.gateway.feed import Sent, TableFeed, Tables, settled_rounds
 from livetable.store.base import Store, StoreUnavailable
+from livetable.tasks import check_cancelled
 
 log = logging.getLogger("livetable.gateway")
 
-#: How long a table remembers the results it sent while repairing: far longer than the
-#: rest of a round's settlement chunks take to come over the bus.
-REPAIR_MEMORY = 60.0
-
-_SETTLED = msgspec.json.Decoder(p.BetSettled)
+#: Rounds per table whose results' players a gateway remembers (see :class:`Served`):
+#: results come again only for the last rounds (host/results.py).
+ROUNDS_REMEMBERED = 8
 
 
-class Repair:
-    """A table's results sent since its last repair began, for :data:`REPAIR_MEMORY` s."""
+class _RoundOf(msgspec.Struct):
+    round_id: str = ""
 
-    __slots__ = ("sent", "until")
+
+_ROUND_OF = msgspec.json.Decoder(_RoundOf)
+
+
+def round_of(frame: bytes) -> str:
+    """The round of an encoded ``bet_settled``."""
+    return _ROUND_OF.decode(frame).round_id
+
+
+class Served:
+    """The players a table's recent rounds delivered results to, per round.
+
+    A player's results of a round are always stored, and published, in one chunk
+    (store/bets.py): a second batch naming the player and the round is a repeat — the
+    results published again by a runner that could not vouch for them (host/results.py),
+    or read from the store by a repair while the bus brought them — and is dropped, so that
+    a client gets each result once.
+    """
+
+    __slots__ = ("rounds",)
 
     def __init__(self) -> None:
-        self.sent: set[tuple[str, str]] = set()  # (player id, bet id)
-        self.until = time.monotonic() + REPAIR_MEMORY
+        self.rounds: OrderedDict[str, set[str]] = OrderedDict()
+
+    def of(self, round_id: str) -> set[str]:
+        """The players ``round_id`` delivered results to (remembered from now on)."""
+        players = self.rounds.get(round_id)
+        if players is None:
+            players = self.rounds[round_id] = set()
+            while len(self.rounds) > ROUNDS_REMEMBERED:
+                self.rounds.popitem(last=False)
+        return players
 
 
 def tell_presence(feed: TableFeed, now: float) -> None:
@@ -102,8 +129,8 @@ class Delivery:
         self.metrics = metrics
         self.tables = tables
         self.keep = keep
-        #: Per table repaired lately: the results sent since (see :meth:`_repair_private`).
-        self.repaired: dict[str, Repair] = {}
+        #: Per table: the players each recent round delivered results to.
+        self.served: dict[str, Served] = {}
 
     def deliver(self, batch: TableBatch) -> None:
         """A table step from the bus: remember it, then fan it out. Synchronous on purpose.
@@ -142,34 +169,49 @@ class Delivery:
             feed.seq = batch.seq
         if fresh:
             sent_at = feed.last_sent = time.monotonic()
-            feed.ring.extend(fresh)
-            # framed once per event: the same bytes go to every connection
-            framed = [(text, text_frame(raw)) for (_, text), (_, raw) in zip(fresh, new,
-                                                                              strict=True)]
-            fan_out(list(feed.clients), framed)
+            # framed once per event: the same bytes go to every connection, and to a
+            # resume's replay (the ring keeps them)
+            sent = [Sent(seq, text, text_frame(raw))
+                    for (seq, text), (_, raw) in zip(fresh, new, strict=True)]
+            feed.ring.extend(sent)
+            fan_out(list(feed.clients), [(e.text, e.wire) for e in sent])
             self.metrics.fanout(len(fresh) * len(feed.clients), time.monotonic() - sent_at)
         if batch.private:
             self._deliver_private(batch.table, batch.private)
         if batch.repair and fresh:
-            rounds = settled_rounds(fresh)
+            rounds = settled_rounds(text for _, text in fresh)
             if rounds:
                 self.keep(asyncio.get_running_loop().create_task(
                     self._repair_private(batch.table, rounds)))
 
     def _deliver_private(self, table: str, private: list[tuple[str, bytes]]) -> None:
         """Each player's private results of a step (a settlement chunk holds whole
-        players), framed and written together."""
-        if table in self.repaired:
-            private = self._once(table, private)
-        by_player: dict[str, list[bytes]] = {}
-        for player_id, frame in private:
-            by_player.setdefault(player_id, []).append(frame)
-        for player_id, frames in by_player.items():
-            clients = [c for c in self.tables.players.get(player_id, ()) if c.table == table]
-            if clients:
-                framed = b"".join([text_frame(frame) for frame in frames])
-                for client in clients:
-                    client.send_all(frames, framed)
+        players, of one round), framed and written together; once (:class:`Served`)."""
+        first, last = round_of(private[0][1]), round_of(private[-1][1])
+        rounds: dict[str, list[tuple[str, bytes]]] = {first: private}
+        if first != last:  # not made so: judged result by result
+            rounds = {}
+            for player_id, frame in private:
+                rounds.setdefault(round_of(frame), []).append((player_id, frame))
+        served = self.served.setdefault(table, Served())
+        for round_id, results in rounds.items():
+            players = served.of(round_id)
+            by_player: dict[str, list[bytes]] = {}
+            for player_id, frame in results:
+                frames = by_player.get(player_id)
+                if frames is None:
+                    if player_id in players:
+                        continue  # delivered before: a repeat
+                    frames = by_player[player_id] = []
+                frames.append(frame)
+            players.update(by_player)
+            for player_id, frames in by_player.items():
+                clients = [c for c in self.tables.players.get(player_id, ())
+                           if c.table == table]
+                if clients:
+                    framed = b"".join([text_frame(frame) for frame in frames])
+                    for client in clients:
+                        client.send_all(frames, framed)
 
     def _resync(self, feed: TableFeed, why: str) -> None:
         for client in list(feed.clients):
@@ -182,13 +224,9 @@ class Delivery:
 
         The round's later settlement chunks still come over the bus, and one of them may have
         been stored — so read here — before its batch arrives, or arrive while this reads:
-        each result goes out once, whichever way comes first. From the start of a repair to
-        :data:`REPAIR_MEMORY` seconds later the table remembers what either way sent (the
-        bus's side: :meth:`_once`)."""
-        repair = self.repaired.get(table)
-        if repair is None:
-            repair = self.repaired[table] = Repair()
-        repair.until = time.monotonic() + REPAIR_MEMORY
+        each player's results of a round go out once, whichever way comes first
+        (:class:`Served`)."""
+        served = self.served.setdefault(table, Served())
         for player_id, clients in list(self.tables.players.items()):
             watching = [c for c in clients if c.table == table]
             if not watching:
@@ -198,29 +236,15 @@ class Delivery:
             except StoreUnavailable as exc:
                 log.warning("table %s: private results not repaired: %s", table, exc)
                 return
+            fresh: set[str] = set()  # the rounds of these results not sent before
             for message in messages:
-                key = (player_id, message.bet_id)
-                if key in repair.sent:
-                    continue  # the bus brought it while this read
-                repair.sent.add(key)
+                players = served.of(message.round_id)
+                if player_id in players and message.round_id not in fresh:
+                    continue  # the bus brought them while this read
+                players.add(player_id)
+                fresh.add(message.round_id)
                 for client in watching:
                     client.send_message(message)
-
-    def _once(self, table: str,
-              private: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
-        """The results of ``private`` that the table's repair has not sent, now remembered as
-        sent. Only while a repair is fresh (each frame is decoded here); then forgotten."""
-        repair = self.repaired[table]
-        if time.monotonic() > repair.until:
-            del self.repaired[table]
-            return private
-        fresh = []
-        for player_id, frame in private:
-            key = (player_id, _SETTLED.decode(frame).bet_id)
-            if key not in repair.sent:
-                repair.sent.add(key)
-                fresh.append((player_id, frame))
-        return fresh
 
     async def census(self, count_elsewhere: Census) -> None:
         """Every ``PRESENCE_EVERY`` s, tell the bus how many watch each table here and
@@ -233,6 +257,7 @@ class Delivery:
             for feed in list(self.tables.feeds.values()):
                 try:
                     elsewhere = await count_elsewhere(feed.table, len(feed.clients))
+                    check_cancelled()  # redis-py may have swallowed it (livetable/tasks.py)
                 except Exception:
                     log.exception("players online: the count of table %s failed", feed.table)
                     continue

@@ -9,7 +9,9 @@ player's connections: who joins and leaves is decided in one place.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import msgspec
 
@@ -19,13 +21,22 @@ from livetable.server.gateway.client import Client
 _SETTLING = msgspec.json.Decoder(p.RoundSettled | p.RoundCancelled | p.TableEvent)
 
 
+class Sent(NamedTuple):
+    """A table event as the gateway sent it: its seq, its JSON text, and its websocket
+    frame (framed once, by the fan-out: a resume writes the same bytes again)."""
+
+    seq: int
+    text: str
+    wire: bytes
+
+
 @dataclass
 class TableFeed:
     table: str
     epoch: int
     seq: int
     snapshot: bytes
-    ring: deque[tuple[int, str]]
+    ring: deque[Sent]
     clients: set[Client] = field(default_factory=set)
     #: When the last table event went out to the clients (monotonic): heartbeats fill quiet.
     last_sent: float = 0.0
@@ -62,7 +73,7 @@ class TableFeed:
         if not self.seq:
             return None
         if frames and frames[0][0] <= self.seq:
-            sent = {s: f for s, f in self.ring if s >= frames[0][0]}
+            sent = {e.seq: e.text for e in self.ring if e.seq >= frames[0][0]}
             for s, raw in frames:
                 if s > self.seq:
                     return None
@@ -80,7 +91,7 @@ class TableFeed:
         if self.rewound is not None:
             low, high = min(low, self.rewound[0]), max(high, self.rewound[1])
         self.rewound = (low, high)
-        while self.ring and self.ring[-1][0] > agreed:
+        while self.ring and self.ring[-1].seq > agreed:
             self.ring.pop()
         self.seq = agreed
 
@@ -91,13 +102,13 @@ class TableFeed:
     def presence(self) -> p.Presence:
         return p.Presence(table=self.table, online=self.online())
 
-    def frames_after(self, seq: int) -> list[tuple[int, str]] | None:
+    def frames_after(self, seq: int) -> list[Sent] | None:
         """Every frame after ``seq`` up to the head, or None if the ring no longer has them."""
         if seq == self.seq:
             return []
-        if seq > self.seq or not self.ring or self.ring[0][0] > seq + 1:
+        if seq > self.seq or not self.ring or self.ring[0].seq > seq + 1:
             return None
-        return [(s, f) for s, f in self.ring if s > seq]
+        return [e for e in self.ring if e.seq > seq]
 
 
 class Tables:
@@ -127,10 +138,10 @@ class Tables:
                     del self.players[client.identity.id]
 
 
-def settled_rounds(frames: list[tuple[int, str]]) -> list[str]:
-    """Round ids of the round_settled / round_cancelled events among ``frames``."""
+def settled_rounds(frames: Iterable[str]) -> list[str]:
+    """Round ids of the round_settled / round_cancelled events among ``frames`` (JSON)."""
     rounds = []
-    for _, frame in frames:
+    for frame in frames:
         if '"round_settled"' in frame or '"round_cancelled"' in frame:
             event = _SETTLING.decode(frame)
             if isinstance(event, p.RoundSettled | p.RoundCancelled):

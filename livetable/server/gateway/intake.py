@@ -1,7 +1,7 @@
 """Bet intake: a bet or a slip from a player's connection to its answer.
 
 Checked here only for what the gateway knows (a player's token, the bet rate); the store
-judges the rest in its batch (by :mod:`livetable.engine.bets`), or, in seamless mode, the
+judges the rest in its batch (by :mod:`livetable.betting.slips`), or, in seamless mode, the
 operator's wallet debits within the betting window. Each bet is judged by when its frame
 arrived, not by when a busy server got to it.
 
@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from livetable import protocol as p
-from livetable.config import Settings
-from livetable.engine.bets import (
+from livetable.betting.slips import (
     BetRequest,
     Rejection,
     SlipRequest,
@@ -28,11 +27,12 @@ from livetable.engine.bets import (
     slip_answer,
     within_limits,
 )
+from livetable.config import Settings
+from livetable.metrics import Metrics
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.feed import TableFeed
 from livetable.server.gateway.players import TermsOf, no_terms
 from livetable.server.gateway.sessions import Sessions
-from livetable.server.metrics import Metrics
 from livetable.server.ratelimit import RateLimits
 from livetable.store.base import Store
 
@@ -76,13 +76,17 @@ class Intake:
             self.metrics.bet(refused)
             return
         assert client.table is not None and client.identity is not None
+        # a slip of one (``BetRequest.as_slip``), judged by when the bet reached us, not by
+        # when a busy server got to it (the engine closes betting a grace period after
+        # closes_at for exactly these)
         request = BetRequest(player_id=client.identity.id, table=client.table,
                              bet_id=bet.bet_id, round_id=bet.round_id, spot=bet.spot,
                              amount=bet.amount)
-        # judged by when the bet reached us, not by when a busy server got to it (the
-        # engine closes betting a grace period after closes_at for exactly these)
-        answer = bet_answer(request, await self._take(client, request.as_slip(),
-                                                      arrived_at))
+        slip = SlipRequest(player_id=request.player_id, table=request.table, slip_id=None,
+                           round_id=bet.round_id,
+                           bets=(p.SlipBet(bet_id=bet.bet_id, spot=bet.spot,
+                                           amount=bet.amount),))
+        answer = bet_answer(request, await self._take(client, slip, arrived_at))
         self.metrics.bet(answer.code if isinstance(answer, p.BetRejected) else "accepted")
         client.send_message(answer)
 
@@ -112,9 +116,13 @@ class Intake:
         it has any) let it through: both wallets are held to them."""
         assert client.identity is not None
         identity = client.identity
-        terms = self.terms_of(identity)
-        if terms is not None:
-            slip = msgspec.structs.replace(slip, limits=terms.limits)
+        if identity.operator is not None:  # a launched player: their operator's terms
+            terms = self.terms_of(identity)
+            if terms is not None:
+                slip = msgspec.structs.replace(slip, limits=terms.limits)
+            refused = self.sessions.refused(identity, slip.table)
+            if refused is not None:  # the operator's tables, as the registry has them now
+                return refused
         if identity.session is not None:
             refused = await self.sessions.judge(identity, slip, arrived_at)
             if refused is not None:
@@ -137,12 +145,13 @@ class Intake:
         """A slip paid by the operator's wallet: refused at once if it cannot be taken
         (no debit for a bet that cannot be), else debited within the betting window."""
         assert self.wallet is not None and client.identity is not None
+        snap = self.feeds[slip.table].view()
+        # the slip's own shape, and its own bets against its limits: no debit for what
+        # cannot be taken (the store judges again, with what the player has on the round
+        # already)
         bad = precheck(slip)
         if bad is not None:
             return bad
-        snap = self.feeds[slip.table].view()
-        # the slip's own bets against its limits: no debit for what cannot be taken (the
-        # store judges again, with what the player has on the round already)
         own = within_limits(slip, slip.limits or snap.limits)
         if isinstance(own, Rejection):
             return own

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from livetable import protocol as p
 from livetable.auth import Identity
+from livetable.betting.tips import TIPS_ON, TipPolicy, tip_limits
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.store.base import Store
@@ -38,13 +39,24 @@ def no_terms(identity: Identity) -> Terms | None:
     return None
 
 
+#: A player's operator's word on tips to the dealer (the registry in force).
+TipsOf = Callable[[Identity], TipPolicy]
+
+
+def tips_on(identity: Identity) -> TipPolicy:
+    """No registry to ask: every player may tip."""
+    return TIPS_ON
+
+
 class Players:
     def __init__(self, settings: Settings, store: Store,
-                 wallet: SeamlessWallet | None, terms_of: TermsOf = no_terms) -> None:
+                 wallet: SeamlessWallet | None, terms_of: TermsOf = no_terms,
+                 tips_of: TipsOf = tips_on) -> None:
         self.settings = settings
         self.store = store
         self.wallet = wallet
         self.terms_of = terms_of
+        self.tips_of = tips_of
 
     async def ensure(self, identity: Identity) -> p.PlayerView:
         """The player's account, created with the demo or the configured balance."""
@@ -54,9 +66,11 @@ class Players:
             initial = 0
         return await self.store.ensure_player(identity.id, identity.name, initial, now_ms())
 
-    async def view(self, identity: Identity, known: p.PlayerView) -> p.PlayerView:
+    async def view(self, identity: Identity, known: p.PlayerView,
+                   table_limits: p.Limits | None = None) -> p.PlayerView:
         """The player as the page shows it: with a seamless wallet, the operator's balance
-        (0 if it does not answer in time; the page asks again); else the ledger's."""
+        (0 if it does not answer in time; the page asks again); else the ledger's. With
+        ``table_limits`` (the welcome's), what a tip to the dealer may be, if tips are on."""
         player = await self.store.player(identity.id) or known
         if self.wallet is not None:
             balance = await self.wallet.balance(identity)
@@ -67,4 +81,13 @@ class Players:
         terms = self.terms_of(identity)
         if terms is not None:  # the operator's chips and limits for the session's currency
             player.chips, player.limits = list(terms.chips), terms.limits
+        if table_limits is not None:
+            player.tips = self.limits_of(identity, table_limits)
         return player
+
+    def limits_of(self, identity: Identity, table_limits: p.Limits) -> p.TipLimits | None:
+        """What a tip of ``identity`` may be at a table of ``table_limits`` (its operator's
+        range, else its bet limits: the session's or the table's); None: tips are off."""
+        terms = self.terms_of(identity)
+        return tip_limits(self.tips_of(identity),
+                          terms.limits if terms is not None else table_limits)

@@ -5,7 +5,8 @@ amount of money, every bet, slip, round and event lives in PostgreSQL, whose syn
 standby has each acknowledged transaction before it is acknowledged. Modules: ``store``
 (the :class:`PostgresStore` class: connections, transactions, reads), ``ledger`` (transfers
 and the audit), ``slips`` (group commit of slips), ``steps`` (engine steps, fencing,
-chunked settlement), ``sessions`` (operators' sessions), ``schema`` (migrations),
+chunked settlement), ``sessions`` (operators' sessions), ``replication`` (what the
+primary promises a bet: its synchronous standby), ``schema`` (migrations),
 ``wallet`` (the seamless wallet's log).
 """
 

@@ -19,6 +19,9 @@ Why these columns.
   the head + 1.
 * ``rounds.players/bets/cursor``: settlement goes player by player in the order they first
   bet (``round_players``); ``cursor`` players are done; ``bets`` sizes a chunk's players.
+* ``rounds.published``: every result of the round reached the bus (the runner says so once
+  it published them all); a takeover publishes again the results of the rounds that did not
+  (``PostgresStore.unpublished_rounds``), and the gateways drop what they delivered before.
 * ``bets`` has a low fill factor and no index on ``state``: settling a bet then rewrites
   its row in place (a HOT update: no index entry moves), which is most of what settling
   a 100,000-bet round costs.
@@ -180,7 +183,7 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE tables ADD COLUMN snapshot bytea;
     """,
-    # 4: operators' sessions (engine/sessions.py), the SQLite ledger's columns: every
+    # 4: operators' sessions (betting/sessions.py), the SQLite ledger's columns: every
     # gateway reads the same row, counts into it and ends it once (sessions.py)
     """
     CREATE TABLE sessions (
@@ -199,6 +202,60 @@ MIGRATIONS: list[str] = [
         reason text
     );
     CREATE INDEX sessions_by_expiry ON sessions (expires_at);
+    """,
+    # 5: the launches' request ids, each used once (operator/launches.py): in the store,
+    # so that a captured launch replayed after a restart is refused as before it
+    """
+    CREATE TABLE launch_requests (
+        operator text NOT NULL,
+        request_id text NOT NULL,
+        kept_until bigint NOT NULL,    -- epoch ms: past any replay its timestamp allows
+        PRIMARY KEY (operator, request_id)
+    );
+    CREATE INDEX launch_requests_by_expiry ON launch_requests (kept_until);
+    """,
+    # 6: a batch of slips commits by its answer deadline or not at all (slips.py,
+    # ``livetable.answer_by``, set by the batch's first statement on the server's clock):
+    # checked at COMMIT, after a commit held by a stalled network arrives late
+    """
+    CREATE FUNCTION livetable_answer_by() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        answer_by text := current_setting('livetable.answer_by', true);
+    BEGIN
+        IF answer_by IS NOT NULL AND answer_by <> ''
+                AND extract(epoch FROM clock_timestamp()) * 1000 > answer_by::bigint THEN
+            RAISE EXCEPTION 'slips reached their commit after their answer deadline'
+                USING ERRCODE = '57014';
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE CONSTRAINT TRIGGER slips_answered_in_time AFTER UPDATE ON rounds
+        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION livetable_answer_by();
+    """,
+    # 7: whether every result of an ended round is known to have reached the bus (the
+    # outbox's mark, host/runner.py): the rounds before it were, and a new round is not
+    # until its engine says so; a takeover publishes again those that are not
+    """
+    ALTER TABLE rounds ADD COLUMN published boolean NOT NULL DEFAULT true;
+    ALTER TABLE rounds ALTER COLUMN published SET DEFAULT false;
+    CREATE INDEX rounds_unpublished ON rounds (table_id, opened_at) WHERE NOT published;
+    """,
+    # 8: tips to the dealer (betting/tips.py), the SQLite ledger's columns: each once by
+    # (player, tip_id), its money moved player -> the house's tip account in one transfer
+    """
+    CREATE TABLE tips (
+        seq bigserial PRIMARY KEY,
+        player_id text NOT NULL,
+        tip_id text NOT NULL,
+        table_id text NOT NULL,
+        round_id text,                 -- the round in play at the table, if any
+        amount bigint NOT NULL CHECK (amount > 0),
+        balance_after bigint NOT NULL,
+        placed_at bigint NOT NULL,
+        UNIQUE (player_id, tip_id)
+    );
+    CREATE INDEX tips_by_player ON tips (player_id, placed_at);
+    INSERT INTO accounts (id, kind, name) VALUES ('tips:house', 'tips', 'Tips to dealers');
     """,
 ]
 

@@ -1,4 +1,4 @@
-"""Operators' sessions in PostgreSQL: the SQLite ledger's (store/ledger/sessions.py) in
+"""Operators' sessions in PostgreSQL: the SQLite ledger's (store/sqlite/ledger/sessions.py) in
 SQL of this server.
 
 Each change is one statement that returns the row as it is after, so two gateways
@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from livetable.engine.sessions import SessionLimits, SessionRecord
+from livetable.betting.sessions import SessionLimits, SessionRecord
 
 _COLUMNS = ("session_id, operator, player_id, started_at, expires_at, limits, staked, "
             "returned, round_id, round_staked, checked_at, ended_at, reason")
@@ -66,6 +66,17 @@ async def count(con: Any, session_id: str, round_id: str | None, staked: int,
         "WHEN round_id = $4::text THEN round_staked + $2 ELSE $2 END, "
         f"round_id = COALESCE($4::text, round_id) WHERE session_id = $1 RETURNING {_COLUMNS}",
         session_id, staked, returned, round_id))
+
+
+async def first_launch(con: Any, operator_id: str, request_id: str, now: int,
+                       until: int) -> bool:
+    """Whether no launch of ``operator_id`` used ``request_id`` (kept until ``until``, epoch
+    ms); the ids kept past their time are forgotten meanwhile."""
+    await con.execute("DELETE FROM launch_requests WHERE kept_until < $1", now)
+    return await con.fetchval(
+        "INSERT INTO launch_requests (operator, request_id, kept_until) VALUES ($1, $2, $3) "
+        "ON CONFLICT (operator, request_id) DO NOTHING RETURNING true",
+        operator_id, request_id, until) is not None
 
 
 async def reality_checked(con: Any, session_id: str, now: int) -> SessionRecord | None:

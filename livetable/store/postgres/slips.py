@@ -3,8 +3,10 @@
 A burst of slips arrives together; taking each in a transaction of its own costs a round
 trip per statement per slip and a commit (a WAL flush, and with a synchronous standby a
 network round trip) per slip. So the slips waiting together are taken as one batch
-(:func:`livetable.store.base.take_in_batches`), in one transaction, whatever its size:
+(:func:`livetable.store.slip_queue.take_in_batches`), in one transaction, whatever its size:
 
+0. bound the transaction by the slips' answer deadline, on the server, and check that the
+   primary has its synchronous standby, in one statement (:func:`bound`);
 1. lock the rounds the batch names, then its players' accounts, each in id order (every
    writer locks in that order — rounds, then accounts by id — so two gateways' batches,
    or a batch and a settlement chunk, wait for each other and never deadlock). The round's
@@ -16,7 +18,7 @@ network round trip) per slip. So the slips waiting together are taken as one bat
    own per slip before the batch, which had made a seamless slip cost two commits;
 2. read the facts every slip is judged by — its player's amounts in its round, the bet ids
    and slip ids it names — in three queries over the batch's keys (one JSON parameter);
-3. judge each slip in order with :func:`~livetable.store.bets.judge_slip`, keeping the
+3. judge each slip in order with :func:`~livetable.betting.slips.judge_slip`, keeping the
    facts current in memory as each is taken, so a slip sees what the slips before it left
    (the answers are exactly those of one transaction per slip);
 4. write everything the batch took in one statement (data-modifying CTEs over the rows,
@@ -32,7 +34,7 @@ import msgspec
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, hold_account
-from livetable.engine.bets import (
+from livetable.betting.slips import (
     RoundFacts,
     SlipAnswer,
     SlipFacts,
@@ -40,9 +42,22 @@ from livetable.engine.bets import (
     TakenBet,
     accepted,
     judge_slip,
+    precheck,
 )
+from livetable.store.base import StoreUnavailable
+from livetable.store.postgres.replication import QUERY, Replication, problem_of, promise_of
 
 Batch = list[tuple[SlipRequest, int]]
+
+#: Seconds within which a slip is answered: a stalled PostgreSQL left players without an
+#: answer for 30-60 s (asyncpg's query and connect timeouts) and acknowledged bets 59-61 s
+#: late; now ``unavailable`` after this, and the batch commits by then or not at all.
+ANSWER_WITHIN = 5.0
+
+
+class NoSynchronousStandby(StoreUnavailable):
+    """The primary does not promise that a commit is on a standby before it returns (see
+    :mod:`.replication`): nothing of the batch was written; its players resend."""
 
 _WRITE = """
 WITH d AS (SELECT $1::jsonb AS j),
@@ -87,8 +102,33 @@ UPDATE accounts SET balance = accounts.balance + moved.delta FROM moved
 WHERE accounts.id = moved.id RETURNING accounts.id, accounts.balance
 """
 
+#: The first statement of a batch's transaction: the server itself bounds the batch by its
+#: answer deadline — each statement and each wait for the next (a stalled network holding
+#: the round's row lock) at most the time left, and the commit by the deadline on its own
+#: clock (``livetable.answer_by``, checked at COMMIT by migration 5's trigger), so a batch
+#: whose players were answered ``unavailable`` cannot be taken after they were.
+_DEADLINE = ("set_config('statement_timeout', $1, true), "
+             "set_config('idle_in_transaction_session_timeout', $1, true), "
+             "set_config('livetable.answer_by', (floor(extract(epoch FROM clock_timestamp()) "
+             "* 1000) + $2::bigint)::bigint::text, true)")
+
 _TAKEN = "bets.bet_id, bets.round_id, bets.spot, bets.amount, bets.deducted, " \
          "bets.balance_at_accept"
+
+
+async def bound(con: Any, within_ms: int, replication: Replication) -> None:
+    """Open a batch's transaction: its deadline ``within_ms`` from now on the server (see
+    :data:`_DEADLINE`) and, under ``sync`` replication, the primary's promise checked in
+    the same statement (:mod:`.replication`): a batch the standby would not have is
+    refused as an outage before any slip is judged, and its players resend."""
+    if replication == "none":
+        await con.execute(f"SELECT {_DEADLINE}", str(within_ms), within_ms)
+        return
+    row = await con.fetchrow(f"SELECT d.*, r.* FROM (SELECT {_DEADLINE}) d, ({QUERY}) r",
+                             str(within_ms), within_ms)
+    found = problem_of(replication, promise_of(row[3:]))
+    if found is not None:
+        raise NoSynchronousStandby(found)
 
 
 def json_rows(rows: Any) -> str:
@@ -113,8 +153,17 @@ class SlipBatch:
         self.had_bet: set[tuple[str, str]] = set()
 
     async def take(self) -> list[SlipAnswer]:
+        """Each slip's answer. A slip its own shape refuses
+        (:func:`~livetable.betting.slips.precheck`) is answered first, and nothing is
+        locked, read or written for it (PostgreSQL's text holds no NUL, for one)."""
+        shapes = [precheck(slip) for slip, _ in self.batch]
+        self.batch = [entry for entry, bad in zip(self.batch, shapes, strict=True)
+                      if bad is None]
+        if not self.batch:
+            return [bad for bad in shapes if bad is not None]
         await self._lock_and_read()
-        return await self._judge_and_write()
+        taken = iter(await self._judge_and_write())
+        return [next(taken) if bad is None else bad for bad in shapes]
 
     async def _lock_and_read(self) -> None:
         con, batch = self.con, self.batch
@@ -165,7 +214,7 @@ class SlipBatch:
 
     async def _deposit(self) -> None:
         """The seamless slips' mirror deposits, before any slip is judged (as the SQLite
-        ledger makes them: :func:`livetable.store.ledger.slips.take_slips`): to player
+        ledger makes them: :func:`livetable.store.sqlite.ledger.slips.take_slips`): to player
         accounts only, each once by its id (a re-send, or a second gateway, finds it
         made)."""
         rows: dict[str, tuple[str, str, int, int]] = {}

@@ -29,7 +29,7 @@ import json
 from typing import Any, assert_never
 
 from livetable.accounts import AccountError, hold_account
-from livetable.engine.bets import closed_deadline
+from livetable.betting.slips import closed_deadline
 from livetable.engine.effects import (
     CancelRound,
     Effect,
@@ -46,6 +46,7 @@ from livetable.store.bets import (
     refund_transfer_id,
     settle_chunk,
     settle_transfer_id,
+    shoe_rounds_json,
 )
 
 OPEN = ("betting", "paused", "closed")
@@ -140,7 +141,7 @@ async def apply(con: Any, effect: Effect, now: int, chunk: int) -> list[Settled]
                 "$8, $9, $10) ON CONFLICT DO NOTHING",
                 effect.shoe_id, effect.table, effect.commitment, effect.salt, effect.cut_at,
                 effect.burn_card, effect.burned, json.dumps(effect.order),
-                json.dumps(effect.rounds), now)
+                shoe_rounds_json(effect), now)
             return []
         case _:
             assert_never(effect)
@@ -294,3 +295,22 @@ async def _move(con: Any, moves: list[tuple[str, str, str, int, str]], players: 
         "$2::bigint[]) AS x(id, delta) WHERE accounts.id = x.id", moved,
         [deltas[a] for a in moved])
     return after
+
+
+async def unpublished_rounds(con: Any, table: str) -> list[str]:
+    """The rounds of ``table`` settled (or settling) whose results are not all known to
+    have reached the bus, oldest first (the runner's outbox: host/runner.py)."""
+    rows = await con.fetch(
+        "SELECT round_id FROM rounds WHERE table_id = $1 AND NOT published AND "
+        "state IN ('settling', 'refunding', 'settled', 'cancelled') ORDER BY opened_at",
+        table)
+    return [row[0] for row in rows]
+
+
+async def mark_published(con: Any, table: str, token: int) -> None:
+    """Every result of the ended rounds of ``table`` reached the bus: said by the table's
+    holder only (fenced), which published each chunk it stored, or again what it could
+    not vouch for."""
+    await check_fence(con, table, token)
+    await con.execute("UPDATE rounds SET published = true WHERE table_id = $1 AND NOT "
+                      "published AND state IN ('settled', 'cancelled')", table)

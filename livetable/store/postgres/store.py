@@ -1,29 +1,22 @@
 """The PostgreSQL store: the :class:`~livetable.store.base.Store` contract on asyncpg.
 
-Connections. One asyncpg pool per process, opened on first use from a libpq URL. A
-multi-host URL with ``target_session_attrs=read-write`` (``postgresql://a:5432,b:5432/db
-?target_session_attrs=read-write``) connects to whichever host takes writes, so after a
-failover the pool's next connections reach the promoted standby with no proxy in between;
-connections to the lost primary fail, surface as
-:class:`~livetable.store.base.StoreUnavailable` and are dropped by the pool. The driver is
-asyncpg, chosen by measurement over psycopg 3 (docs/benchmarks.md, "PostgreSQL driver").
+Connections: one asyncpg pool per process, from a libpq URL. A multi-host URL with
+``target_session_attrs=read-write`` connects to whichever host takes writes, so after a
+failover the pool's next connections reach the promoted standby; connections to the lost
+primary surface as :class:`~livetable.store.base.StoreUnavailable` and are dropped. asyncpg
+was chosen by measurement over psycopg 3 (docs/benchmarks.md, "PostgreSQL driver").
 
-Durability is the server's: with ``synchronous_commit = on`` and a synchronous standby
-(``synchronous_standby_names``) a commit returns once the standby has the transaction's
-WAL, so an acknowledged bet is on two machines before its ``bet_accepted`` leaves.
-
-What runs where: slips in :mod:`.slips` (group commit), steps, fencing and settlement in
-:mod:`.steps`, the schema in :mod:`.schema`, what an outage is in :mod:`.outages`; reads
-and the ledger's own moves here.
-Transactions that meet a deadlock or a serialization failure (the database chose them as
-the victim; nothing of them was written) are run again, a few times.
+Durability is the server's: with ``synchronous_commit = on`` and a synchronous standby a
+commit returns once the standby has its WAL, so an acknowledged bet is on two machines
+before its ``bet_accepted`` leaves; the store checks that promise (:mod:`.replication`) and
+bounds every slip's answer (:func:`.slips.bound`). Slips are in :mod:`.slips` (group
+commit), steps and settlement in :mod:`.steps`, tips in :mod:`.tips`, the schema in
+:mod:`.schema`, outages in :mod:`.outages`; a deadlock's victim is run again.
 """
-
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -33,51 +26,39 @@ import asyncpg
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id
-from livetable.engine.bets import (
+from livetable.betting.sessions import SessionRecord
+from livetable.betting.slips import (
     BetRequest,
     Rejection,
     SlipAnswer,
     SlipRequest,
     bet_answer,
     precheck,
-    settled_message,
 )
-from livetable.engine.effects import (
-    CancelRound,
-    Effect,
-    SettleRound,
-)
-from livetable.engine.sessions import SessionRecord
+from livetable.betting.tips import TipAnswer, TipRequest
+from livetable.engine.effects import CancelRound, Effect, SettleRound
 from livetable.rules.fairness import ShoeRecord
 from livetable.store.base import (
     AuditReport,
     InsufficientBalance,
     Settled,
-    SlipQueue,
+    StoreError,
+    StoreUnavailable,
     UnknownPlayer,
     cursor_of,
     surface_outages,
 )
-from livetable.store.bets import (
-    BET_COLUMNS,
-    ROUND_COLUMNS,
-    SETTLE_CHUNK,
-    SHOE_COLUMNS,
-    BetRow,
-    RoundView,
-    Withdrawal,
-    record_page,
-    round_view_of,
-    shoe_record,
-)
-from livetable.store.postgres import ledger, sessions, steps
+from livetable.store.bets import SETTLE_CHUNK, BetSpread, RoundView, Withdrawal
+from livetable.store.postgres import ledger, reads, replication, sessions, steps, tips
 from livetable.store.postgres.outages import RETRY_STATES
 from livetable.store.postgres.outages import (
     is_pg_outage as is_pg_outage,  # the store's own word for it
 )
+from livetable.store.postgres.replication import Replication
 from livetable.store.postgres.schema import migrate
-from livetable.store.postgres.slips import SlipBatch
+from livetable.store.postgres.slips import ANSWER_WITHIN, SlipBatch, bound
 from livetable.store.sealing import StateSeal, open_state, seal_state
+from livetable.store.slip_queue import SlipQueue
 
 T = TypeVar("T")
 
@@ -106,7 +87,8 @@ class PostgresStore:
     def __init__(self, url: str, *, schema: str | None = None,
                  event_retention: int = DEFAULT_EVENT_RETENTION,
                  seal: StateSeal | None = None, settle_chunk: int = SETTLE_CHUNK,
-                 max_connections: int = 16) -> None:
+                 max_connections: int = 16, replication: Replication = "sync",
+                 answer_within: float = ANSWER_WITHIN) -> None:
         if schema is not None and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", schema):
             raise ValueError(f"not a schema name: {schema!r}")
         self.url = url
@@ -116,6 +98,8 @@ class PostgresStore:
         #: Bets settled per transaction of :meth:`settle_pending` (and the settling step).
         self.settle_chunk = settle_chunk
         self.max_connections = max_connections
+        self.replication: Replication = replication  # sync: bets wait for a standby
+        self.answer_within = answer_within
         self.fence_tokens: dict[str, int] = {}
         #: table -> the head this process last loaded or wrote (see steps.check_head).
         self.heads: dict[str, tuple[int, int]] = {}
@@ -150,8 +134,8 @@ class PostgresStore:
         async with pool.acquire() as con:
             try:
                 yield con
-            except BaseException as exc:
-                if not isinstance(exc, asyncpg.PostgresError) or is_pg_outage(exc):
+            except BaseException as exc:  # our own refusals come after a clean rollback
+                if not isinstance(exc, asyncpg.PostgresError | StoreError) or is_pg_outage(exc):
                     con.terminate()
                 raise
 
@@ -180,8 +164,15 @@ class PostgresStore:
         raise AssertionError("unreachable")
 
     async def open(self) -> None:
-        """Connect and migrate now (a process does at start: a bad URL fails early)."""
+        """Connect and migrate now (a bad URL fails early); :func:`.replication.at_start`."""
         await self._ready()
+        async with self._connection() as con:
+            await replication.at_start(con, self.replication)
+
+    async def probe(self, within: float) -> tuple[float | None, str | None]:
+        """Readiness: see :func:`.replication.probe`."""
+        async with self._connection() as con:
+            return await replication.probe(con, self.replication, within)
 
     # --- accounts --------------------------------------------------------------------
 
@@ -199,9 +190,9 @@ class PostgresStore:
                                 initial_balance, "deposit", player_id, now)
             elif await ledger.kind(con, player_id) != "player":
                 raise AccountError(f"{player_id!r} is not a player account")
-            elif name:
-                await con.execute("UPDATE accounts SET name = $1 WHERE id = $2", name,
-                                  player_id)
+            elif name:  # a new name only: a hello is not a write (the standby confirms it)
+                await con.execute("UPDATE accounts SET name = $1 WHERE id = $2 AND name IS "
+                                  "DISTINCT FROM $1", name, player_id)
             row = await con.fetchrow("SELECT name, balance FROM accounts WHERE id = $1",
                                      player_id)
             return p.PlayerView(id=player_id, name=row[0], balance=row[1])
@@ -265,18 +256,43 @@ class PostgresStore:
         return bet_answer(bet, await self.place_slip(bet.as_slip(), now))
 
     async def place_slip(self, slip: SlipRequest, now: int) -> p.SlipAccepted | Rejection:
-        """Take a slip; slips that arrive together share a transaction (group commit)."""
-        bad = precheck(slip)
-        if bad is not None:
-            return bad
+        """Take a slip; slips that arrive together share a transaction (group commit),
+        where each is judged: its shape, then against what the batch read
+        (:meth:`.slips.SlipBatch.take`)."""
         # a seamless slip's mirror deposit is made in the batch's transaction, before its
         # bets are judged (SlipBatch._deposit)
-        return await self.slips.place(slip, now)
+        try:
+            async with asyncio.timeout(self.answer_within):
+                return await self.slips.place(slip, now)
+        except (TimeoutError, StoreUnavailable) as exc:
+            bad = precheck(slip)  # refused by its own shape, whether the store is out or not
+            if bad is not None:
+                return bad
+            if isinstance(exc, TimeoutError):
+                raise StoreUnavailable(f"no answer within {self.answer_within:g} s") from exc
+            raise
+
+    async def place_tip(self, tip: TipRequest, now: int) -> TipAnswer:
+        within = max(1, int(self.answer_within * 1000))
+        return await self._transaction(
+            lambda con: tips.place_tip(con, tip, now, within, self.replication))
+
+    async def tip_record(self, player_id: str, before: str | None,
+                         since: int | None) -> list[p.TipRecordEntry]:
+        async with self._connection() as con:
+            return await tips.tip_record(con, player_id, cursor_of(before), since)
 
     async def _take_batch(self, batch: list[tuple[SlipRequest, int]]) -> list[SlipAnswer]:
+        deadline = asyncio.get_running_loop().time() + self.answer_within
+
+        async def work(con: Any) -> list[SlipAnswer]:
+            left = deadline - asyncio.get_running_loop().time()
+            await bound(con, max(1, int(left * 1000)), self.replication)
+            return await SlipBatch(con, batch, self._limits).take()
+
         try:
-            return await self._transaction(
-                lambda con: SlipBatch(con, batch, self._limits).take())
+            async with asyncio.timeout_at(deadline):
+                return await self._transaction(work)
         finally:
             if len(self._limits) > 1000:
                 self._limits.clear()
@@ -334,6 +350,16 @@ class PostgresStore:
 
         return await self._transaction(work)
 
+    async def unpublished_rounds(self, table: str) -> list[str]:
+        """The rounds of ``table`` whose results may not all have reached the bus."""
+        async with self._connection() as con:
+            return await steps.unpublished_rounds(con, table)
+
+    async def mark_published(self, table: str) -> None:
+        """Every result of the ended rounds of ``table`` reached the bus."""
+        token = self.fence_tokens.get(table, 0)
+        await self._transaction(lambda con: steps.mark_published(con, table, token))
+
     async def claim(self, table: str) -> int:
         """Take ``table`` for this process: the database issues the next fencing token,
         which this store's steps of the table carry from now on; the steps of every older
@@ -378,47 +404,34 @@ class PostgresStore:
         if not round_ids:
             return []
         async with self._connection() as con:
-            rows = await con.fetch(
-                f"SELECT {BET_COLUMNS} FROM bets WHERE player_id = $1 AND round_id = "
-                f"ANY($2::text[]) AND state != 'accepted' ORDER BY seq", player_id, round_ids)
-        return [settled_message(BetRow(*r)) for r in rows]
+            return await reads.settlements_for_rounds(con, player_id, round_ids)
 
     async def round_settlements(self, round_id: str) -> list[tuple[str, p.BetSettled]]:
         async with self._connection() as con:
-            rows = await con.fetch(
-                f"SELECT player_id, {BET_COLUMNS} FROM bets WHERE round_id = $1 AND "
-                f"state != 'accepted' ORDER BY seq", round_id)
-        return [(r[0], settled_message(BetRow(*r[1:]))) for r in rows]
+            return await reads.round_settlements(con, round_id)
 
     async def bet_record(self, player_id: str, limit: int,
                          before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
-        limit = max(1, min(limit, 200))
-        cursor = cursor_of(before)
-        columns = ", ".join(f"b.{c}" for c in BET_COLUMNS.split(", "))
         async with self._connection() as con:
-            rows = await con.fetch(
-                f"SELECT b.seq, r.shoe_id, r.round_no, r.cards, {columns} FROM bets b "
-                f"JOIN rounds r USING (round_id) WHERE b.player_id = $1 AND "
-                f"($2::bigint IS NULL OR b.seq < $2) ORDER BY b.seq DESC LIMIT $3",
-                player_id, cursor, limit + 1)
-        return record_page(rows, limit)
+            return await reads.bet_record(con, player_id, max(1, min(limit, 200)),
+                                          cursor_of(before))
+
+    async def bet_spread(self, round_id: str) -> BetSpread:
+        where = "FROM bets WHERE round_id = $1 AND state != 'refunded'"
+        async with self._connection() as con:
+            rows = await con.fetch(f"SELECT spot, COUNT(DISTINCT player_id), SUM(amount) "
+                                   f"{where} GROUP BY spot", round_id)
+            players = await con.fetchval(f"SELECT COUNT(DISTINCT player_id) {where}",
+                                         round_id)
+        return {r[0]: (int(r[1]), int(r[2])) for r in rows}, int(players)
 
     async def round_view(self, round_id: str) -> RoundView | None:
         async with self._connection() as con:
-            row = await con.fetchrow(
-                f"SELECT {ROUND_COLUMNS} FROM rounds WHERE round_id = $1", round_id)
-        return None if row is None else round_view_of(row)
+            return await reads.round_view(con, round_id)
 
     async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
         async with self._connection() as con:
-            row = await con.fetchrow(f"SELECT {SHOE_COLUMNS} FROM shoes WHERE shoe_id = $1",
-                                     shoe_id)
-            if row is None:
-                return None
-            stored = {r[0]: r[1:] for r in await con.fetch(
-                "SELECT round_id, round_no, state, cards FROM rounds WHERE round_id = "
-                "ANY($1::text[])", [r for r, _ in json.loads(row[7])])}
-        return shoe_record(shoe_id, row, stored)
+            return await reads.shoe_view(con, shoe_id)
 
     async def audit(self) -> AuditReport:
         """Prove the ledger on one snapshot (a repeatable-read transaction)."""
@@ -467,8 +480,21 @@ class PostgresStore:
 
         return await self._transaction(work)
 
+    async def first_launch(self, operator_id: str, request_id: str, now: int,
+                           until: int) -> bool:
+        async def work(con: Any) -> bool:
+            return await sessions.first_launch(con, operator_id, request_id, now, until)
+
+        return await self._transaction(work)
+
     async def close(self) -> None:
         await self.slips.drained()
         if self._pool is not None:
             await self._pool.close()
+            self._pool = None
+
+    def terminate(self) -> None:
+        """Cut every connection now (a stop that could not wait for :meth:`close`)."""
+        if self._pool is not None:
+            self._pool.terminate()
             self._pool = None

@@ -1,0 +1,211 @@
+"""The wallet's HTTP client (livetable/operator/client.py) against raw HTTP/1.1 servers on
+loopback, each answering as a real server may: keep-alive, chunked, ended by the close,
+closing an idle connection, garbage, twice. Every outcome a client of its own must get
+right: an answer read whole or an unknown outcome, never a connection reused after an
+answer that did not end cleanly, never more connections than allowed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from livetable.operator import signatures
+from livetable.operator.client import MAX_ANSWER, WalletClient
+
+OK = b'{"status":"ok","balance":500}'
+
+
+def answer(body: bytes = OK, *, status: str = "200 OK", extra: bytes = b"") -> bytes:
+    return (b"HTTP/1.1 " + status.encode() + b"\r\nContent-Type: application/json\r\n"
+            + extra + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+#: A reply that ends with this is written without it, then the connection is closed.
+CLOSE = b"<close>"
+
+
+class Server:
+    """A loopback server: ``reply(n, request)`` gives the bytes to answer the n-th request
+    of a connection with (None: close the connection instead; ending with :data:`CLOSE`:
+    close it once they are written)."""
+
+    def __init__(self, reply: Callable[[int, bytes], bytes | None]) -> None:
+        self.reply = reply
+        self.connections = 0
+        self.open = 0
+        self.most_open = 0
+        self.requests: list[bytes] = []
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.open += 1
+        self.most_open = max(self.most_open, self.open)
+        self.writers.append(writer)
+        try:
+            n = 0
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:"))
+                request = head + await reader.readexactly(length)
+                self.requests.append(request)
+                n += 1
+                out = self.reply(n, request)
+                if out is None:
+                    break
+                writer.write(out.removesuffix(CLOSE))
+                await writer.drain()
+                if out.endswith(CLOSE):
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self.open -= 1
+            writer.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(reply: Callable[[int, bytes], bytes | None]) -> AsyncIterator[
+        tuple[Server, WalletClient]]:
+    server = Server(reply)
+    listener = await asyncio.start_server(lambda r, w: server.handle(r, w), "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    client = WalletClient(f"http://127.0.0.1:{port}/op/wallet", b"s" * 32, timeout=5,
+                          connections=4)
+    try:
+        yield server, client
+    finally:
+        await client.aclose()
+        listener.close()
+        for writer in server.writers:
+            writer.close()
+
+
+async def test_calls_share_one_kept_alive_connection_and_are_signed() -> None:
+    async with serving(lambda n, r: answer()) as (server, client):
+        for _ in range(3):
+            reply = await client.call("debit", b'{"tx_id":"a"}')
+            assert (reply.status, reply.balance) == ("ok", 500)
+        assert server.connections == 1
+        first = server.requests[0].decode()
+        assert first.startswith("POST /op/wallet/debit HTTP/1.1\r\n")
+        assert f"Host: 127.0.0.1:{client.target.port}\r\n" in first
+        assert f"{signatures.HEADER}: " in first and f"{signatures.TIMESTAMP_HEADER}: " in first
+        assert first.endswith('\r\n\r\n{"tx_id":"a"}')
+
+
+async def test_a_chunked_answer_and_one_ended_by_the_close_are_read_whole() -> None:
+    chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"10\r\n" + OK[:16] + b"\r\n" + b"%x\r\n" % len(OK[16:]) + OK[16:]
+               + b"\r\n0\r\n\r\n")
+    async with serving(lambda n, r: chunked) as (server, client):
+        assert (await client.call("balance", b"{}")).balance == 500
+        assert (await client.call("balance", b"{}")).balance == 500
+        assert server.connections == 1  # chunked keeps the connection
+
+    def by_close(n: int, r: bytes) -> bytes | None:
+        return b"HTTP/1.0 200 OK\r\n\r\n" + OK + CLOSE
+
+    async with serving(by_close) as (server, client):
+        # the close ends the answer; the connection is not kept
+        assert (await client.call("balance", b"{}")).balance == 500
+        assert (await client.call("balance", b"{}")).balance == 500
+        assert server.connections == 2
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_a_failed_call() -> None:
+    # the second request on each connection meets a close (a keep-alive timeout that
+    # fired as the call was sent): sent again once, on a fresh connection
+    async with serving(lambda n, r: answer() if n == 1 else None) as (server, client):
+        for _ in range(3):
+            assert (await client.call("debit", b"{}")).ok
+        assert server.connections == 3
+
+
+async def test_an_answer_cut_short_or_unreadable_is_an_unknown_outcome() -> None:
+    async def one(raw: bytes) -> tuple[str | None, str, int]:
+        def cut(n: int, r: bytes) -> bytes | None:
+            return raw + CLOSE
+
+        async with serving(cut) as (server, client):
+            reply = await client.call("debit", b"{}")
+            return reply.status, reply.reason, server.connections
+
+    # the headers cut by the close: not sent again (some of an answer came)
+    assert await one(b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n{\"st") == (
+        None, "ConnectionDropped", 1)
+    assert (await one(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"))[:2] == (
+        None, "HttpParserError")
+    status, reason, _ = await one(b"SPDY/9 hello\r\n\r\n")
+    assert status is None and reason.startswith("HttpParser")
+    # and a cut answer's connection is never used again: the next call opens another
+    cuts = [b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n{" + CLOSE, answer()]
+    async with serving(lambda n, r: cuts.pop(0)) as (server, client):
+        assert (await client.call("debit", b"{}")).reason == "ConnectionDropped"
+        assert (await client.call("debit", b"{}")).ok
+        assert server.connections == 2
+
+
+async def test_two_answers_to_one_request_end_the_connection() -> None:
+    async with serving(lambda n, r: answer() + answer(b'{"status":"ok","balance":1}')) \
+            as (server, client):
+        assert (await client.call("debit", b"{}")).balance == 500
+        assert (await client.call("debit", b"{}")).balance == 500  # not the stray one
+        assert server.connections == 2
+
+
+async def test_the_answer_cap_holds_with_a_length_and_with_chunks() -> None:
+    big = b"x" * (MAX_ANSWER + 1)
+    async with serving(lambda n, r: answer(big)) as (_, client):
+        reply = await client.call("debit", b"{}")
+        assert (reply.status, reply.reason) == (None, "answer too large")
+    chunks = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + (
+        b"400\r\n" + b"y" * 1024 + b"\r\n") * 65 + b"0\r\n\r\n"
+    async with serving(lambda n, r: chunks) as (_, client):
+        reply = await client.call("debit", b"{}")
+        assert (reply.status, reply.reason) == (None, "answer too large")
+
+
+async def test_never_more_connections_than_allowed() -> None:
+    release = asyncio.Event()
+    held: list[asyncio.Future[None]] = []
+
+    async with serving(lambda n, r: answer()) as (server, client):
+        original = server.handle
+
+        async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            fut = asyncio.get_running_loop().create_future()
+            held.append(fut)
+            await release.wait()
+            await original(reader, writer)
+
+        server.handle = slow  # type: ignore[method-assign]
+        calls = [asyncio.create_task(client.call("debit", b"{}")) for _ in range(10)]
+        while len(held) < 4:
+            await asyncio.sleep(0)
+        for _ in range(20):  # more would have connected by now
+            await asyncio.sleep(0)
+        assert len(held) == 4
+        release.set()
+        assert all(r.ok for r in await asyncio.gather(*calls))
+        assert server.most_open <= 4
+
+
+async def test_a_new_wallet_url_is_called_from_the_next_call_on() -> None:
+    async with serving(lambda n, r: answer()) as (first, client), \
+            serving(lambda n, r: answer(b'{"status":"ok","balance":7}')) as (second, other):
+        assert (await client.call("debit", b"{}")).balance == 500
+        client.point_at(other.base, b"t" * 32)
+        assert (await client.call("debit", b"{}")).balance == 7
+        assert (first.connections, len(first.requests), len(second.requests)) == (1, 1, 1)
+
+
+@pytest.mark.parametrize("url", ["ftp://h/w", "http:///w", "http://h/w?x=1", "http://h/a b",
+                                 "http://u:p@h/w", "http://h/w\r\nX: 1"])
+def test_a_wallet_url_that_cannot_be_called_safely_is_refused(url: str) -> None:
+    with pytest.raises(ValueError):
+        WalletClient(url, b"s", timeout=1, connections=1)
