@@ -111,8 +111,11 @@ export function newRoundBets(roundId, { away = false } = {}) {
   bets.autoTried = null;
   S.justRevealed = null;
   hideWin();
-  // "While you were away" is about rounds gone by: its balance is stale once one opens.
-  $("#resume-summary").hidden = true;
+  // "While you were away" stays through the round that opens next, for the player to read
+  // on arrival; it closes with OK, with their first chip, or when the round after opens.
+  const summary = $("#resume-summary");
+  summary.dataset.roundsOpened = String(Number(summary.dataset.roundsOpened || 0) + 1);
+  if (Number(summary.dataset.roundsOpened) >= 2) summary.hidden = true;
 }
 
 function bettingOpen() {
@@ -161,6 +164,7 @@ function setDraft(next, { announceIt = true } = {}) {
   if (problem) { warn(problem); return false; }
   bets.history.push({ ...bets.draft });
   bets.draft = next;
+  $("#resume-summary").hidden = true;  // its balance is stale once the player bets again
   if (announceIt) announce(t("announce.draft", { deducted: money(deducted(next)) }));
   render();
   return true;

@@ -205,5 +205,6 @@ export function showResumeSummary(list) {
   const balance = S.player ? S.player.balance : list[list.length - 1].balance;
   $("#resume-total").textContent = t("resume.total", { returned: money(returned), balance: money(balance) });
   box.hidden = false;
+  box.dataset.roundsOpened = "0";
   announce(`${t("resume.title")} ${t("resume.total", { returned: money(returned), balance: money(balance) })}`);
 }

@@ -154,8 +154,7 @@ def test_connection_cut_mid_round_resumes_and_shows_the_settlement(
         return bool(snap["round_id"] != round_id or snap["phase"] in ("settled", "cancelled"))
 
     wait_until(round_over, timeout=60)
-    # The summary closes when the next round opens (two seconds after a settlement here): a
-    # page slow to come back shows it only briefly. What it showed is recorded as it shows.
+    # What the summary showed is recorded as it shows (it may be shown, then filled in).
     page.evaluate("""() => {
         const box = document.querySelector('[data-testid=resume-summary]');
         window.__summaries = [];
@@ -336,6 +335,21 @@ def test_a_player_who_closed_the_page_sees_what_was_paid_on_return(
     wait_until(round_over, timeout=60)
     back = TablePage(context.new_page(), server.url).open(table)
     summary = back.page.get_by_test_id("resume-summary")
-    expect(summary).to_be_visible()
+    round_no = """() => Number(document.querySelector('[data-testid=round-no]')
+                                  .textContent.replace(/\\D/g, '')) || null"""
+    # the round on the felt when the summary appears (checked on every frame)
+    shown_in = back.page.wait_for_function(
+        f"""() => !document.querySelector('[data-testid=resume-summary]').hidden
+                  && ({round_no})()""", timeout=15_000).json_value()
     expect(summary.get_by_test_id("resume-item")).to_have_count(1)
     expect(summary).to_contain_text("Player 4")
+    # The summary stays through the next round's opening, for a player to read on arrival
+    # (it closed at once when a round opened two seconds after the page came back) ...
+    back.page.wait_for_function(
+        f"""(shown) => ({round_no})() !== shown
+            && document.querySelector('[data-testid=phase]').dataset.phase === 'betting'""",
+        arg=shown_in, timeout=60_000)
+    expect(summary).to_be_visible()
+    # ... and closes with the player's first chip: its balance is stale once they bet.
+    back.place(Bet("P1", chips(back.page)[0]))
+    expect(summary).to_be_hidden()

@@ -109,7 +109,11 @@ class Deployment:
 
         self.engines = [process("engine", i + 1) for i in range(engines)]
         self.gateways = [process("gateway", i + 1) for i in range(gateways)]
-        self.http = httpx.AsyncClient(trust_env=False, timeout=2.0)
+        # A pooled connection is dropped after 1 s idle: the server closes its own after 5 s
+        # (uvicorn's keep-alive), and a request sent on one it is closing that moment fails
+        # with "Server disconnected without sending a response".
+        self.http = httpx.AsyncClient(trust_env=False, timeout=2.0,
+                                      limits=httpx.Limits(keepalive_expiry=1.0))
 
     @property
     def processes(self) -> list[LiveServer]:
