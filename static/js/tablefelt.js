@@ -16,7 +16,7 @@ import { mountBetTools } from "./bettools.js";
 import { withCurrency } from "./operator.js";
 import { bindAtmosphere, play } from "./atmosphere.js";
 import { betLimits, buildChips, canBet, pendingOn, placeChip, undo, clearDraft, rebet, double, confirmBets, closeDrafts, autoConfirm, renderControls, betting, inPlay } from "./tablebets.js";
-import { renderPayout, renderSound, toggleSound } from "./tableresults.js";
+import { renderPayout, renderResumeTotal, renderSound, toggleSound } from "./tableresults.js";
 import { resetGuest } from "./tableframes.js";
 import { renderConnection } from "./tableresume.js";
 import { S, bets, prefs, writePref, PREF_AUTO_CONFIRM } from "./tablestate.js";
@@ -326,6 +326,7 @@ export function renderWallet() {
   if (!S.player) { el.textContent = "—"; el.dataset.value = ""; return; }
   el.textContent = withCurrency(money(S.player.balance), S.player);
   el.dataset.value = String(S.player.balance);
+  renderResumeTotal();
   $("#player-name").textContent = displayName(S.player.name || "");
   const amount = inPlay();
   $("#in-play").textContent = amount ? t("wallet.in_play", { amount: money(amount) }) : "";

@@ -201,10 +201,20 @@ export function showResumeSummary(list) {
   const ul = $("#resume-list");
   ul.replaceChildren(...list.map((s) => h("li", { "data-testid": "resume-item", "data-bet-id": s.bet_id },
     settledSentence(s))));
-  const returned = list.reduce((a, s) => a + (s.returned || 0), 0);
-  const balance = S.player ? S.player.balance : list[list.length - 1].balance;
-  $("#resume-total").textContent = t("resume.total", { returned: money(returned), balance: money(balance) });
-  box.hidden = false;
+  box.dataset.returned = String(list.reduce((a, s) => a + (s.returned || 0), 0));
+  box.dataset.balance = String(list[list.length - 1].balance);
   box.dataset.roundsOpened = "0";
-  announce(`${t("resume.title")} ${t("resume.total", { returned: money(returned), balance: money(balance) })}`);
+  box.hidden = false;
+  renderResumeTotal();
+  announce(`${t("resume.title")} ${$("#resume-total").textContent}`);
+}
+
+/** The summary's last line: what came back, and the balance now (kept current while the
+ * summary is up: it is never left saying an old balance). */
+export function renderResumeTotal() {
+  const box = $("#resume-summary");
+  if (box.hidden) return;
+  const balance = S.player ? S.player.balance : Number(box.dataset.balance);
+  $("#resume-total").textContent = t("resume.total", { returned: money(Number(box.dataset.returned)),
+    balance: money(balance) });
 }
