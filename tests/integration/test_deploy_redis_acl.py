@@ -23,6 +23,7 @@ the ACL file rendered by the real script. Then:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
@@ -403,8 +404,8 @@ async def test_a_gateway_and_an_engine_run_on_the_livetable_user(
         player = await WireClient.connect(gateway.ws, "player")
         dealer = await WireClient.connect(gateway.ws_dealer, "dealer")
         clients += [player, dealer]
-        await player.hello(token)
-        await dealer.hello(gateway.dealer_token())
+        # every hello at once: each connection's hello timeout runs from its upgrade
+        await asyncio.gather(player.hello(token), dealer.hello(gateway.dealer_token()))
         opened = await player.expect("round_opened")
         accepted = await place(player, opened["round_id"], [("P1", 100), ("P2_PAIR", 20)])
         await player.expect("round_settled", round_id=opened["round_id"])

@@ -32,10 +32,9 @@ async def test_chat_goes_from_one_gateway_to_the_other(tmp_path: Path) -> None:
         console2 = await WireClient.connect(gw2.ws_dealer, "console@gw2")
         clients = [a1, a2, viewer2, console2]
         try:
-            await a1.hello(token_a)
-            await a2.hello(token_a)
-            await viewer2.hello()
-            await console2.hello(gw2.dealer_token(name="Dee"))
+            # every hello at once: each connection's hello timeout runs from its upgrade
+            await asyncio.gather(a1.hello(token_a), a2.hello(token_a), viewer2.hello(),
+                                 console2.hello(gw2.dealer_token(name="Dee")))
 
             sent = await say(a1, "a1", "hello from gateway 1")
             assert sent["type"] == "chat_accepted"
@@ -89,9 +88,9 @@ async def test_a_tip_on_one_gateway_reaches_the_dealer_console_on_the_other(
         console2 = await WireClient.connect(gw2.ws_dealer, "console@gw2")
         clients = [player, viewer2, console2]
         try:
-            name = (await player.hello(token))["player"]["name"]
-            await viewer2.hello()
-            await console2.hello(gw2.dealer_token(name="Dee"))
+            welcome, _, _ = await asyncio.gather(  # each hello timeout runs from its upgrade
+                player.hello(token), viewer2.hello(), console2.hello(gw2.dealer_token(name="Dee")))
+            name = welcome["player"]["name"]
             await player.send({"type": "tip", "tip_id": "t-1", "amount": 50})
             taken = await player.expect("tip_accepted")
             assert taken["amount"] == 50

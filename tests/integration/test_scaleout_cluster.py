@@ -104,8 +104,8 @@ async def test_sharded_pubsub_and_one_slot_per_table(
         player = await WireClient.connect(server.ws, "player")
         viewer = await WireClient.connect(server.ws, "viewer")
         clients += [player, viewer]
-        await player.hello(token)
-        await viewer.hello()
+        # every hello at once: each connection's hello timeout runs from its upgrade
+        await asyncio.gather(player.hello(token), viewer.hello())
         opened = await player.expect("round_opened")
         round_id = opened["round_id"]
         bets = await place(player, round_id, [("P1", 100), ("P4_PAIR", 10), ("P2", 55)])

@@ -17,6 +17,7 @@ finds nothing wrong. The measured takeover times are printed (run with ``-s``).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -63,8 +64,9 @@ async def standby_takes_over(deployment: Deployment, phase: str) -> None:
     b = await WireClient.connect(gw2.ws, "B@gw2")
     clients = [a, b]
     try:
-        await a.hello(token_a)
-        seen_from = (await b.hello(token_b))["seq"]
+        # every hello at once: each connection's hello timeout runs from its upgrade
+        _, welcome_b = await asyncio.gather(a.hello(token_a), b.hello(token_b))
+        seen_from = welcome_b["seq"]
         # a round both see open (a loaded run welcomed B after A's round_opened: the two
         # streams then overlapped one event less than counted)
         opened = await a.expect(lambda f: f.get("type") == "round_opened"

@@ -9,6 +9,7 @@ connected to both gateways hears of its results on both.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -46,10 +47,9 @@ async def one_table_everywhere(deployment: Deployment) -> None:
     viewer = await WireClient.connect(gw1.ws, "viewer@gw1")
     clients = [a1, a2, b2, viewer]
     try:
-        await a1.hello(token_a)
-        await a2.hello(token_a)
-        await b2.hello(token_b)
-        await viewer.hello()
+        # every hello at once: each connection's hello timeout runs from its upgrade
+        await asyncio.gather(a1.hello(token_a), a2.hello(token_a), b2.hello(token_b),
+                             viewer.hello())
         opened = await a1.expect("round_opened")
         round_id = opened["round_id"]
         await b2.expect("round_opened", round_id=round_id)

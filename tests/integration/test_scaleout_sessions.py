@@ -30,9 +30,9 @@ async def test_an_ended_session_closes_on_both_gateways_at_once(tmp_path: Path) 
         stays = await WireClient.connect(gw2.ws, "other session on gw2")
         clients = [on1, on2, stays]
         try:
-            await on1.hello(session["token"])
-            await on2.hello(session["token"])
-            await stays.hello(other["token"])
+            # every hello at once: each connection's hello timeout runs from its upgrade
+            await asyncio.gather(on1.hello(session["token"]), on2.hello(session["token"]),
+                                 stays.hello(other["token"]))
             answer = await asyncio.to_thread(
                 signed_post, gw2, f"/api/operator/sessions/{session['session_id']}/end",
                 {"reason": "account_closed"})
@@ -75,8 +75,8 @@ async def test_a_sessions_stakes_count_on_every_gateway(tmp_path: Path) -> None:
         on1 = await WireClient.connect(gw1.ws, "on gw1")
         on2 = await WireClient.connect(gw2.ws, "on gw2")
         try:
-            await on1.hello(session["token"])
-            await on2.hello(session["token"])
+            # every hello at once: each connection's hello timeout runs from its upgrade
+            await asyncio.gather(on1.hello(session["token"]), on2.hello(session["token"]))
             round_id = (await on1.expect("round_opened", timeout=20))["round_id"]
             taken = await on1.bet("g1", round_id, "P1", 1000)  # stakes 2000 of 3000
             assert taken["type"] == "bet_accepted", taken
