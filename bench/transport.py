@@ -222,7 +222,7 @@ def main() -> None:
                 if not point["frames"]:  # the publisher or the game stalled: once more
                     point = {**measure(kind, lg, work, args, rate), "retried": True}
                 point["repeat"] = rep
-                if kind == "livetable" and point["frames_per_viewer_per_s"]:
+                if kind.startswith("livetable") and point["frames_per_viewer_per_s"]:
                     rate = point["frames_per_viewer_per_s"]
                 runs.append(point)
                 print(json.dumps(point), flush=True)
