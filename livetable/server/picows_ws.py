@@ -4,8 +4,11 @@ sees the same ASGI websocket and scope extensions as on :mod:`livetable.server.f
 Why: a connection's cost is mostly its transport. uvicorn's websockets-sansio protocol took
 ~22 KiB and ~0.4 ms of CPU a viewer, picows' ~16 KiB and ~0.12 ms (docs/benchmarks.md, "The
 websocket transport for ``/ws``"). picows' parser is C (Cython) over one read buffer that
-starts small (:data:`READ_BUFFER`) and grows on demand; a frame is written with one
-``send()`` when nothing is queued before it.
+starts small (:data:`READ_BUFFER`) and grows on demand; a frame picows frames (ASGI's
+``websocket.send``, a ping, the close) goes out with one ``send()`` when nothing is queued
+before it; a frame framed once for every socket (``write_frame``: the fan-out, a direct
+answer) through the transport's ``write`` (docs/benchmarks.md, "Fan-out at 3,000 viewers
+against picows").
 
 How it slots in. uvicorn's HTTP protocol builds this class as its websocket protocol, hands
 it the upgrade request and the transport. Here the scope is made and the app started, as
