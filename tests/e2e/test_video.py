@@ -247,7 +247,11 @@ def test_a_broken_stream_falls_back_to_the_drawn_table(studio: tuple[Server, Med
     expect(page.get_by_test_id("felt")).to_be_visible()
     arrivals, shown = reveals(page, 2)
     for s in shown[-2:]:
-        assert s["t"] - arrival_of(arrivals, s)["t"] < 500, s  # nothing held
+        # nothing held: the page knows no stream delay, and each hand is drawn as it comes
+        # (a held one waits out the stream's delay, over 3 s here; a loaded machine takes
+        # up to a second or so to draw a frame)
+        assert s["delay"] is None, s
+        assert s["t"] - arrival_of(arrivals, s)["t"] < 2_000, s
     assert errors == []
 
 

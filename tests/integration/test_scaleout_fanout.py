@@ -48,9 +48,12 @@ async def one_table_everywhere(deployment: Deployment) -> None:
     clients = [a1, a2, b2, viewer]
     try:
         # every hello at once: each connection's hello timeout runs from its upgrade
-        await asyncio.gather(a1.hello(token_a), a2.hello(token_a), b2.hello(token_b),
-                             viewer.hello())
-        opened = await a1.expect("round_opened")
+        welcomes = await asyncio.gather(a1.hello(token_a), a2.hello(token_a),
+                                        b2.hello(token_b), viewer.hello())
+        # a round every client sees open: one that opens after the last welcome
+        seen_by_all = max(welcome["seq"] for welcome in welcomes)
+        opened = await a1.expect(lambda f: f.get("type") == "round_opened"
+                                 and f["seq"] > seen_by_all)
         round_id = opened["round_id"]
         await b2.expect("round_opened", round_id=round_id)
         bets_a = await place(a1, round_id, [("P1", 100), ("P2_PAIR", 20), ("P4", 35)], "a1")
