@@ -4,7 +4,8 @@ The rules — how a slip is judged and answered — are :mod:`livetable.betting.
 what both stores share below them: what settling a chunk of bets moves
 (:func:`settle_chunk`), the transfer ids, the
 one shape of a stored bet (:class:`BetRow`) and the Bet Record line it shows
-(:func:`record_entry`), and a round as kept (:class:`RoundView`).
+(:func:`record_entry`), a round as kept (:class:`RoundView`), and an operator's session
+(:func:`session_of`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Protocol
 import msgspec
 
 from livetable import protocol as p
+from livetable.betting.sessions import SessionLimits, SessionRecord
 from livetable.engine.effects import RevealShoe
 from livetable.rules import BetSpot
 from livetable.rules.fairness import ShoeRecord, ShoeRound, publish_rounds
@@ -192,6 +194,31 @@ def tip_entry(row: Sequence[Any]) -> p.TipRecordEntry:
     """A row of :data:`TIP_COLUMNS` as the Bet Record shows it."""
     return p.TipRecordEntry(tip_id=row[0], table=row[1], round_id=row[2], amount=row[3],
                             placed_at=row[4], balance_after=row[5])
+
+
+#: An operator's session as both stores keep it (one row a session).
+SESSION_COLUMNS = ("session_id, operator, player_id, started_at, expires_at, limits, staked, "
+                   "returned, round_id, round_staked, checked_at, ended_at, reason")
+
+
+def session_values(record: SessionRecord) -> tuple[Any, ...]:
+    """``record`` as the values of :data:`SESSION_COLUMNS`, in order."""
+    return (record.session_id, record.operator, record.player_id, record.started_at,
+            record.expires_at, msgspec.json.encode(record.limits).decode(), record.staked,
+            record.returned, record.round_id, record.round_staked, record.checked_at,
+            record.ended_at, record.reason)
+
+
+def session_of(row: Sequence[Any] | None) -> SessionRecord | None:
+    """The session of a row of :data:`SESSION_COLUMNS` (None for no row)."""
+    if row is None:
+        return None
+    return SessionRecord(session_id=row[0], operator=row[1], player_id=row[2],
+                         started_at=row[3], expires_at=row[4],
+                         limits=msgspec.json.decode(row[5], type=SessionLimits),
+                         staked=row[6], returned=row[7], round_id=row[8],
+                         round_staked=row[9], checked_at=row[10], ended_at=row[11],
+                         reason=row[12])
 
 
 def limits_dict(limits: p.Limits) -> dict[str, int]:

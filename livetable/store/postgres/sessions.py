@@ -11,41 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
-from livetable.betting.sessions import SessionLimits, SessionRecord
-
-_COLUMNS = ("session_id, operator, player_id, started_at, expires_at, limits, staked, "
-            "returned, round_id, round_staked, checked_at, ended_at, reason")
-
-
-def record_of(row: Any) -> SessionRecord | None:
-    """The session of a row of :data:`_COLUMNS` (None for no row)."""
-    if row is None:
-        return None
-    return SessionRecord(session_id=row[0], operator=row[1], player_id=row[2],
-                         started_at=row[3], expires_at=row[4],
-                         limits=msgspec.json.decode(row[5], type=SessionLimits),
-                         staked=row[6], returned=row[7], round_id=row[8],
-                         round_staked=row[9], checked_at=row[10], ended_at=row[11],
-                         reason=row[12])
+from livetable.betting.sessions import SessionRecord
+from livetable.store.bets import SESSION_COLUMNS, session_of, session_values
 
 
 async def open_session(con: Any, record: SessionRecord) -> None:
     """Keep ``record`` (once by its id), and forget the sessions whose token expired."""
     await con.execute("DELETE FROM sessions WHERE expires_at < $1", record.started_at)
     await con.execute(
-        f"INSERT INTO sessions ({_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,"
-        "$13) ON CONFLICT (session_id) DO NOTHING",
-        record.session_id, record.operator, record.player_id, record.started_at,
-        record.expires_at, msgspec.json.encode(record.limits).decode(), record.staked,
-        record.returned, record.round_id, record.round_staked, record.checked_at,
-        record.ended_at, record.reason)
+        f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,"
+        "$11,$12,$13) ON CONFLICT (session_id) DO NOTHING", *session_values(record))
 
 
 async def session(con: Any, session_id: str) -> SessionRecord | None:
-    return record_of(await con.fetchrow(
-        f"SELECT {_COLUMNS} FROM sessions WHERE session_id = $1", session_id))
+    return session_of(await con.fetchrow(
+        f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = $1", session_id))
 
 
 async def end_session(con: Any, session_id: str, reason: str,
@@ -60,11 +40,12 @@ async def count(con: Any, session_id: str, round_id: str | None, staked: int,
                 returned: int) -> SessionRecord | None:
     """Add what one slip staked in ``round_id``, or what settlements returned
     (``round_id`` None), to the session's figures."""
-    return record_of(await con.fetchrow(
+    return session_of(await con.fetchrow(
         "UPDATE sessions SET staked = staked + $2, returned = returned + $3, "
         "round_staked = CASE WHEN $4::text IS NULL THEN round_staked "
         "WHEN round_id = $4::text THEN round_staked + $2 ELSE $2 END, "
-        f"round_id = COALESCE($4::text, round_id) WHERE session_id = $1 RETURNING {_COLUMNS}",
+        "round_id = COALESCE($4::text, round_id) WHERE session_id = $1 "
+        f"RETURNING {SESSION_COLUMNS}",
         session_id, staked, returned, round_id))
 
 
@@ -81,6 +62,6 @@ async def first_launch(con: Any, operator_id: str, request_id: str, now: int,
 
 async def reality_checked(con: Any, session_id: str, now: int) -> SessionRecord | None:
     """The player answered the reality check at ``now``: the next is due from then."""
-    return record_of(await con.fetchrow(
-        f"UPDATE sessions SET checked_at = $2 WHERE session_id = $1 RETURNING {_COLUMNS}",
+    return session_of(await con.fetchrow(
+        f"UPDATE sessions SET checked_at = $2 WHERE session_id = $1 RETURNING {SESSION_COLUMNS}",
         session_id, now))

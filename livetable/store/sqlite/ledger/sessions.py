@@ -8,13 +8,9 @@ settlements of the session's player moved.
 
 from __future__ import annotations
 
-import msgspec
-
-from livetable.betting.sessions import SessionLimits, SessionRecord
+from livetable.betting.sessions import SessionRecord
+from livetable.store.bets import SESSION_COLUMNS, session_of, session_values
 from livetable.store.sqlite.ledger.core import Ledger
-
-_COLUMNS = ("session_id, operator, player_id, started_at, expires_at, limits, staked, "
-            "returned, round_id, round_staked, checked_at, ended_at, reason")
 
 
 def open_session(ledger: Ledger, record: SessionRecord) -> None:
@@ -22,24 +18,14 @@ def open_session(ledger: Ledger, record: SessionRecord) -> None:
     with ledger.transaction() as db:
         db.execute("DELETE FROM sessions WHERE expires_at < ?", (record.started_at,))
         db.execute(
-            f"INSERT OR IGNORE INTO sessions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (record.session_id, record.operator, record.player_id, record.started_at,
-             record.expires_at, msgspec.json.encode(record.limits).decode(), record.staked,
-             record.returned, record.round_id, record.round_staked, record.checked_at,
-             record.ended_at, record.reason))
+            f"INSERT OR IGNORE INTO sessions ({SESSION_COLUMNS}) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", session_values(record))
 
 
 def session(ledger: Ledger, session_id: str) -> SessionRecord | None:
-    row = ledger.db.execute(f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?",
-                            (session_id,)).fetchone()
-    if row is None:
-        return None
-    return SessionRecord(session_id=row[0], operator=row[1], player_id=row[2],
-                         started_at=row[3], expires_at=row[4],
-                         limits=msgspec.json.decode(row[5], type=SessionLimits),
-                         staked=row[6], returned=row[7], round_id=row[8],
-                         round_staked=row[9], checked_at=row[10], ended_at=row[11],
-                         reason=row[12])
+    return session_of(ledger.db.execute(
+        f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,)
+    ).fetchone())
 
 
 def end_session(ledger: Ledger, session_id: str, reason: str, now: int
