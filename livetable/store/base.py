@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -172,6 +172,24 @@ def out_of_step(table: str, head: Head | None, events: list[tuple[int, int, byte
         return (f"table {table}: the store's head is {head}, not {left} where this engine "
                 f"left it")
     return None
+
+
+def events_wanted(head: Sequence[int] | None, epoch: int, seq: int,
+                  limit: int) -> int | None:
+    """How many events a resume from ``(epoch, seq)`` needs from a log whose head is
+    ``head`` (its epoch and seq): None when the log cannot serve it — another epoch, a seq
+    past the head, more than ``limit`` behind (:meth:`Store.events_after`)."""
+    if head is None or head[0] != epoch or seq > head[1] or head[1] - seq > limit:
+        return None
+    return int(head[1]) - seq
+
+
+def events_read(rows: Sequence[Sequence[Any]], seq: int, wanted: int) -> list[bytes] | None:
+    """The frames of ``rows`` ((seq, frame) in order) after ``seq``; None if the log no
+    longer holds each of the ``wanted`` (trimmed)."""
+    if len(rows) != wanted or (rows and rows[0][0] != seq + 1):
+        return None
+    return [bytes(row[1]) for row in rows]
 
 
 class FenceRefused(OutOfStep):

@@ -46,6 +46,8 @@ from livetable.store.base import (
     StoreUnavailable,
     UnknownPlayer,
     cursor_of,
+    events_read,
+    events_wanted,
     surface_outages,
 )
 from livetable.store.bets import SETTLE_CHUNK, BetSpread, RoundView, Withdrawal
@@ -386,18 +388,13 @@ class PostgresStore:
         async with self._connection() as con, con.transaction(isolation="repeatable_read"):
             head = await con.fetchrow("SELECT epoch, seq FROM tables WHERE table_id = $1",
                                       table)
-            if head is None or head[0] != epoch or seq > head[1]:
-                return None
-            if seq == head[1]:
-                return []
-            if head[1] - seq > limit:
-                return None
+            wanted = events_wanted(head, epoch, seq, limit)
+            if not wanted:
+                return None if wanted is None else []
             rows = await con.fetch("SELECT seq, frame FROM events WHERE table_id = $1 AND "
                                    "epoch = $2 AND seq > $3 AND seq <= $4 ORDER BY seq",
                                    table, epoch, seq, head[1])
-        if not rows or rows[0][0] != seq + 1 or len(rows) != head[1] - seq:
-            return None  # trimmed: the log no longer holds every later event
-        return [bytes(r[1]) for r in rows]
+        return events_read(rows, seq, wanted)
 
     async def settlements_for_rounds(self, player_id: str,
                                      round_ids: list[str]) -> list[p.BetSettled]:

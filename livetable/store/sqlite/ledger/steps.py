@@ -23,7 +23,15 @@ from livetable.engine.effects import (
     SetBetting,
     SettleRound,
 )
-from livetable.store.base import Head, OutOfStep, Settled, StepRefused, out_of_step
+from livetable.store.base import (
+    Head,
+    OutOfStep,
+    Settled,
+    StepRefused,
+    events_read,
+    events_wanted,
+    out_of_step,
+)
 from livetable.store.bets import (
     OpenBet,
     limits_dict,
@@ -261,15 +269,10 @@ def events_after(ledger: Ledger, table: str, epoch: int, seq: int,
                  limit: int) -> list[bytes] | None:
     db = ledger.db
     head = db.execute("SELECT epoch, seq FROM tables WHERE table_id = ?", (table,)).fetchone()
-    if head is None or head[0] != epoch or seq > head[1]:
-        return None
-    if seq == head[1]:
-        return []
-    if head[1] - seq > limit:
-        return None
+    wanted = events_wanted(head, epoch, seq, limit)
+    if not wanted:
+        return None if wanted is None else []
     rows = db.execute(
         "SELECT seq, frame FROM events WHERE table_id = ? AND epoch = ? AND seq > ? "
         "ORDER BY seq", (table, epoch, seq)).fetchall()
-    if not rows or rows[0][0] != seq + 1 or len(rows) != head[1] - seq:
-        return None  # trimmed: the log no longer holds every later event
-    return [bytes(r[1]) for r in rows]
+    return events_read(rows, seq, wanted)
