@@ -7,6 +7,14 @@ lapsed lease and cancelled the round in betting. Here the engine's event loop is
 for three times the lease's time to live, as a burst of Python work blocks it, while a
 standby polls for the lease from another thread: the lease must stay the engine's. A
 loop blocked past the stall limit is stuck, not busy: then the standby gets it.
+
+And a lease holder cut off from Redis stops driving before its lease lapses. Seen in the
+fault runs (docs/operations.md §8): an engine cut off from Redis by a partition — bytes
+held, nothing closed — kept driving its table past its 2 s lease: its renewal waited on the
+socket for its timeout (60 s). Now every renewal has a deadline inside the lease. There the
+engine reaches Redis through a TCP proxy that stalls (tests/e2e/tcpproxy.py), a standby
+directly: the moment the standby takes the lapsed lease, the engine must already have
+stopped driving the table.
 """
 
 from __future__ import annotations
@@ -25,7 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from redis_util import start_redis
 
+from livetable.bus.redis_conn import connection_pool
 from livetable.host.scaleout import LeasedTables
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+from tcpproxy import TcpProxy  # tests/e2e is not a package
 
 pytestmark = [pytest.mark.redis]
 
@@ -34,9 +46,14 @@ POLL = 0.1
 
 
 class _Runner:
-    """What LeasedTables asks of a runner, and nothing more."""
+    """What LeasedTables asks of a runner; it says whether it would step now."""
 
-    alive = True
+    def __init__(self) -> None:
+        self.alive = True
+        self.holds: Any = lambda: True
+
+    def driving(self) -> bool:
+        return bool(self.alive and self.holds())
 
     async def start(self) -> None:
         pass
@@ -121,3 +138,44 @@ async def test_a_stuck_engine_loop_loses_its_lease(tmp_path: Path) -> None:
     held, took = await _blocked_loop(tmp_path, seconds=2.5, stall_limit=1.0)
     assert took, "the lease of a stuck engine loop never lapsed"
     assert held == []  # the engine saw it lost the table, and stopped driving it
+
+
+async def test_an_engine_cut_off_from_redis_stops_before_a_standby_takes_over(
+        tmp_path: Path) -> None:
+    server = start_redis(tmp_path)
+    engine_runner = _Runner()
+    at_takeover: list[bool] = []  # whether the engine still drove when the standby took
+    taken = asyncio.Event()
+
+    def standby_runner(table: str) -> _Runner:
+        at_takeover.append(engine_runner.driving())
+        taken.set()
+        return _Runner()
+
+    with TcpProxy(server.port) as proxy:
+        # the engine's lease connections as services.py makes them (no socket timeout of
+        # their own), through the proxy
+        cut = Redis(connection_pool=connection_pool(f"redis://127.0.0.1:{proxy.port}/0",
+                                                    max_connections=8, timeout=5))
+        direct = Redis.from_url(server.url)
+        engine = LeasedTables(cut, _Store(), ["t1"], lambda t: engine_runner,  # type: ignore[arg-type,return-value]  # a runner's stand-in
+                              ttl_ms=TTL_MS, poll=POLL, owner="engine")
+        standby = LeasedTables(direct, _Store(), ["t1"], standby_runner,  # type: ignore[arg-type]  # a runner's stand-in
+                               ttl_ms=TTL_MS, poll=POLL, owner="standby")
+        try:
+            await engine.start()
+            assert engine.held == ["t1"] and engine_runner.driving()
+            await standby.start()
+            assert standby.held == []
+            proxy.stall()  # the partition: nothing passes, nothing is closed
+            async with asyncio.timeout(20):
+                await taken.wait()
+            assert at_takeover == [False], "the engine drove the table past its lease"
+            assert not engine_runner.alive
+        finally:
+            proxy.restore()
+            await asyncio.wait_for(engine.stop(), 20)
+            await asyncio.wait_for(standby.stop(), 20)
+            await cut.aclose()
+            await direct.aclose()
+            server.stop()
