@@ -11,6 +11,7 @@ table and holds nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -114,17 +115,26 @@ def start_livetable(data: Path, *args: str) -> Server:
         time.sleep(0.2)
 
 
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, MediaServer]]:
-    base = tmp_path_factory.mktemp("video")
+@contextlib.contextmanager
+def card_stream(base: Path) -> Iterator[MediaServer]:
+    """A local media server with the test card publishing t1 to it, its playlist there."""
     media = MediaServer(base / "media", free_port(), free_port()).start()
     card = subprocess.Popen(
         card_command(["-f", "flv", media.publish_url("t1")], width=640, height=360,
                      preset="ultrafast", bitrate="600k", label="e2e t1"),
         stdout=subprocess.DEVNULL, stderr=(base / "card.log").open("wb"))
-    server: Server | None = None
     try:
         wait_until(lambda: (media.hls_dir / "t1" / "index.m3u8").exists(), timeout=30)
+        yield media
+    finally:
+        stop(card)
+        media.stop()
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, MediaServer]]:
+    base = tmp_path_factory.mktemp("video")
+    with card_stream(base) as media:
         server = start_livetable(
             # betting outlasts the results standing on the page (docs/video.md, "Results stand")
             # with room to spare: a loaded machine's stream runs further behind, and what is
@@ -132,12 +142,10 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, M
             base, "--tables", "2", "--betting-seconds", "10", "--reveal-interval", "1",
             "--stream", f"t1={media.playlist_url('t1')}",
             "--stream", f"t2={media.playlist_url('nothing-here')}")
-        yield server, media
-    finally:
-        if server is not None:
+        try:
+            yield server, media
+        finally:
             stop(server.process)
-        stop(card)
-        media.stop()
 
 
 @pytest.fixture

@@ -11,17 +11,14 @@ pushed over RTMP), played by hls.js in Debian's chromium.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 from layout import SPOTS, uncovered
 from playwright.sync_api import Browser, expect
-from procutil import free_port, stop
-from table_page import Bet, Server, TablePage, wait_until
-from test_video import start_livetable
-
-from livetable.cli.media import MediaServer, card_command
+from procutil import stop
+from table_page import Bet, Server, TablePage
+from test_video import card_stream, start_livetable
 
 pytestmark = pytest.mark.browser
 
@@ -55,25 +52,16 @@ STANDING = """
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     base = tmp_path_factory.mktemp("video-results")
-    media = MediaServer(base / "media", free_port(), free_port()).start()
-    card = subprocess.Popen(
-        card_command(["-f", "flv", media.publish_url("t1")], width=640, height=360,
-                     preset="ultrafast", bitrate="600k", label="e2e t1"),
-        stdout=subprocess.DEVNULL, stderr=(base / "card.log").open("wb"))
-    server: Server | None = None
-    try:
-        wait_until(lambda: (media.hls_dir / "t1" / "index.m3u8").exists(), timeout=30)
+    with card_stream(base) as media:
         # betting long enough that a page holding the opening still has seconds to bet in
         # (with room: on a loaded machine the stream, so the page, runs further behind)
         server = start_livetable(base, "--tables", "1", "--betting-seconds", "12",
                                  "--reveal-interval", "1",
                                  "--stream", f"t1={media.playlist_url('t1')}")
-        yield server
-    finally:
-        if server is not None:
+        try:
+            yield server
+        finally:
             stop(server.process)
-        stop(card)
-        media.stop()
 
 
 def test_results_and_the_win_stand_after_the_video_shows_the_banker(
