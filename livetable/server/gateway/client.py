@@ -141,8 +141,7 @@ class Client:
 
     def send_message(self, message: msgspec.Struct) -> None:
         self.answered_at = time.monotonic()
-        data = p.encode(message)
-        self.send(data.decode(), text_frame(data) if self.write_frame is not None else None)
+        self.send(*framed(message))
 
     def send_framed(self, frames: Sequence[tuple[str, bytes]]) -> None:
         """Several answers of its own, each (JSON text, its websocket frame): one write to
