@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -369,11 +370,18 @@ async def test_an_unreachable_store_answers_unavailable_and_keeps_the_connection
         await session
 
 
-async def test_a_client_answered_lately_gets_no_heartbeat(tmp_path: Path) -> None:
+async def test_a_client_answered_lately_gets_no_heartbeat(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In a burst of bets every client is being answered: a heartbeat to each would be a
     write per client for nothing. The others still get theirs."""
-    from livetable.server.gateway import Client
+    from livetable.server.gateway import Client, client, delivery
 
+    # The gateway's clock moves 20 ms with each answer, whenever the beats are checked: a
+    # loaded run's stall between two answers (past half an interval, on the real clock) had
+    # made the busy client look quiet.
+    clock = [1000.0]
+    for module in (client, delivery):
+        monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     gw = _gateway(tmp_path, heartbeat=0.2)
     busy_ws, idle_ws = FakeWebSocket(direct=True), FakeWebSocket(direct=True)
     busy, idle = (Client(ws, gw, "player") for ws in (busy_ws, idle_ws))  # type: ignore[arg-type]
@@ -384,6 +392,7 @@ async def test_a_client_answered_lately_gets_no_heartbeat(tmp_path: Path) -> Non
     try:
         async with asyncio.timeout(5):
             while len(idle_ws.wire) < 4:  # four beats for the idle client...
+                clock[0] += 0.02
                 busy.send_message(p.Pong(t=1, server_time=2))  # ...while busy is answered
                 await asyncio.sleep(0.02)
         # (both also hear the table's players online once: a count, not a beat)
