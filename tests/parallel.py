@@ -6,17 +6,17 @@ The unit of work is a test file, never less: a file's tests share its module-sco
 (redis-server, PostgreSQL, a live table), which would otherwise start again on every worker
 that ran one of them. (The tests do not depend on each other's order: pytest-randomly
 shuffles them within their file.) The browser tests (tests/e2e/) are :data:`BROWSER_UNITS`
-units of several files each (every other file in turn), each with its chromium and its
-end-to-end server: two at a time on two cores. (With one unit the browser tests alone took
-about ten minutes and the whole run waited on them. Two units were tried before, when a
-page resuming after a cut missed its timeout in two runs of four; two units are what
-bin/test runs now (the README has the suite's time): a browser test that misses a timeout
-only beside another unit has a defect to fix, not a reason to run one at a time.) The
-tests that time a real-time video pipeline share the last of those units
-(:data:`REALTIME`), so that two pipelines never compete for the cores: short of CPU, their
-segments run long and the page's video falls behind. The units go out longest
-first, roughly (:data:`FIRST`), so that a long one does not start last and keep the run
-waiting on it.
+units of several files each, each with its chromium and its end-to-end server: two at a
+time on two cores. (With one unit the browser tests alone took about ten minutes and the
+whole run waited on them. A browser test that misses a timeout only beside another unit
+has a defect to fix, not a reason to run one at a time.) The files are shared out by the
+time each took in a full run (:data:`BROWSER_SECONDS`), longest first, each to the unit
+with the least so far: the same units whatever order pytest-randomly drew, and of about
+the same length, so that neither keeps the run waiting (dealt in turn, in the drawn order,
+one unit took 550 s and the other 360). The tests that time a real-time video pipeline
+share the last of those units (:data:`REALTIME`), so that two pipelines never compete for
+the cores: short of CPU, their segments run long and the page's video falls behind. The
+units go out first (:data:`FIRST`), then the rest file by file to whichever worker is free.
 (xdist's own ``loadgroup`` would group from markers, but it renames the tests' node ids,
 which pytest 9 no longer lets a plugin do.)
 
@@ -38,6 +38,23 @@ TESTS = Path(__file__).resolve().parent
 BROWSER = "tests/e2e/"
 BROWSER_UNITS = 2
 
+#: Seconds each browser file took in a full run (bin/test, three workers; a timeline of
+#: each test's start and end, 2026-12-06), what :func:`share_out` balances the units by. A
+#: file not listed counts :data:`SECONDS_A_TEST` a test: write its figure here once it has
+#: run (an old figure only makes the units less even, never a test fail).
+BROWSER_SECONDS = {
+    "test_video.py": 112, "test_defects_found_playing.py": 98, "test_player.py": 85,
+    "test_live_table.py": 72, "test_player_table.py": 67, "test_video_results.py": 55,
+    "test_atmosphere.py": 42, "test_autoplay.py": 39, "test_screenshots.py": 35,
+    "test_operator_player.py": 35, "test_dealer.py": 32, "test_tipping.py": 32,
+    "test_operator_launch.py": 31, "test_verify_shoe.py": 30, "test_dealer_studio.py": 22,
+    "test_rules_page.py": 22, "test_table_chat.py": 22, "test_many_tables.py": 19,
+    "test_reality_check.py": 14, "test_table_history.py": 13, "test_chat_over_video.py": 9,
+    "test_operator_chips.py": 8, "test_bet_tools.py": 7, "test_round_news.py": 6,
+    "test_dealer_feedback.py": 5, "test_media.py": 6,
+}
+SECONDS_A_TEST = 6
+
 #: The files whose tests run ffmpeg in real time (the studio's test card, the HLS packager)
 #: and check what comes out by its timing (segment lengths, the picture's clock against the
 #: reveals): all in the last browser unit, so that no two such pipelines compete for the
@@ -52,23 +69,48 @@ REALTIME = ("tests/e2e/test_video.py", "tests/integration/test_media.py")
 FIRST = ("e2e", "unit", "integration")
 
 
+def share_out(tests: dict[str, int]) -> dict[str, int]:
+    """Each browser file's unit, given the files and how many tests each has: longest first
+    (:data:`BROWSER_SECONDS`), each to the unit with the fewest seconds so far, the
+    :data:`REALTIME` files' unit starting with theirs."""
+    def seconds(file: str) -> int:
+        return BROWSER_SECONDS.get(Path(file).name, SECONDS_A_TEST * tests[file])
+
+    loads = [0] * BROWSER_UNITS
+    units = {}
+    for file in REALTIME:
+        if file in tests:
+            units[file] = BROWSER_UNITS - 1
+            loads[-1] += seconds(file)
+    for file in sorted(set(tests) - set(REALTIME), key=lambda f: (-seconds(f), f)):
+        unit = loads.index(min(loads))
+        units[file] = unit
+        loads[unit] += seconds(file)
+    return units
+
+
 class FileScheduling(LoadFileScheduling):
-    """xdist's ``loadfile``, but the browser tests' files are dealt into
-    :data:`BROWSER_UNITS` units, in turn, in the order they come, and the last of them
-    takes the :data:`REALTIME` files."""
+    """xdist's ``loadfile``, but the browser tests' files (and the :data:`REALTIME` ones)
+    are shared out into :data:`BROWSER_UNITS` units by :func:`share_out`."""
 
     def __init__(self, config: pytest.Config, log: Producer | None = None) -> None:
         super().__init__(config, log)
-        self.browser_files: dict[str, int] = {}  # each browser file: its place among them
+        self.browser_units: dict[str, int] = {}  # each browser file: its unit
+
+    def schedule(self) -> None:
+        if self.collection is None and self.registered_collections:
+            tests: dict[str, int] = {}
+            for nodeid in next(iter(self.registered_collections.values())):
+                file = super()._split_scope(nodeid)
+                if file.startswith(BROWSER) or file in REALTIME:
+                    tests[file] = tests.get(file, 0) + 1
+            self.browser_units = share_out(tests)
+        super().schedule()
 
     def _split_scope(self, nodeid: str) -> str:
         file = super()._split_scope(nodeid)
-        if file in REALTIME:
-            return f"{BROWSER}#{BROWSER_UNITS - 1}"
-        if not file.startswith(BROWSER):
-            return file
-        place = self.browser_files.setdefault(file, len(self.browser_files))
-        return f"{BROWSER}#{place % BROWSER_UNITS}"
+        unit = self.browser_units.get(file)
+        return file if unit is None else f"{BROWSER}#{unit}"
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> FileScheduling | None:
