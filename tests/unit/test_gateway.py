@@ -374,13 +374,14 @@ async def test_a_client_answered_lately_gets_no_heartbeat(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In a burst of bets every client is being answered: a heartbeat to each would be a
     write per client for nothing. The others still get theirs."""
-    from livetable.server.gateway import Client, client, delivery
+    from livetable.server.gateway import Client, delivery
+    from livetable.server.gateway import client as connection
 
     # The gateway's clock moves 20 ms with each answer, whenever the beats are checked: a
     # loaded run's stall between two answers (past half an interval, on the real clock) had
     # made the busy client look quiet.
     clock = [1000.0]
-    for module in (client, delivery):
+    for module in (connection, delivery):
         monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     gw = _gateway(tmp_path, heartbeat=0.2)
     busy_ws, idle_ws = FakeWebSocket(direct=True), FakeWebSocket(direct=True)
