@@ -43,15 +43,32 @@ BROWSER_UNITS = 2
 #: file not listed counts :data:`SECONDS_A_TEST` a test: write its figure here once it has
 #: run (an old figure only makes the units less even, never a test fail).
 BROWSER_SECONDS = {
-    "test_video.py": 112, "test_defects_found_playing.py": 98, "test_player.py": 85,
-    "test_live_table.py": 72, "test_player_table.py": 67, "test_video_results.py": 55,
-    "test_atmosphere.py": 42, "test_autoplay.py": 39, "test_screenshots.py": 35,
-    "test_operator_player.py": 35, "test_dealer.py": 32, "test_tipping.py": 32,
-    "test_operator_launch.py": 31, "test_verify_shoe.py": 30, "test_dealer_studio.py": 22,
-    "test_rules_page.py": 22, "test_table_chat.py": 22, "test_many_tables.py": 19,
-    "test_reality_check.py": 14, "test_table_history.py": 13, "test_chat_over_video.py": 9,
-    "test_operator_chips.py": 8, "test_bet_tools.py": 7, "test_round_news.py": 6,
-    "test_dealer_feedback.py": 5, "test_media.py": 6,
+    "test_video.py": 112,
+    "test_defects_found_playing.py": 98,
+    "test_player.py": 85,
+    "test_live_table.py": 72,
+    "test_player_table.py": 67,
+    "test_video_results.py": 55,
+    "test_atmosphere.py": 42,
+    "test_autoplay.py": 39,
+    "test_screenshots.py": 35,
+    "test_operator_player.py": 35,
+    "test_dealer.py": 32,
+    "test_tipping.py": 32,
+    "test_operator_launch.py": 31,
+    "test_verify_shoe.py": 30,
+    "test_dealer_studio.py": 22,
+    "test_rules_page.py": 22,
+    "test_table_chat.py": 22,
+    "test_many_tables.py": 19,
+    "test_reality_check.py": 14,
+    "test_table_history.py": 13,
+    "test_chat_over_video.py": 9,
+    "test_operator_chips.py": 8,
+    "test_bet_tools.py": 7,
+    "test_round_news.py": 6,
+    "test_dealer_feedback.py": 5,
+    "test_media.py": 6,
 }
 SECONDS_A_TEST = 6
 
@@ -73,6 +90,7 @@ def share_out(tests: dict[str, int]) -> dict[str, int]:
     """Each browser file's unit, given the files and how many tests each has: longest first
     (:data:`BROWSER_SECONDS`), each to the unit with the fewest seconds so far, the
     :data:`REALTIME` files' unit starting with theirs."""
+
     def seconds(file: str) -> int:
         return BROWSER_SECONDS.get(Path(file).name, SECONDS_A_TEST * tests[file])
 
