@@ -10,13 +10,14 @@ units of several files each, each with its chromium and its end-to-end server: t
 time on two cores. (With one unit the browser tests alone took about ten minutes and the
 whole run waited on them. A browser test that misses a timeout only beside another unit
 has a defect to fix, not a reason to run one at a time.) The files are shared out by the
-time each took in a full run (:data:`BROWSER_SECONDS`), longest first, each to the unit
+time each took in a full run (:data:`FILE_SECONDS`), longest first, each to the unit
 with the least so far: the same units whatever order pytest-randomly drew, and of about
 the same length, so that neither keeps the run waiting (dealt in turn, in the drawn order,
 one unit took 550 s and the other 360). The tests that time a real-time video pipeline
 share the last of those units (:data:`REALTIME`), so that two pipelines never compete for
 the cores: short of CPU, their segments run long and the page's video falls behind. The
-units go out first (:data:`FIRST`), then the rest file by file to whichever worker is free.
+units go out first (:data:`FIRST`), then the other files, longest first, each to whichever
+worker is free.
 (xdist's own ``loadgroup`` would group from markers, but it renames the tests' node ids,
 which pytest 9 no longer lets a plugin do.)
 
@@ -38,11 +39,15 @@ TESTS = Path(__file__).resolve().parent
 BROWSER = "tests/e2e/"
 BROWSER_UNITS = 2
 
-#: Seconds each browser file took in a full run (bin/test, three workers; a timeline of
-#: each test's start and end, 2026-12-06), what :func:`share_out` balances the units by. A
-#: file not listed counts :data:`SECONDS_A_TEST` a test: write its figure here once it has
-#: run (an old figure only makes the units less even, never a test fail).
-BROWSER_SECONDS = {
+#: Seconds each file took in a full run, by name (a timeline of each test's start and end,
+#: bin/test, 2026-12-06; the browser files' on three workers, the others' on four), the
+#: files of ten seconds or more: the browser units are balanced by it (:func:`share_out`),
+#: and the other files go out longest first (:func:`_rank`), so that no long one starts
+#: last and keeps the run waiting. A browser file not listed counts :data:`SECONDS_A_TEST`
+#: a test, any other nothing: write its figure here once it has run (an old figure only
+#: makes the run's end less even, never a test fail).
+FILE_SECONDS = {
+    # the browser files (and test_media.py, which shares the last browser unit)
     "test_video.py": 112,
     "test_defects_found_playing.py": 98,
     "test_player.py": 85,
@@ -69,6 +74,36 @@ BROWSER_SECONDS = {
     "test_round_news.py": 6,
     "test_dealer_feedback.py": 5,
     "test_media.py": 6,
+    # the others
+    "test_simulation.py": 90,
+    "test_operator_wallet.py": 87,
+    "test_bench_quick.py": 75,
+    "test_store_contract.py": 54,
+    "test_operator_sessions.py": 41,
+    "test_documented_commands.py": 41,
+    "test_server_restart.py": 30,
+    "test_pg_simulation.py": 29,
+    "test_scaleout_redis_restart.py": 29,
+    "test_restore_seamless.py": 28,
+    "test_scaleout_failover.py": 28,
+    "test_security_server.py": 27,
+    "test_pg_contract.py": 25,
+    "test_restore_backup.py": 24,
+    "test_pg_failover.py": 24,
+    "test_scaleout_postgres.py": 23,
+    "test_pg_replication.py": 20,
+    "test_ledger_watch.py": 18,
+    "test_scaleout_gateway_loss.py": 18,
+    "test_server_frames.py": 16,
+    "test_sqlite_writer_process.py": 14,
+    "test_deploy_redis_acl.py": 13,
+    "test_scaleout_watchdog.py": 13,
+    "test_fair_shoe_server.py": 12,
+    "test_control_frame_floods.py": 11,
+    "test_runner_store_failures.py": 11,
+    "test_scaleout_fanout.py": 11,
+    "test_secrets_in_logs.py": 10,
+    "test_server_http.py": 10,
 }
 SECONDS_A_TEST = 6
 
@@ -78,21 +113,19 @@ SECONDS_A_TEST = 6
 #: cores.
 REALTIME = ("tests/e2e/test_video.py", "tests/integration/test_media.py")
 
-#: The order the units go out to the workers: the browser tests (each of their units is
-#: the longest of the run), then the unit tests (a few files of minutes: the benchmark
-#: harness's quick run, the 10,000-round simulation, the store contract; the rest seconds),
-#: then the integration files, each under two minutes, which fill in around the rest.
-#: Within each, collection order.
-FIRST = ("e2e", "unit", "integration")
+#: The order the work goes out to the workers: the browser units (each is the longest of
+#: the run), then every other file, longest first (:data:`FILE_SECONDS`): unit and
+#: integration files alike.
+FIRST = ("e2e",)
 
 
 def share_out(tests: dict[str, int]) -> dict[str, int]:
     """Each browser file's unit, given the files and how many tests each has: longest first
-    (:data:`BROWSER_SECONDS`), each to the unit with the fewest seconds so far, the
+    (:data:`FILE_SECONDS`), each to the unit with the fewest seconds so far, the
     :data:`REALTIME` files' unit starting with theirs."""
 
     def seconds(file: str) -> int:
-        return BROWSER_SECONDS.get(Path(file).name, SECONDS_A_TEST * tests[file])
+        return FILE_SECONDS.get(Path(file).name, SECONDS_A_TEST * tests[file])
 
     loads = [0] * BROWSER_UNITS
     units = {}
@@ -135,9 +168,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> FileSch
     return FileScheduling(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
-def _rank(item: pytest.Item) -> int:
+def _rank(item: pytest.Item) -> tuple[int, int]:
     part = item.path.relative_to(TESTS).parts[0]
-    return FIRST.index(part) if part in FIRST else len(FIRST)
+    if part in FIRST:
+        return FIRST.index(part), 0
+    return len(FIRST), -FILE_SECONDS.get(item.path.name, 0)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
