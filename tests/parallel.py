@@ -16,8 +16,8 @@ the same length, so that neither keeps the run waiting (dealt in turn, in the dr
 one unit took 550 s and the other 360). The tests that time a real-time video pipeline
 share the last of those units (:data:`REALTIME`), so that two pipelines never compete for
 the cores: short of CPU, their segments run long and the page's video falls behind. The
-units go out first (:data:`FIRST`), then the other files, longest first, each to whichever
-worker is free.
+units go out first (:data:`FIRST`), then the unit files and then the integration ones, each
+longest first, to whichever worker is free.
 (xdist's own ``loadgroup`` would group from markers, but it renames the tests' node ids,
 which pytest 9 no longer lets a plugin do.)
 
@@ -42,7 +42,7 @@ BROWSER_UNITS = 2
 #: Seconds each file took in a full run, by name (a timeline of each test's start and end,
 #: bin/test, 2026-12-06; the browser files' on three workers, the others' on four), the
 #: files of ten seconds or more: the browser units are balanced by it (:func:`share_out`),
-#: and the other files go out longest first (:func:`_rank`), so that no long one starts
+#: and the other files go out longest first (:data:`FIRST`), so that no long one starts
 #: last and keeps the run waiting. A browser file not listed counts :data:`SECONDS_A_TEST`
 #: a test, any other nothing: write its figure here once it has run (an old figure only
 #: makes the run's end less even, never a test fail).
@@ -114,9 +114,12 @@ SECONDS_A_TEST = 6
 REALTIME = ("tests/e2e/test_video.py", "tests/integration/test_media.py")
 
 #: The order the work goes out to the workers: the browser units (each is the longest of
-#: the run), then every other file, longest first (:data:`FILE_SECONDS`): unit and
-#: integration files alike.
-FIRST = ("e2e",)
+#: the run), then the unit files, then the integration files, each longest first
+#: (:data:`FILE_SECONDS`). The unit files before the integration ones: a fast-tier test is
+#: failed if any thread sleeps while it runs (tests/tiers.py), and a thread an earlier
+#: integration test left behind once slept in a unit test run after it (1, 2, 4, 8, 16 ms:
+#: the steps of subprocess's ``wait`` with a timeout).
+FIRST = ("e2e", "unit", "integration")
 
 
 def share_out(tests: dict[str, int]) -> dict[str, int]:
@@ -170,9 +173,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> FileSch
 
 def _rank(item: pytest.Item) -> tuple[int, int]:
     part = item.path.relative_to(TESTS).parts[0]
-    if part in FIRST:
-        return FIRST.index(part), 0
-    return len(FIRST), -FILE_SECONDS.get(item.path.name, 0)
+    group = FIRST.index(part) if part in FIRST else len(FIRST)
+    return group, -FILE_SECONDS.get(item.path.name, 0)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
