@@ -389,11 +389,13 @@ def test_roadmap_counts_round_numbers_and_one_scroll_on_a_phone(
             return ['auto', 'scroll'].includes(s.overflowX) && e.scrollWidth > e.clientWidth;
         }).map((e) => e.className)""")
     assert scrollers in ([], ["roadmap__scroll"]), scrollers
-    # (visible first: a round settled meanwhile re-renders the roadmap; a loaded run read
-    # no box at all)
-    expect(roadmap.locator(".roadmap__pos").nth(1)).to_be_visible()
-    first = roadmap.locator(".roadmap__pos").nth(1).bounding_box()
-    assert first and first["x"] >= 0 and first["x"] + first["width"] <= 390
+    # (read in one frame: a round settled meanwhile re-renders the roadmap, and a loaded
+    # run read no box at all, twice, between a locator's wait and its bounding_box())
+    first = page.wait_for_function("""() => {
+        const e = document.querySelectorAll('#roadmap .roadmap__pos')[1];
+        const r = e && e.getBoundingClientRect();
+        return r && r.width > 0 ? {x: r.x, width: r.width} : null }""").json_value()
+    assert first["x"] >= 0 and first["x"] + first["width"] <= 390, first
     assert page.evaluate("() => document.scrollingElement.scrollWidth") <= 390
 
 

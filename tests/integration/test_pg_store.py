@@ -76,7 +76,7 @@ async def test_a_returning_players_hello_writes_no_row_unless_its_name_changed(
     await store.ensure_player("p1", "P1", 1_000, T0)
 
     async def version() -> int:
-        async with store._connection() as con:
+        async with store.connection() as con:
             return int(await con.fetchval("SELECT xmin::text::bigint FROM accounts "
                                           "WHERE id = 'p1'"))
 
@@ -217,19 +217,19 @@ async def test_a_seamless_slip_is_one_batch_with_its_mirror_deposit(
                            deposit=MirrorDeposit(f"wallet:d-{player}", deducted, T0 + 1))
 
     transactions = 0
-    run = store._transaction
+    run = store.transaction
 
     async def counted(work: Any) -> Any:
         nonlocal transactions
         transactions += 1
         return await run(work)
 
-    store._transaction = counted  # type: ignore[method-assign]
+    store.transaction = counted  # type: ignore[method-assign]
     answers = await asyncio.gather(*(store.place_slip(slip(pl), T0 + 1) for pl in players))
     assert all(isinstance(a, p.SlipAccepted) and a.balance == 0 for a in answers), answers[:3]
     # before: one transaction per deposit and a batch for the slips (101 or more)
     assert transactions <= 10, f"{transactions} transactions for 100 seamless slips"
-    store._transaction = run  # type: ignore[method-assign]
+    store.transaction = run  # type: ignore[method-assign]
     again = await store.place_slip(slip(players[0]), T0 + 2)  # the same slip, sent again
     assert isinstance(again, p.SlipAccepted) and again.balance == 0
     assert [await contract.balance(store, pl) for pl in players[:3]] == [0, 0, 0]

@@ -161,7 +161,7 @@ class Rig:
         the engine publishes reaches the gateway after all it published before."""
         await settle(lambda: all(sorted(set(self.results(pid))) == sorted(self.acked[pid])
                                  for pid in PLAYERS), timeout=20)
-        async with self.store._connection() as con:
+        async with self.store.connection() as con:
             async with asyncio.timeout(20):
                 while not await con.fetchval("SELECT published FROM rounds WHERE "
                                              "round_id = $1", self.round_id):

@@ -127,11 +127,13 @@ class PostgresStore:
         return self._pool
 
     @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[Any]:
-        """A pooled connection. One that failed otherwise than by the server's answer (a
-        connection lost, a call cancelled half way) is closed, not given back: its protocol
-        state is unknown, and the next caller would meet it (``another operation is in
-        progress``) instead of a fresh connection."""
+    async def connection(self) -> AsyncIterator[Any]:
+        """A pooled connection: the store's own, and the door for what shares its pool (the
+        operator's wallet log, the Redis migration; :meth:`transaction` too). One that
+        failed otherwise than by the server's answer (a connection lost, a call cancelled
+        half way) is closed, not given back: its protocol state is unknown, and the next
+        caller would meet it (``another operation is in progress``) instead of a fresh
+        connection."""
         pool = await self._ready()
         async with pool.acquire() as con:
             try:
@@ -141,13 +143,13 @@ class PostgresStore:
                     con.terminate()
                 raise
 
-    async def _transaction(self, work: Callable[[Any], Awaitable[T]]) -> T:
+    async def transaction(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """Run ``work(connection)`` in one transaction, again if the server rolled it back
         as a deadlock's or a conflict's victim. A rollback that fails (the connection is
         gone) does not hide why the work failed."""
         for attempt in range(5):
             try:
-                async with self._connection() as con:
+                async with self.connection() as con:
                     transaction = con.transaction()
                     await transaction.start()
                     try:
@@ -168,12 +170,12 @@ class PostgresStore:
     async def open(self) -> None:
         """Connect and migrate now (a bad URL fails early); :func:`.replication.at_start`."""
         await self._ready()
-        async with self._connection() as con:
+        async with self.connection() as con:
             await replication.at_start(con, self.replication)
 
     async def probe(self, within: float) -> tuple[float | None, str | None]:
         """Readiness: see :func:`.replication.probe`."""
-        async with self._connection() as con:
+        async with self.connection() as con:
             return await replication.probe(con, self.replication, within)
 
     # --- accounts --------------------------------------------------------------------
@@ -199,10 +201,10 @@ class PostgresStore:
                                      player_id)
             return p.PlayerView(id=player_id, name=row[0], balance=row[1])
 
-        return await self._transaction(work)
+        return await self.transaction(work)
 
     async def player(self, player_id: str) -> p.PlayerView | None:
-        async with self._connection() as con:
+        async with self.connection() as con:
             row = await con.fetchrow("SELECT name, balance FROM accounts WHERE id = $1 AND "
                                      "kind = 'player'", player_id)
         return None if row is None else p.PlayerView(id=player_id, name=row[0], balance=row[1])
@@ -218,7 +220,7 @@ class PostgresStore:
             return int(await con.fetchval("SELECT balance FROM accounts WHERE id = $1",
                                           player_id))
 
-        return await self._transaction(work)
+        return await self.transaction(work)
 
     async def withdraw(self, transfer_id: str, player_id: str, amount: int, now: int, *,
                        against: str | None = None) -> int | None:
@@ -232,7 +234,7 @@ class PostgresStore:
             return int(await con.fetchval("SELECT balance FROM accounts WHERE id = $1",
                                           player_id))
 
-        return await self._transaction(work)
+        return await self.transaction(work)
 
     async def withdraw_many(self, moves: list[Withdrawal], now: int) -> list[str | None]:
         """See :meth:`livetable.store.base.Store.withdraw_many`: one transaction, its
@@ -250,7 +252,7 @@ class PostgresStore:
                     out[i] = f"{type(exc).__name__}: {exc}"
             return [out[i] for i in range(len(moves))]
 
-        return await self._transaction(work)
+        return await self.transaction(work)
 
     # --- slips -----------------------------------------------------------------------
 
@@ -276,12 +278,12 @@ class PostgresStore:
 
     async def place_tip(self, tip: TipRequest, now: int) -> TipAnswer:
         within = max(1, int(self.answer_within * 1000))
-        return await self._transaction(
+        return await self.transaction(
             lambda con: tips.place_tip(con, tip, now, within, self.replication))
 
     async def tip_record(self, player_id: str, before: str | None,
                          since: int | None) -> list[p.TipRecordEntry]:
-        async with self._connection() as con:
+        async with self.connection() as con:
             return await tips.tip_record(con, player_id, cursor_of(before), since)
 
     async def _take_batch(self, batch: list[tuple[SlipRequest, int]]) -> list[SlipAnswer]:
@@ -294,7 +296,7 @@ class PostgresStore:
 
         try:
             async with asyncio.timeout_at(deadline):
-                return await self._transaction(work)
+                return await self.transaction(work)
         finally:
             if len(self._limits) > 1000:
                 self._limits.clear()
@@ -318,7 +320,7 @@ class PostgresStore:
                                                    self.event_retention, snapshot)
 
         try:
-            settled, head = await self._transaction(work)
+            settled, head = await self.transaction(work)
         except BaseException:
             self.heads.pop(table, None)  # unknown now: the next load tells
             raise
@@ -329,7 +331,7 @@ class PostgresStore:
     async def load_snapshot(self, table: str) -> tuple[int, int, bytes] | None:
         """The table's head ``(epoch, seq)`` and public snapshot as of its last step: what
         a gateway catches up from (it holds no shoe key)."""
-        async with self._connection() as con:
+        async with self.connection() as con:
             row = await con.fetchrow("SELECT epoch, seq, snapshot FROM tables "
                                      "WHERE table_id = $1", table)
         if row is None or row[2] is None:
@@ -350,23 +352,23 @@ class PostgresStore:
             settled, more = await steps.close_chunk(con, pending[0], now, self.settle_chunk)
             return settled, more or len(pending) > 1
 
-        return await self._transaction(work)
+        return await self.transaction(work)
 
     async def unpublished_rounds(self, table: str) -> list[str]:
         """The rounds of ``table`` whose results may not all have reached the bus."""
-        async with self._connection() as con:
+        async with self.connection() as con:
             return await steps.unpublished_rounds(con, table)
 
     async def mark_published(self, table: str) -> None:
         """Every result of the ended rounds of ``table`` reached the bus."""
         token = self.fence_tokens.get(table, 0)
-        await self._transaction(lambda con: steps.mark_published(con, table, token))
+        await self.transaction(lambda con: steps.mark_published(con, table, token))
 
     async def claim(self, table: str) -> int:
         """Take ``table`` for this process: the database issues the next fencing token,
         which this store's steps of the table carry from now on; the steps of every older
         holder are refused from now on (:class:`~livetable.store.base.FenceRefused`)."""
-        token = await self._transaction(lambda con: steps.claim(con, table))
+        token = await self.transaction(lambda con: steps.claim(con, table))
         self.fence_tokens[table] = token
         self.heads.pop(table, None)  # the new holder loads the table before it writes
         return token
@@ -374,7 +376,7 @@ class PostgresStore:
     # --- reading -----------------------------------------------------------------------
 
     async def load_table(self, table: str) -> bytes | None:
-        async with self._connection() as con:
+        async with self.connection() as con:
             row = await con.fetchrow("SELECT state, epoch, seq FROM tables WHERE table_id = $1",
                                      table)
         if row is None:
@@ -385,7 +387,7 @@ class PostgresStore:
 
     async def events_after(self, table: str, epoch: int, seq: int,
                            limit: int) -> list[bytes] | None:
-        async with self._connection() as con, con.transaction(isolation="repeatable_read"):
+        async with self.connection() as con, con.transaction(isolation="repeatable_read"):
             head = await con.fetchrow("SELECT epoch, seq FROM tables WHERE table_id = $1",
                                       table)
             wanted = events_wanted(head, epoch, seq, limit)
@@ -400,22 +402,22 @@ class PostgresStore:
                                      round_ids: list[str]) -> list[p.BetSettled]:
         if not round_ids:
             return []
-        async with self._connection() as con:
+        async with self.connection() as con:
             return await reads.settlements_for_rounds(con, player_id, round_ids)
 
     async def round_settlements(self, round_id: str) -> list[tuple[str, p.BetSettled]]:
-        async with self._connection() as con:
+        async with self.connection() as con:
             return await reads.round_settlements(con, round_id)
 
     async def bet_record(self, player_id: str, limit: int,
                          before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
-        async with self._connection() as con:
+        async with self.connection() as con:
             return await reads.bet_record(con, player_id, max(1, min(limit, 200)),
                                           cursor_of(before))
 
     async def bet_spread(self, round_id: str) -> BetSpread:
         where = "FROM bets WHERE round_id = $1 AND state != 'refunded'"
-        async with self._connection() as con:
+        async with self.connection() as con:
             rows = await con.fetch(f"SELECT spot, COUNT(DISTINCT player_id), SUM(amount) "
                                    f"{where} GROUP BY spot", round_id)
             players = await con.fetchval(f"SELECT COUNT(DISTINCT player_id) {where}",
@@ -423,22 +425,22 @@ class PostgresStore:
         return {r[0]: (int(r[1]), int(r[2])) for r in rows}, int(players)
 
     async def round_view(self, round_id: str) -> RoundView | None:
-        async with self._connection() as con:
+        async with self.connection() as con:
             return await reads.round_view(con, round_id)
 
     async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
-        async with self._connection() as con:
+        async with self.connection() as con:
             return await reads.shoe_view(con, shoe_id)
 
     async def audit(self) -> AuditReport:
         """Prove the ledger on one snapshot (a repeatable-read transaction)."""
-        async with self._connection() as con, con.transaction(isolation="repeatable_read",
+        async with self.connection() as con, con.transaction(isolation="repeatable_read",
                                                               readonly=True):
             await con.execute("SET LOCAL enable_hashjoin = on; SET LOCAL enable_mergejoin = on")
             return await ledger.audit(con)
 
     async def identity(self, create: bool = False) -> str | None:
-        async with self._connection() as con:
+        async with self.connection() as con:
             if create:
                 await con.execute("INSERT INTO meta (key, value) VALUES ('store_id', $1) "
                                   "ON CONFLICT DO NOTHING", uuid.uuid4().hex)
@@ -451,10 +453,10 @@ class PostgresStore:
         async def work(con: Any) -> None:
             await sessions.open_session(con, record)
 
-        await self._transaction(work)
+        await self.transaction(work)
 
     async def session(self, session_id: str) -> SessionRecord | None:
-        async with self._connection() as con:
+        async with self.connection() as con:
             return await sessions.session(con, session_id)
 
     async def end_session(self, session_id: str, reason: str,
@@ -462,27 +464,27 @@ class PostgresStore:
         async def work(con: Any) -> SessionRecord | None:
             return await sessions.end_session(con, session_id, reason, now)
 
-        return await self._transaction(work)
+        return await self.transaction(work)
 
     async def count_session(self, session_id: str, round_id: str | None, staked: int,
                             returned: int) -> SessionRecord | None:
         async def work(con: Any) -> SessionRecord | None:
             return await sessions.count(con, session_id, round_id, staked, returned)
 
-        return await self._transaction(work)
+        return await self.transaction(work)
 
     async def reality_checked(self, session_id: str, now: int) -> SessionRecord | None:
         async def work(con: Any) -> SessionRecord | None:
             return await sessions.reality_checked(con, session_id, now)
 
-        return await self._transaction(work)
+        return await self.transaction(work)
 
     async def first_launch(self, operator_id: str, request_id: str, now: int,
                            until: int) -> bool:
         async def work(con: Any) -> bool:
             return await sessions.first_launch(con, operator_id, request_id, now, until)
 
-        return await self._transaction(work)
+        return await self.transaction(work)
 
     async def close(self) -> None:
         await self.slips.drained()
