@@ -20,7 +20,11 @@ process (:func:`subprocess.Popen`, :func:`os.fork`, ``os.posix_spawn``, a
 ``multiprocessing`` process) or a sleep above zero seconds is recorded, and the test then
 fails with what it did and how to mark it. ``asyncio.sleep(0)`` — a yield to the loop — is
 not a sleep. The check sees calls through the modules' attributes (``time.sleep``,
-``asyncio.sleep``), not a name imported beforehand with ``from time import sleep``.
+``asyncio.sleep``), not a name imported beforehand with ``from time import sleep``. It
+counts what the test's own threads do — the one it runs in and any started while it runs
+— not a thread that was running before it began: a thread an earlier test left behind
+(one waiting on a process it stopped: subprocess's ``wait`` sleeps 1, 2, 4 … ms) once
+failed a unit test that ran after it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import asyncio
 import multiprocessing.process
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
@@ -51,6 +56,9 @@ UNIT_DIR = "unit"
 _NOT_FAST = (PROCESS, SLEEPS, SLOW)
 #: The running fast-tier test's findings (one list for all its threads), or None.
 _watching: list[str] | None = None
+#: The threads that were running when that test began, but for its own: not the test's.
+#: (Thread objects, not idents: a thread started later may be given a gone one's ident.)
+_elders: frozenset[threading.Thread] = frozenset()
 
 
 def tier_of(item: pytest.Item) -> str | None:
@@ -77,7 +85,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _note(what: str) -> None:
-    if _watching is not None:
+    if _watching is not None and threading.current_thread() not in _elders:
         _watching.append(what)
 
 
@@ -137,17 +145,20 @@ def _patch_once() -> None:
 
 @contextmanager
 def _watched(item: pytest.Item) -> Iterator[list[str]]:
-    global _watching
+    global _watching, _elders
     if item.get_closest_marker(FAST) is None:
         yield []
         return
     _patch_once()
     found: list[str] = []
-    outer, _watching = _watching, found
+    me = threading.current_thread()
+    elders = frozenset(t for t in threading.enumerate() if t is not me)
+    outer = _watching, _elders
+    _watching, _elders = found, elders
     try:
         yield found
     finally:
-        _watching = outer
+        _watching, _elders = outer
 
 
 def _verdict(item: pytest.Item, found: list[str]) -> None:

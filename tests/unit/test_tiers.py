@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import cast
@@ -55,6 +56,27 @@ def test_a_fast_test_that_starts_a_process_or_sleeps_fails_saying_so() -> None:
     with pytest.raises(pytest.fail.Exception, match=r"but slept: time\.sleep"):
         _verdict(item, found[:1])
     _verdict(item, [])
+
+
+def test_a_thread_older_than_the_test_is_not_the_tests() -> None:
+    item = item_at(TESTS / "unit" / "test_new.py", FAST)
+    go, done = threading.Event(), threading.Event()
+
+    def sleeper() -> None:
+        go.wait()
+        time.sleep(0.001)
+        done.set()
+
+    left_behind = threading.Thread(target=sleeper)  # as an earlier test may leave one
+    left_behind.start()
+    with _watched(item) as found:
+        go.set()
+        done.wait()
+        own = threading.Thread(target=time.sleep, args=(0.002,))  # the test's own thread
+        own.start()
+        own.join()
+    left_behind.join()
+    assert found == ["time.sleep(0.002)"]
 
 
 def test_a_test_outside_the_fast_tier_is_not_watched() -> None:
