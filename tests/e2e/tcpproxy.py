@@ -55,9 +55,17 @@ class TcpProxy:
             self._server.close()
             for w in list(self._writers):
                 w.close()
+            # and every connection's task ended here, not left to be destroyed pending with
+            # the loop ("Task was destroyed but it is pending!" in the suite's output)
+            tasks = asyncio.all_tasks() - {asyncio.current_task()}
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         self._call(close())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
 
     def stall(self) -> None:
         """Stop forwarding, silently: nothing is closed, nothing more gets through."""
