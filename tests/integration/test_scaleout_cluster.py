@@ -34,6 +34,7 @@ from deployment import (
     settlements,
     start_cluster,
     table_events,
+    wait_for,
 )
 from liveserver import TABLE, LiveServer, WireClient, close_all, hands_from
 from pg_util import fresh_database
@@ -100,6 +101,13 @@ async def test_sharded_pubsub_and_one_slot_per_table(
     await asyncio.to_thread(server.start)
     clients: list[WireClient] = []
     try:
+        # ready, and its gateway knows the table (/readyz is 200 before: a loaded run's
+        # hello came first and was closed 4004, unknown table), as Deployment waits
+        async def knows_the_table() -> bool | None:
+            known = server.get("/readyz").json()["checks"].get("tables_known", [])
+            return True if TABLE in known else None
+
+        await wait_for(knows_the_table, 15, "the gateway to know the table")
         token, _ = server.guest()
         player = await WireClient.connect(server.ws, "player")
         viewer = await WireClient.connect(server.ws, "viewer")
