@@ -80,6 +80,13 @@ async def wait_for(check: Callable[[], Awaitable[T | None]], timeout: float, wha
         await asyncio.sleep(interval)
 
 
+def knows_the_table(readyz: Frame | None) -> bool:
+    """A gateway's /readyz body says ready and names table t1 among the tables it knows
+    (a gateway on the bus can be ready a moment before it has heard of the table)."""
+    return bool(readyz and readyz["ready"]
+                and TABLE in readyz["checks"].get("tables_known", []))
+
+
 class Deployment:
     """One PostgreSQL database, one Redis, N engines and M gateways for table t1, started
     and stopped together."""
@@ -165,9 +172,7 @@ class Deployment:
         """Until the gateway's /readyz is 200 and it knows table t1."""
         async def ready() -> Frame | None:
             body = await self.readyz(gateway)
-            if body and body["ready"] and TABLE in body["checks"].get("tables_known", []):
-                return body
-            return None
+            return body if knows_the_table(body) else None
         return await wait_for(ready, timeout, f"gateway on port {gateway.port} ready")
 
     async def metric(self, server: LiveServer, name: str) -> float:

@@ -29,6 +29,7 @@ from deployment import (
     ClusterNode,
     assert_in_order,
     check_settled,
+    knows_the_table,
     place,
     redis_cli,
     settlements,
@@ -103,11 +104,10 @@ async def test_sharded_pubsub_and_one_slot_per_table(
     try:
         # ready, and its gateway knows the table (/readyz is 200 before: a loaded run's
         # hello came first and was closed 4004, unknown table), as Deployment waits
-        async def knows_the_table() -> bool | None:
-            known = server.get("/readyz").json()["checks"].get("tables_known", [])
-            return True if TABLE in known else None
+        async def ready() -> bool | None:
+            return knows_the_table(server.get("/readyz").json()) or None
 
-        await wait_for(knows_the_table, 15, "the gateway to know the table")
+        await wait_for(ready, 15, "the gateway to know the table")
         token, _ = server.guest()
         player = await WireClient.connect(server.ws, "player")
         viewer = await WireClient.connect(server.ws, "viewer")
