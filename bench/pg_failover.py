@@ -318,7 +318,7 @@ async def _published(store: PostgresStore, round_id: str, most: float = 30) -> N
     deadline = time.monotonic() + most
     while time.monotonic() < deadline:
         with contextlib.suppress(StoreUnavailable):
-            async with store.connection() as con:
+            async with store.pool.connection() as con:
                 if await con.fetchval("SELECT published FROM rounds WHERE round_id = $1",
                                       round_id):
                     return
@@ -349,7 +349,7 @@ async def _ended(store: PostgresStore, round_id: str) -> str:
 async def _check(store: PostgresStore, report: Report, acked: list[str], round_id: str,
                  watch: Watch) -> None:
     report.acknowledged = len(acked)
-    async with store.connection() as con:  # the promoted server, through the URL
+    async with store.pool.connection() as con:  # the promoted server, through the URL
         booked: dict[str, Any] = {r[0]: r[1] for r in await con.fetch(
             "SELECT bet_id, state FROM bets WHERE round_id = $1", round_id)}
         report.settled_twice = await con.fetchval(

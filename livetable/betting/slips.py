@@ -10,9 +10,9 @@ that applies it: first its own shape (:func:`precheck`: a malformed slip is answ
 before anything is read or written for it), then the checks that read state, in their
 order (:func:`judge_slip`, over the facts the store gathered in its transaction,
 :class:`SlipFacts`), with the rejection codes, their messages and details
-(:class:`Rejection`). The gateway refuses here what it can alone (:func:`rejected`; before
-a seamless debit, :func:`precheck` and :func:`within_limits`) and words the answers on the
-way out (:func:`slip_answer`, :func:`bet_answer`); :func:`settled_message` is the one
+(:class:`Rejection`). The gateway refuses with these codes what it can alone, asks
+:func:`precheck` and :func:`within_limits` before a seamless debit, and words the answers
+on the way out (``livetable.server.gateway.intake``); :func:`settled_message` is the one
 builder of ``bet_settled``. The contract tests (tests/unit/test_store_contract.py) hold
 both stores to the same answers.
 """
@@ -141,31 +141,6 @@ class BetRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 SlipAnswer = p.SlipAccepted | Rejection
-
-
-def slip_answer(slip: SlipRequest, answer: SlipAnswer) -> p.SlipAccepted | p.SlipRejected:
-    """The frame a ``place_bets`` is answered with."""
-    if isinstance(answer, p.SlipAccepted):
-        return answer
-    return p.SlipRejected(slip_id=slip.slip_id or "", code=answer.code, message=answer.message,
-                          bet_id=answer.bet_id)
-
-
-def bet_answer(bet: BetRequest, answer: SlipAnswer) -> p.BetAccepted | p.BetRejected:
-    """The frame a ``place_bet`` (a slip of one) is answered with, as it always was."""
-    if isinstance(answer, p.SlipAccepted):
-        taken = answer.bets[0]
-        return p.BetAccepted(bet_id=taken.bet_id, round_id=answer.round_id, spot=taken.spot,
-                             amount=taken.amount, deducted=taken.deducted,
-                             balance=answer.balance)
-    bet_id = answer.bet_id if answer.bet_id is not None else bet.bet_id[:MAX_BET_ID]
-    return p.BetRejected(bet_id=bet_id, code=answer.code, message=answer.message)
-
-
-def rejected(bet_id: str, code: p.RejectionCode, detail: str | None = None) -> p.BetRejected:
-    """A ``bet_rejected`` the gateway answers itself (not signed in, rate limited)."""
-    message = REJECTIONS[code] if detail is None else f"{REJECTIONS[code]} {detail}"
-    return p.BetRejected(bet_id=bet_id, code=code, message=message)
 
 
 #: What judging a bet needs of its spot, by name: looked up per bet, where calling the

@@ -249,7 +249,7 @@ async def copy(store: PostgresStore, redis: Redis, keys: Layout, source: RedisLe
         await _copy(con, source, moves)
         return await _copy_bets(con, redis, keys, source)
 
-    return await store.transaction(work)
+    return await store.pool.run(work)
 
 
 # --- the check, and what the operator is told -----------------------------------------------
@@ -260,7 +260,7 @@ async def check(store: PostgresStore, source: RedisLedger, bets: int | None) -> 
     None: by an earlier run) and PostgreSQL's audit."""
     wanted = {p.id: p.balance for p in source.players}
     wanted |= {a: source.balance(a) for a in ("house", "external")}
-    async with store.connection() as con:
+    async with store.pool.connection() as con:
         found = dict(await con.fetch("SELECT id, balance FROM accounts WHERE id = "
                                      "ANY($1::text[])", list(wanted)))
     problems = [f"{a}: PostgreSQL holds {found.get(a)}, Redis {b}"

@@ -188,7 +188,7 @@ class PostgresWalletLog(BatchedWalletLog):
         self.store = store
 
     async def _run(self, steps: list[w.AnyStep]) -> list[w.Outcome]:
-        return await self.store.transaction(lambda con: apply(con, steps))
+        return await self.store.pool.run(lambda con: apply(con, steps))
 
     def _is_outage(self, exc: BaseException) -> bool:
         return is_pg_outage(exc)

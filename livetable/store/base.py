@@ -12,7 +12,8 @@ both:
   :meth:`Store.place_slip` atomically and all together or not at all: the round must be
   open (``betting``, before ``closes_at`` by the time the slip reached the gateway), the
   limits and the balance must allow every bet of it, and ``(player, slip_id)`` is an
-  idempotency key. :meth:`Store.place_bet` is a slip of one, idempotent by
+  idempotency key. A ``place_bet`` is a slip of one without a ``slip_id``
+  (:meth:`~livetable.betting.slips.BetRequest.as_slip`), idempotent by
   ``(player, bet_id)``. The semantics — check order, codes, messages, mappers — are in
   :mod:`livetable.betting.slips`; slips arriving together share one transaction or script call.
 * :meth:`Store.commit_step` stores one engine step — its effects on the ledger, its events
@@ -48,17 +49,15 @@ connection closed, the table halted), never retry it as an outage.
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import msgspec
 
 from livetable import protocol as p
 from livetable.betting.sessions import SessionRecord
-from livetable.betting.slips import BetRequest, Rejection, SlipRequest, settled_message
+from livetable.betting.slips import Rejection, SlipRequest, settled_message
 from livetable.betting.tips import TipAnswer, TipRequest
 from livetable.engine.effects import Effect
 from livetable.rules.fairness import ShoeRecord
@@ -197,35 +196,6 @@ class FenceRefused(OutOfStep):
     of the step was written; this engine stops driving the table."""
 
 
-C = TypeVar("C", bound=type)
-def surface_outages(is_outage: Callable[[BaseException], bool]) -> Callable[[C], C]:
-    """A class decorator: in every public coroutine method of a store, the driver's outage
-    errors (``is_outage``) surface as :class:`StoreUnavailable`.
-
-    One wrapping point per store, so that no method forgets it and no call site repeats
-    it. (The SQLite store's one point is its writer, ``SQLiteStore._run``.)
-    """
-    def wrap(cls: C) -> C:
-        for name, method in list(vars(cls).items()):
-            if not name.startswith("_") and inspect.iscoroutinefunction(method):
-                setattr(cls, name, _surfacing(method, is_outage))
-        return cls
-    return wrap
-
-
-def _surfacing(method: Callable[..., Awaitable[Any]],
-               is_outage: Callable[[BaseException], bool]) -> Callable[..., Awaitable[Any]]:
-    @functools.wraps(method)
-    async def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return await method(*args, **kwargs)
-        except Exception as exc:
-            if is_outage(exc):
-                raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
-            raise
-    return call
-
-
 class Settled(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A private ``bet_settled`` for one player: the settled bet, flat — one object per
     bet, a plain array in msgpack (a 2,000-bet chunk crosses from the SQLite writer
@@ -281,8 +251,6 @@ class Store(RoundFigures, Protocol):
         ...
 
     async def place_slip(self, slip: SlipRequest, now: int) -> p.SlipAccepted | Rejection: ...
-
-    async def place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected: ...
 
     async def place_tip(self, tip: TipRequest, now: int) -> TipAnswer:
         """Take a tip to the dealer in one transaction, as ``betting.tips.judge_tip``

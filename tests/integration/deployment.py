@@ -215,7 +215,7 @@ class Deployment:
         """(epoch, seq) of every event in table t1's log, oldest first."""
         store = PostgresStore(self.postgres_url, max_connections=1)
         try:
-            async with store.connection() as con:
+            async with store.pool.connection() as con:
                 rows = await con.fetch("SELECT epoch, seq FROM events WHERE table_id = $1 "
                                        "ORDER BY epoch, seq", TABLE)
         finally:

@@ -223,7 +223,7 @@ async def every_postgres_row(store: PostgresStore) -> bytes:
     """Every row of every table of the store, as text (bytea as hex), and the raw bytes of
     the tables' states and the events' frames."""
     parts: list[bytes] = []
-    async with store.connection() as con:
+    async with store.pool.connection() as con:
         names = [r[0] for r in await con.fetch(
             "SELECT table_name FROM information_schema.tables "
             "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'")]
@@ -259,7 +259,7 @@ async def test_no_stored_value_holds_the_upcoming_cards_in_scale_out(
         await published_and_verified(svc, settings)
         state = await svc.store.load_table("t1")  # opened by the store: the engine's bytes
         assert state is not None
-        async with svc.store.connection() as con:
+        async with svc.store.pool.connection() as con:
             sealed = bytes(await con.fetchval("SELECT state FROM tables WHERE table_id = 't1'"))
         assert sealed != state
         assert_the_secret_cannot_open(sealed, settings)

@@ -102,7 +102,7 @@ def migrate(redis_server: RedisServer, pg_url: str) -> int:
 async def ledger_of(store: PostgresStore) -> dict[str, Any]:
     """What a refused run must leave as it was: every account, transfer, round, table,
     wallet call and the meta rows."""
-    async with store.connection() as con:
+    async with store.pool.connection() as con:
         return {table: sorted(tuple(r) for r in await con.fetch(f"SELECT * FROM {table}"))
                 for table in ("accounts", "transfers", "rounds", "tables", "events",
                               "wallet_calls", "meta", "shoes", "bets", "slips")}

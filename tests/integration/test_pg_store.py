@@ -9,6 +9,7 @@ an engine before and after a restart) share one database.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -76,7 +77,7 @@ async def test_a_returning_players_hello_writes_no_row_unless_its_name_changed(
     await store.ensure_player("p1", "P1", 1_000, T0)
 
     async def version() -> int:
-        async with store.connection() as con:
+        async with store.pool.connection() as con:
             return int(await con.fetchval("SELECT xmin::text::bigint FROM accounts "
                                           "WHERE id = 'p1'"))
 
@@ -217,19 +218,21 @@ async def test_a_seamless_slip_is_one_batch_with_its_mirror_deposit(
                            deposit=MirrorDeposit(f"wallet:d-{player}", deducted, T0 + 1))
 
     transactions = 0
-    run = store.transaction
+    transaction = store.pool.transaction
 
-    async def counted(work: Any) -> Any:
+    @contextlib.asynccontextmanager
+    async def counted() -> AsyncIterator[Any]:
         nonlocal transactions
         transactions += 1
-        return await run(work)
+        async with transaction() as con:
+            yield con
 
-    store.transaction = counted  # type: ignore[method-assign]
+    store.pool.transaction = counted  # type: ignore[method-assign]
     answers = await asyncio.gather(*(store.place_slip(slip(pl), T0 + 1) for pl in players))
     assert all(isinstance(a, p.SlipAccepted) and a.balance == 0 for a in answers), answers[:3]
     # before: one transaction per deposit and a batch for the slips (101 or more)
     assert transactions <= 10, f"{transactions} transactions for 100 seamless slips"
-    store.transaction = run  # type: ignore[method-assign]
+    store.pool.transaction = transaction  # type: ignore[method-assign]
     again = await store.place_slip(slip(players[0]), T0 + 2)  # the same slip, sent again
     assert isinstance(again, p.SlipAccepted) and again.balance == 0
     assert [await contract.balance(store, pl) for pl in players[:3]] == [0, 0, 0]
@@ -249,7 +252,7 @@ async def test_a_mirror_deposit_waiting_for_the_external_account_moves_both_side
     from nowhere."""
     import asyncpg
 
-    from livetable.store.postgres.store import PLANNER
+    from livetable.store.postgres.pool import PLANNER
 
     store = stores()
     await store.ensure_player("p1", "p1", 0, T0)

@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bets import place_bet
 from pg_util import fresh_database
 from redis_util import start_redis
 
@@ -68,7 +69,7 @@ async def test_every_key_and_channel_starts_with_the_prefix(tmp_path: Path) -> N
             round_id = runner.engine.state.round_id
             assert round_id is not None
             await store.ensure_player("p1", "Ann", 1_000, 0)
-            accepted = await store.place_bet(BetRequest(
+            accepted = await place_bet(store, BetRequest(
                 player_id="p1", table="t1", bet_id="b1", round_id=round_id, spot="P1",
                 amount=100), runner.clock())
             assert isinstance(accepted, p.BetAccepted)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bets import place_bet
 from pg_util import fresh_database
 from redis.asyncio import Redis
 from redis_util import RedisServer
@@ -146,7 +147,7 @@ class Rig:
                                  for ws in self.sockets.values()), timeout=10)
         opened = next(m for m in self.sockets["p0"].sent if m["type"] == "round_opened")
         self.round_id = opened["round_id"]
-        answers = await asyncio.gather(*(self.store.place_bet(BetRequest(
+        answers = await asyncio.gather(*(place_bet(self.store, BetRequest(
             player_id=pid, table=TABLE, bet_id=f"{pid}-{spot}", round_id=self.round_id,
             spot=spot, amount=100), now_ms()) for pid in PLAYERS for spot in ("P1", "P2")))
         for answer in answers:
@@ -161,7 +162,7 @@ class Rig:
         the engine publishes reaches the gateway after all it published before."""
         await settle(lambda: all(sorted(set(self.results(pid))) == sorted(self.acked[pid])
                                  for pid in PLAYERS), timeout=20)
-        async with self.store.connection() as con:
+        async with self.store.pool.connection() as con:
             async with asyncio.timeout(20):
                 while not await con.fetchval("SELECT published FROM rounds WHERE "
                                              "round_id = $1", self.round_id):

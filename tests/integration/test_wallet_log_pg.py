@@ -60,7 +60,7 @@ async def test_calls_made_together_are_one_transaction_a_batch(pg_cluster: PgClu
     wallet_log = PostgresWalletLog(store)
     await wallet_log.backlog()  # the schema made
     used = 0
-    connection = store.connection
+    connection = store.pool.connection
 
     @contextlib.asynccontextmanager
     async def counted() -> AsyncIterator[Any]:
@@ -69,7 +69,7 @@ async def test_calls_made_together_are_one_transaction_a_batch(pg_cluster: PgClu
         async with connection() as con:
             yield con
 
-    store.connection = counted  # type: ignore[method-assign]
+    store.pool.connection = counted  # type: ignore[method-assign]
     debits = [contract.debit(f"d-{n}", f"b{n}", player=f"p{n}") for n in range(100)]
     assert await asyncio.gather(*map(wallet_log.begin_debit, debits)) == [None] * 100
     assert all(await asyncio.gather(*(wallet_log.answer_debit(c, "unknown", "timeout",
@@ -80,7 +80,7 @@ async def test_calls_made_together_are_one_transaction_a_batch(pg_cluster: PgClu
     await asyncio.gather(*(wallet_log.delivered(c, True, "ok", contract.T0 + 9,
                                                 contract.T0 + 7) for c in rollbacks))
     assert used <= 8, f"{used} transactions for 300 calls"
-    store.connection = connection  # type: ignore[method-assign]
+    store.pool.connection = connection  # type: ignore[method-assign]
     assert await wallet_log.backlog() == 0
     assert await wallet_log.open_debits(200) == []
     await wallet_log.close()

@@ -49,6 +49,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bets import place_bet
+
 from livetable import protocol as p
 from livetable.betting.slips import MAX_AMOUNT, MAX_BET_ID, BetRequest, spot_limits
 from livetable.engine import (
@@ -976,10 +978,10 @@ class Simulation:
             else:
                 self.stats.rejections[answer] += 1
         if len(batch) == 1:
-            answers = [await self.store.place_bet(batch[0], self.now)]
+            answers = [await place_bet(self.store, batch[0], self.now)]
         else:
             answers = list(await asyncio.gather(
-                *(self.store.place_bet(request, self.now) for request in batch)))
+                *(place_bet(self.store, request, self.now) for request in batch)))
         for request, want, got in zip(batch, expected, answers, strict=True):
             if isinstance(want, p.BetAccepted):
                 self.check(got == want, f"{request} → {got}, expected {want}")

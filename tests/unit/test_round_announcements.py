@@ -14,6 +14,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from bets import place_bet
 
 from livetable import protocol as p
 from livetable.betting.slips import BetRequest
@@ -152,7 +153,7 @@ async def test_the_table_announces_the_spread_at_the_close_and_the_winners_once_
         bets = [("a", "P1", 100), ("a", "P2", 100), ("b", "P1", 300), ("b", "P3_PAIR", 50),
                 ("c", "P4", 100), ("c", "P5", 100)]
         for n, (pid, spot, amount) in enumerate(bets):
-            answer = await store.place_bet(BetRequest(
+            answer = await place_bet(store, BetRequest(
                 player_id=pid, table=TABLE, bet_id=f"x{n}", round_id=opened.round_id,
                 spot=spot, amount=amount), opened.closes_at - 300)
             assert isinstance(answer, p.BetAccepted), answer

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import msgspec
 import pytest
+from bets import place_bet
 
 from livetable import protocol as p
 from livetable.betting.slips import BetRequest
@@ -52,7 +53,7 @@ async def bet_in_first_round(store: SQLiteStore, batches: list[TableBatch],
                              players: int) -> p.RoundOpened:
     opened = await wait_for(batches, p.RoundOpened)
     for n in range(players):
-        answer = await store.place_bet(BetRequest(
+        answer = await place_bet(store, BetRequest(
             player_id=f"p{n}", table=TABLE, bet_id=f"b{n}", round_id=opened.round_id,
             spot="P1", amount=100), opened.closes_at - 300)
         assert isinstance(answer, p.BetAccepted), answer

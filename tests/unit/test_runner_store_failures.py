@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import msgspec
 import pytest
+from bets import place_bet
 
 from livetable import protocol as p
 from livetable.betting.slips import BetRequest
@@ -92,7 +93,7 @@ async def test_failed_commits_lose_no_step(tmp_path: Path) -> None:
                     await asyncio.sleep(0.01)
 
         opened = await wait_for(p.RoundOpened)
-        answer = await store.place_bet(BetRequest(player_id="p1", table=TABLE, bet_id="b1",
+        answer = await place_bet(store, BetRequest(player_id="p1", table=TABLE, bet_id="b1",
                                                   round_id=opened.round_id, spot="P1",
                                                   amount=100), opened.closes_at - 200)
         assert isinstance(answer, p.BetAccepted), answer
@@ -250,7 +251,7 @@ async def test_an_engine_ahead_of_its_store_reloads_and_the_table_says_so(
                     break
                 await asyncio.sleep(0.01)
         assert view.state == "betting" and await store.round_view(lost.round_id) is None
-        answer = await store.place_bet(BetRequest(player_id="p1", table=TABLE, bet_id="b1",
+        answer = await place_bet(store, BetRequest(player_id="p1", table=TABLE, bet_id="b1",
                                                   round_id=again, spot="P1",
                                                   amount=100), now_ms())
         assert isinstance(answer, p.BetAccepted), answer

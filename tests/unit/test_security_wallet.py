@@ -19,13 +19,14 @@ from starlette.routing import Route
 
 from livetable import protocol as p
 from livetable.auth import Identity
-from livetable.betting.slips import BetRequest, bet_answer
+from livetable.betting.slips import BetRequest
 from livetable.config import Settings
 from livetable.engine import OpenRound
 from livetable.metrics import Metrics
 from livetable.operator.client import WalletClient
 from livetable.operator.log_sqlite import SQLiteWalletLog
 from livetable.operator.seamless import FAILING_CALLS, SeamlessWallet
+from livetable.server.gateway.intake import bet_answer
 from livetable.store.sqlite import SQLiteStore
 
 #: the loopback wallet answers after a pause (asyncio.sleep)
@@ -77,7 +78,7 @@ async def test_a_redirect_is_not_followed_and_is_an_unknown_outcome(
             for n in range(FAILING_CALLS):
                 request = BetRequest(player_id="alice", table="t1", bet_id=f"b{n}",
                                      round_id="t1.1.1", spot="P1", amount=100)
-                answer = bet_answer(request, await wallet.place_slip(
+                answer = bet_answer(request.bet_id, await wallet.place_slip(
                     ALICE, request.as_slip(), T0, T0 + 16_000))
                 assert isinstance(answer, p.BetRejected), answer
                 assert answer.code == "wallet_unavailable"

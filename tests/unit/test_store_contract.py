@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import msgspec
 import pytest
+from bets import place_bet
 
 from livetable import protocol as p
 from livetable.accounts import AccountError
@@ -174,7 +175,7 @@ async def balance(store: Store, player: str) -> int:
 
 
 async def accepted(store: Store, request: BetRequest, now: int = T0 + 1) -> p.BetAccepted:
-    answer = await store.place_bet(request, now)
+    answer = await place_bet(store, request, now)
     assert isinstance(answer, p.BetAccepted), answer
     return answer
 
@@ -191,7 +192,7 @@ async def rejected(store: Store, request: BetRequest, code: str, now: int = T0 +
     """``request`` is refused with ``code``, and no balance, bet or record moved."""
     players = ["alice", "bob"]
     before = await ledger_view(store, players)
-    answer = await store.place_bet(request, now)
+    answer = await place_bet(store, request, now)
     assert isinstance(answer, p.BetRejected), answer
     assert answer.code == code
     assert answer.message.startswith(REJECTIONS[code])
@@ -398,9 +399,9 @@ async def test_the_same_bet_twice_is_accepted_once_and_answered_identically(tabl
     assert first == p.BetAccepted(bet_id="b1", round_id=R1, spot="P1", amount=100,
                                   deducted=200, balance=9_800)
     await accepted(table, bet("alice", "b2", "P2_PAIR", 50))  # the balance moves on
-    assert await table.place_bet(bet("alice", "b1", "P1", 100), T0 + 2) == first
+    assert await place_bet(table, bet("alice", "b1", "P1", 100), T0 + 2) == first
     # A retry after betting closed is still the same answer, not a rejection.
-    assert await table.place_bet(bet("alice", "b1", "P1", 100), CLOSES + 1) == first
+    assert await place_bet(table, bet("alice", "b1", "P1", 100), CLOSES + 1) == first
     assert await balance(table, "alice") == 10_000 - 200 - 50
     entries, _ = await table.bet_record("alice", 50, None)
     assert [e.bet_id for e in entries] == ["b2", "b1"]
@@ -1042,7 +1043,7 @@ async def test_a_bet_id_of_an_earlier_slip_is_refused_in_a_new_slip(table: Store
     assert isinstance(answer, Rejection)
     assert (answer.code, answer.bet_id) == ("duplicate_bet_id", "b1")
     # place_bet of a bet taken in a slip: its first answer (a slip of one, by bet id)
-    again = await table.place_bet(bet("alice", "b1", "P1", 100), T0 + 3)
+    again = await place_bet(table, bet("alice", "b1", "P1", 100), T0 + 3)
     assert again == p.BetAccepted(bet_id="b1", round_id=R1, spot="P1", amount=100,
                                   deducted=200, balance=9_800)
 
@@ -1057,7 +1058,7 @@ async def _many_bets(table: Store, count: int) -> dict[str, int]:
     spots = ["P1", "P2", "P3", "P4", "P5"]
     for n in range(count):
         pid = ["alice", "carol", "bob"][n % 3]
-        answer = await table.place_bet(bet(pid, f"m{n}", spots[n % 5], 20), T0 + 1)
+        answer = await place_bet(table, bet(pid, f"m{n}", spots[n % 5], 20), T0 + 1)
         assert isinstance(answer, p.BetAccepted), answer
         stakes[f"m{n}"] = answer.deducted
     return stakes
@@ -1267,7 +1268,7 @@ async def test_an_on_time_bet_still_queued_when_settlement_starts_is_taken(
     store's queue when the engine's settling step comes is taken (then settled), not
     refused ``betting_closed`` for the store's delay."""
     await commit(table, betting("closed"), now=CLOSES + 1_000)
-    queued = asyncio.ensure_future(table.place_bet(bet("alice", "late", "P1", 100),
+    queued = asyncio.ensure_future(place_bet(table, bet("alice", "late", "P1", 100),
                                                    CLOSES - 1))
     await asyncio.sleep(0)  # handed to the store, not yet taken
     settled = await commit(table, settle_effect(R1, ROUND_A), now=CLOSES + 5_000)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bets import place_bet
 from test_gateway import FakeWebSocket, settle
 
 from livetable import protocol as p
@@ -116,7 +117,7 @@ async def test_a_takeover_mid_settlement_closes_no_client(tmp_path: Path) -> Non
         bets: dict[str, list[str]] = {}
         for pid in PLAYERS:
             for spot in ("P1", "P2"):
-                answer = await store.place_bet(BetRequest(
+                answer = await place_bet(store, BetRequest(
                     player_id=pid, table=TABLE, bet_id=f"{pid}-{spot}",
                     round_id=opened["round_id"], spot=spot, amount=100), now_ms())
                 assert isinstance(answer, p.BetAccepted), answer

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp
 
 from livetable import protocol as p
 from livetable.auth import Identity
-from livetable.betting.slips import BetRequest, Rejection, SlipRequest, bet_answer
+from livetable.betting.slips import BetRequest, Rejection, SlipRequest
 from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.engine import CancelRound, OpenRound, SettleRound
@@ -38,6 +38,7 @@ from livetable.operator.reference import Books, Call, Faults, create_operator_ap
 from livetable.operator.report import report
 from livetable.operator.seamless import SeamlessWallet
 from livetable.rules import Position, hand_of, parse_cards, settle_round
+from livetable.server.gateway.intake import bet_answer
 from livetable.store.sqlite import SQLiteStore
 
 #: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
@@ -101,7 +102,7 @@ class Rig:
                   round_id: str = R1) -> p.BetAccepted | p.BetRejected:
         request = BetRequest(player_id="alice", table=TABLE, bet_id=bet_id, round_id=round_id,
                              spot=spot, amount=amount)
-        return bet_answer(request, await self.wallet.place_slip(
+        return bet_answer(request.bet_id, await self.wallet.place_slip(
             ALICE, request.as_slip(), self.clock.now, T0 + 16_000))
 
     async def settle(self, round_id: str = R1) -> None:
@@ -376,7 +377,7 @@ async def test_a_debit_answered_after_the_window_is_rolled_back(tmp_path: Path) 
         return reply
 
     rig.client.call = late  # type: ignore[method-assign]  # a slow network, no sleep
-    answer = bet_answer(request, await rig.wallet.place_slip(ALICE, request.as_slip(), T0,
+    answer = bet_answer(request.bet_id, await rig.wallet.place_slip(ALICE, request.as_slip(), T0,
                                                              T0 + 16_000))
     assert isinstance(answer, p.BetRejected) and answer.code == "wallet_unavailable"
     await rig.drain()
@@ -538,7 +539,7 @@ async def test_a_credit_carries_its_debits_currency(rig: Rig) -> None:
     for identity, bet_id, spot in ((in_usd, "b-usd", "P1"), (ALICE, "b-thb", "P4")):
         request = BetRequest(player_id="alice", table=TABLE, bet_id=bet_id, round_id=R1,
                              spot=spot, amount=100)
-        answer = bet_answer(request, await rig.wallet.place_slip(
+        answer = bet_answer(request.bet_id, await rig.wallet.place_slip(
             identity, request.as_slip(), rig.clock.now, T0 + 16_000))
         assert isinstance(answer, p.BetAccepted), answer
     # P1 (9) beats the Banker's 7: 300 of its 200 deducted back; P4 (4) loses 1:1: 100 back

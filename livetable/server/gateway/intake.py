@@ -8,6 +8,11 @@ arrived, not by when a busy server got to it.
 Performance-tuned: no extra awaits, tasks or allocations per bet. :class:`Intake` holds
 what taking a bet needs (the store, the operator's wallet in seamless mode, the bet rate,
 the feeds for the seamless window) and nothing of the connection but what it is handed.
+
+The answers are worded here, on the way out (:func:`bet_answer`, :func:`slip_answer`,
+:func:`rejected`): the store judges a slip and hands back its ``slip_accepted`` or its
+:class:`~livetable.betting.slips.Rejection`, and the gateway, which answers the player,
+frames it as the request was sent.
 """
 
 from __future__ import annotations
@@ -18,13 +23,12 @@ import msgspec
 
 from livetable import protocol as p
 from livetable.betting.slips import (
-    BetRequest,
+    MAX_BET_ID,
+    REJECTIONS,
     Rejection,
+    SlipAnswer,
     SlipRequest,
-    bet_answer,
     precheck,
-    rejected,
-    slip_answer,
     within_limits,
 )
 from livetable.config import Settings
@@ -76,17 +80,14 @@ class Intake:
             self.metrics.bet(refused)
             return
         assert client.table is not None and client.identity is not None
-        # a slip of one (``BetRequest.as_slip``), judged by when the bet reached us, not by
-        # when a busy server got to it (the engine closes betting a grace period after
-        # closes_at for exactly these)
-        request = BetRequest(player_id=client.identity.id, table=client.table,
-                             bet_id=bet.bet_id, round_id=bet.round_id, spot=bet.spot,
-                             amount=bet.amount)
-        slip = SlipRequest(player_id=request.player_id, table=request.table, slip_id=None,
+        # a slip of one (as ``BetRequest.as_slip`` makes it), judged by when the bet reached
+        # us, not by when a busy server got to it (the engine closes betting a grace period
+        # after closes_at for exactly these)
+        slip = SlipRequest(player_id=client.identity.id, table=client.table, slip_id=None,
                            round_id=bet.round_id,
                            bets=(p.SlipBet(bet_id=bet.bet_id, spot=bet.spot,
                                            amount=bet.amount),))
-        answer = bet_answer(request, await self._take(client, slip, arrived_at))
+        answer = bet_answer(bet.bet_id, await self._take(client, slip, arrived_at))
         self.metrics.bet(answer.code if isinstance(answer, p.BetRejected) else "accepted")
         client.send_message(answer)
 
@@ -171,3 +172,29 @@ class Intake:
             return again if again is not None else refusal or Rejection("betting_closed")
         window_end = closes_at + int(self.settings.close_grace * 1000)
         return await self.wallet.place_slip(client.identity, slip, arrived_at, window_end)
+
+
+def slip_answer(slip: SlipRequest, answer: SlipAnswer) -> p.SlipAccepted | p.SlipRejected:
+    """The frame a ``place_bets`` is answered with."""
+    if isinstance(answer, p.SlipAccepted):
+        return answer
+    return p.SlipRejected(slip_id=slip.slip_id or "", code=answer.code, message=answer.message,
+                          bet_id=answer.bet_id)
+
+
+def bet_answer(bet_id: str, answer: SlipAnswer) -> p.BetAccepted | p.BetRejected:
+    """The frame a ``place_bet`` (a slip of one) with ``bet_id`` is answered with, as it
+    always was."""
+    if isinstance(answer, p.SlipAccepted):
+        taken = answer.bets[0]
+        return p.BetAccepted(bet_id=taken.bet_id, round_id=answer.round_id, spot=taken.spot,
+                             amount=taken.amount, deducted=taken.deducted,
+                             balance=answer.balance)
+    return p.BetRejected(bet_id=answer.bet_id if answer.bet_id is not None
+                         else bet_id[:MAX_BET_ID], code=answer.code, message=answer.message)
+
+
+def rejected(bet_id: str, code: p.RejectionCode, detail: str | None = None) -> p.BetRejected:
+    """A ``bet_rejected`` the gateway answers itself (not signed in, rate limited)."""
+    message = REJECTIONS[code] if detail is None else f"{REJECTIONS[code]} {detail}"
+    return p.BetRejected(bet_id=bet_id, code=code, message=message)

@@ -27,9 +27,11 @@ network round trip) per slip. So the slips waiting together are taken as one bat
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
+import asyncpg
 import msgspec
 
 from livetable import protocol as p
@@ -45,6 +47,7 @@ from livetable.betting.slips import (
     precheck,
 )
 from livetable.store.base import StoreUnavailable
+from livetable.store.postgres.pool import ATTEMPTS, Pool, retry_after
 from livetable.store.postgres.replication import QUERY, Replication, problem_of, promise_of
 
 Batch = list[tuple[SlipRequest, int]]
@@ -129,6 +132,40 @@ async def bound(con: Any, within_ms: int, replication: Replication) -> None:
     found = problem_of(replication, promise_of(row[3:]))
     if found is not None:
         raise NoSynchronousStandby(found)
+
+
+class SlipTaker:
+    """The slip queue's batches (:class:`~livetable.store.slip_queue.SlipQueue`), each in a
+    transaction of its own, bounded by the answer deadline (:func:`bound`), judged and
+    written (:class:`SlipBatch`), and run again if the server rolled it back as a
+    deadlock's or a conflict's victim (the pool's one policy, :func:`.pool.retry_after`).
+    Its own transaction, not :meth:`.pool.Pool.run`: the bound needs the time left of the
+    batch's deadline, which runs from before the connection was had."""
+
+    def __init__(self, pool: Pool, replication: Replication, answer_within: float) -> None:
+        self.pool = pool
+        self.replication: Replication = replication
+        self.answer_within = answer_within
+        #: round -> its limits, read once (a round's limits never change)
+        self.limits: dict[str, p.Limits] = {}
+
+    async def __call__(self, batch: Batch) -> list[SlipAnswer]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.answer_within
+        try:
+            async with asyncio.timeout_at(deadline):
+                for attempt in range(ATTEMPTS):
+                    try:
+                        async with self.pool.transaction() as con:
+                            left = deadline - loop.time()
+                            await bound(con, max(1, int(left * 1000)), self.replication)
+                            return await SlipBatch(con, batch, self.limits).take()
+                    except asyncpg.PostgresError as exc:
+                        await retry_after(exc, attempt)
+                raise AssertionError("unreachable")
+        finally:
+            if len(self.limits) > 1000:
+                self.limits.clear()
 
 
 def json_rows(rows: Any) -> str:

@@ -16,23 +16,16 @@ commit), steps and settlement in :mod:`.steps`, tips in :mod:`.tips`, the schema
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
-
-import asyncpg
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id
 from livetable.betting.sessions import SessionRecord
 from livetable.betting.slips import (
-    BetRequest,
     Rejection,
-    SlipAnswer,
     SlipRequest,
-    bet_answer,
     precheck,
 )
 from livetable.betting.tips import TipAnswer, TipRequest
@@ -42,23 +35,20 @@ from livetable.store.base import (
     AuditReport,
     InsufficientBalance,
     Settled,
-    StoreError,
     StoreUnavailable,
     UnknownPlayer,
     cursor_of,
     events_read,
     events_wanted,
-    surface_outages,
 )
 from livetable.store.bets import SETTLE_CHUNK, BetSpread, RoundView, Withdrawal
 from livetable.store.postgres import ledger, reads, replication, sessions, steps, tips
-from livetable.store.postgres.outages import RETRY_STATES
 from livetable.store.postgres.outages import (
     is_pg_outage as is_pg_outage,  # the store's own word for it
 )
+from livetable.store.postgres.pool import Pool
 from livetable.store.postgres.replication import Replication
-from livetable.store.postgres.schema import migrate
-from livetable.store.postgres.slips import ANSWER_WITHIN, SlipBatch, bound
+from livetable.store.postgres.slips import ANSWER_WITHIN, SlipTaker
 from livetable.store.sealing import StateSeal, open_state, seal_state
 from livetable.store.slip_queue import SlipQueue
 
@@ -70,15 +60,6 @@ DEFAULT_EVENT_RETENTION = 20_000
 MAX_SLIPS_PER_TRANSACTION = 2_000
 #: Batches of slips in flight at once (each its own transaction and connection).
 BATCHES_IN_FLIGHT = 2
-#: The planner, per connection. The store's queries join a batch's arrays (``unnest``) to
-#: a few rows of large tables: index lookups in a nested loop. With statistics that lag a
-#: burst (a round's bets grow by thousands a second, before autovacuum analyses them),
-#: the planner hashed the whole ``bets`` table for 100 slips instead (EXPLAIN ANALYZE:
-#: a sequential scan of every bet, per batch and per settlement chunk). The audit, which
-#: reads whole tables, turns them back on for its transaction. No JIT: every query is short.
-PLANNER = {"enable_hashjoin": "off", "enable_mergejoin": "off", "jit": "off"}
-
-@surface_outages(is_pg_outage)
 class PostgresStore:
     """The :class:`~livetable.store.base.Store` contract on PostgreSQL.
 
@@ -105,77 +86,20 @@ class PostgresStore:
         self.fence_tokens: dict[str, int] = {}
         #: table -> the head this process last loaded or wrote (see steps.check_head).
         self.heads: dict[str, tuple[int, int]] = {}
-        self._pool: asyncpg.Pool | None = None
-        self._opening = asyncio.Lock()
-        self._limits: dict[str, p.Limits] = {}
-        self.slips = SlipQueue(self._take_batch, MAX_SLIPS_PER_TRANSACTION,
-                               in_flight=BATCHES_IN_FLIGHT)
-
-    async def _ready(self) -> asyncpg.Pool:
-        if self._pool is None:
-            async with self._opening:
-                if self._pool is None:
-                    settings = dict(PLANNER)
-                    if self.schema is not None:
-                        settings["search_path"] = self.schema
-                    pool = await asyncpg.create_pool(
-                        self.url, min_size=1, max_size=self.max_connections,
-                        server_settings=settings, command_timeout=30)
-                    async with pool.acquire() as con:
-                        await migrate(con, self.schema)
-                    self._pool = pool
-        return self._pool
-
-    @contextlib.asynccontextmanager
-    async def connection(self) -> AsyncIterator[Any]:
-        """A pooled connection: the store's own, and the door for what shares its pool (the
-        operator's wallet log, the Redis migration; :meth:`transaction` too). One that
-        failed otherwise than by the server's answer (a connection lost, a call cancelled
-        half way) is closed, not given back: its protocol state is unknown, and the next
-        caller would meet it (``another operation is in progress``) instead of a fresh
-        connection."""
-        pool = await self._ready()
-        async with pool.acquire() as con:
-            try:
-                yield con
-            except BaseException as exc:  # our own refusals come after a clean rollback
-                if not isinstance(exc, asyncpg.PostgresError | StoreError) or is_pg_outage(exc):
-                    con.terminate()
-                raise
-
-    async def transaction(self, work: Callable[[Any], Awaitable[T]]) -> T:
-        """Run ``work(connection)`` in one transaction, again if the server rolled it back
-        as a deadlock's or a conflict's victim. A rollback that fails (the connection is
-        gone) does not hide why the work failed."""
-        for attempt in range(5):
-            try:
-                async with self.connection() as con:
-                    transaction = con.transaction()
-                    await transaction.start()
-                    try:
-                        result = await work(con)
-                    except BaseException:
-                        if not con.is_closed():
-                            with contextlib.suppress(Exception):
-                                await transaction.rollback()
-                        raise
-                    await transaction.commit()
-                    return result
-            except asyncpg.PostgresError as exc:
-                if getattr(exc, "sqlstate", None) not in RETRY_STATES or attempt == 4:
-                    raise
-                await asyncio.sleep(0.01 * (attempt + 1))
-        raise AssertionError("unreachable")
+        #: The connections: the one door of every query (outages surface there), shared
+        #: with the operator's wallet log and the Redis migration.
+        self.pool = Pool(url, schema, max_connections)
+        self.slips = SlipQueue(SlipTaker(self.pool, replication, answer_within),
+                               MAX_SLIPS_PER_TRANSACTION, in_flight=BATCHES_IN_FLIGHT)
 
     async def open(self) -> None:
         """Connect and migrate now (a bad URL fails early); :func:`.replication.at_start`."""
-        await self._ready()
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             await replication.at_start(con, self.replication)
 
     async def probe(self, within: float) -> tuple[float | None, str | None]:
         """Readiness: see :func:`.replication.probe`."""
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             return await replication.probe(con, self.replication, within)
 
     # --- accounts --------------------------------------------------------------------
@@ -201,10 +125,10 @@ class PostgresStore:
                                      player_id)
             return p.PlayerView(id=player_id, name=row[0], balance=row[1])
 
-        return await self.transaction(work)
+        return await self.pool.run(work)
 
     async def player(self, player_id: str) -> p.PlayerView | None:
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             row = await con.fetchrow("SELECT name, balance FROM accounts WHERE id = $1 AND "
                                      "kind = 'player'", player_id)
         return None if row is None else p.PlayerView(id=player_id, name=row[0], balance=row[1])
@@ -220,7 +144,7 @@ class PostgresStore:
             return int(await con.fetchval("SELECT balance FROM accounts WHERE id = $1",
                                           player_id))
 
-        return await self.transaction(work)
+        return await self.pool.run(work)
 
     async def withdraw(self, transfer_id: str, player_id: str, amount: int, now: int, *,
                        against: str | None = None) -> int | None:
@@ -234,7 +158,7 @@ class PostgresStore:
             return int(await con.fetchval("SELECT balance FROM accounts WHERE id = $1",
                                           player_id))
 
-        return await self.transaction(work)
+        return await self.pool.run(work)
 
     async def withdraw_many(self, moves: list[Withdrawal], now: int) -> list[str | None]:
         """See :meth:`livetable.store.base.Store.withdraw_many`: one transaction, its
@@ -252,12 +176,9 @@ class PostgresStore:
                     out[i] = f"{type(exc).__name__}: {exc}"
             return [out[i] for i in range(len(moves))]
 
-        return await self.transaction(work)
+        return await self.pool.run(work)
 
     # --- slips -----------------------------------------------------------------------
-
-    async def place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected:
-        return bet_answer(bet, await self.place_slip(bet.as_slip(), now))
 
     async def place_slip(self, slip: SlipRequest, now: int) -> p.SlipAccepted | Rejection:
         """Take a slip; slips that arrive together share a transaction (group commit),
@@ -278,28 +199,13 @@ class PostgresStore:
 
     async def place_tip(self, tip: TipRequest, now: int) -> TipAnswer:
         within = max(1, int(self.answer_within * 1000))
-        return await self.transaction(
+        return await self.pool.run(
             lambda con: tips.place_tip(con, tip, now, within, self.replication))
 
     async def tip_record(self, player_id: str, before: str | None,
                          since: int | None) -> list[p.TipRecordEntry]:
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             return await tips.tip_record(con, player_id, cursor_of(before), since)
-
-    async def _take_batch(self, batch: list[tuple[SlipRequest, int]]) -> list[SlipAnswer]:
-        deadline = asyncio.get_running_loop().time() + self.answer_within
-
-        async def work(con: Any) -> list[SlipAnswer]:
-            left = deadline - asyncio.get_running_loop().time()
-            await bound(con, max(1, int(left * 1000)), self.replication)
-            return await SlipBatch(con, batch, self._limits).take()
-
-        try:
-            async with asyncio.timeout_at(deadline):
-                return await self.transaction(work)
-        finally:
-            if len(self._limits) > 1000:
-                self._limits.clear()
 
     # --- engine steps ------------------------------------------------------------------
 
@@ -320,7 +226,7 @@ class PostgresStore:
                                                    self.event_retention, snapshot)
 
         try:
-            settled, head = await self.transaction(work)
+            settled, head = await self.pool.run(work)
         except BaseException:
             self.heads.pop(table, None)  # unknown now: the next load tells
             raise
@@ -331,7 +237,7 @@ class PostgresStore:
     async def load_snapshot(self, table: str) -> tuple[int, int, bytes] | None:
         """The table's head ``(epoch, seq)`` and public snapshot as of its last step: what
         a gateway catches up from (it holds no shoe key)."""
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             row = await con.fetchrow("SELECT epoch, seq, snapshot FROM tables "
                                      "WHERE table_id = $1", table)
         if row is None or row[2] is None:
@@ -352,23 +258,23 @@ class PostgresStore:
             settled, more = await steps.close_chunk(con, pending[0], now, self.settle_chunk)
             return settled, more or len(pending) > 1
 
-        return await self.transaction(work)
+        return await self.pool.run(work)
 
     async def unpublished_rounds(self, table: str) -> list[str]:
         """The rounds of ``table`` whose results may not all have reached the bus."""
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             return await steps.unpublished_rounds(con, table)
 
     async def mark_published(self, table: str) -> None:
         """Every result of the ended rounds of ``table`` reached the bus."""
         token = self.fence_tokens.get(table, 0)
-        await self.transaction(lambda con: steps.mark_published(con, table, token))
+        await self.pool.run(lambda con: steps.mark_published(con, table, token))
 
     async def claim(self, table: str) -> int:
         """Take ``table`` for this process: the database issues the next fencing token,
         which this store's steps of the table carry from now on; the steps of every older
         holder are refused from now on (:class:`~livetable.store.base.FenceRefused`)."""
-        token = await self.transaction(lambda con: steps.claim(con, table))
+        token = await self.pool.run(lambda con: steps.claim(con, table))
         self.fence_tokens[table] = token
         self.heads.pop(table, None)  # the new holder loads the table before it writes
         return token
@@ -376,7 +282,7 @@ class PostgresStore:
     # --- reading -----------------------------------------------------------------------
 
     async def load_table(self, table: str) -> bytes | None:
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             row = await con.fetchrow("SELECT state, epoch, seq FROM tables WHERE table_id = $1",
                                      table)
         if row is None:
@@ -387,7 +293,7 @@ class PostgresStore:
 
     async def events_after(self, table: str, epoch: int, seq: int,
                            limit: int) -> list[bytes] | None:
-        async with self.connection() as con, con.transaction(isolation="repeatable_read"):
+        async with self.pool.connection() as con, con.transaction(isolation="repeatable_read"):
             head = await con.fetchrow("SELECT epoch, seq FROM tables WHERE table_id = $1",
                                       table)
             wanted = events_wanted(head, epoch, seq, limit)
@@ -402,22 +308,22 @@ class PostgresStore:
                                      round_ids: list[str]) -> list[p.BetSettled]:
         if not round_ids:
             return []
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             return await reads.settlements_for_rounds(con, player_id, round_ids)
 
     async def round_settlements(self, round_id: str) -> list[tuple[str, p.BetSettled]]:
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             return await reads.round_settlements(con, round_id)
 
     async def bet_record(self, player_id: str, limit: int,
                          before: str | None) -> tuple[list[p.BetRecordEntry], str | None]:
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             return await reads.bet_record(con, player_id, max(1, min(limit, 200)),
                                           cursor_of(before))
 
     async def bet_spread(self, round_id: str) -> BetSpread:
         where = "FROM bets WHERE round_id = $1 AND state != 'refunded'"
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             rows = await con.fetch(f"SELECT spot, COUNT(DISTINCT player_id), SUM(amount) "
                                    f"{where} GROUP BY spot", round_id)
             players = await con.fetchval(f"SELECT COUNT(DISTINCT player_id) {where}",
@@ -425,22 +331,22 @@ class PostgresStore:
         return {r[0]: (int(r[1]), int(r[2])) for r in rows}, int(players)
 
     async def round_view(self, round_id: str) -> RoundView | None:
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             return await reads.round_view(con, round_id)
 
     async def shoe_view(self, shoe_id: str) -> ShoeRecord | None:
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             return await reads.shoe_view(con, shoe_id)
 
     async def audit(self) -> AuditReport:
         """Prove the ledger on one snapshot (a repeatable-read transaction)."""
-        async with self.connection() as con, con.transaction(isolation="repeatable_read",
+        async with self.pool.connection() as con, con.transaction(isolation="repeatable_read",
                                                               readonly=True):
             await con.execute("SET LOCAL enable_hashjoin = on; SET LOCAL enable_mergejoin = on")
             return await ledger.audit(con)
 
     async def identity(self, create: bool = False) -> str | None:
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             if create:
                 await con.execute("INSERT INTO meta (key, value) VALUES ('store_id', $1) "
                                   "ON CONFLICT DO NOTHING", uuid.uuid4().hex)
@@ -453,10 +359,10 @@ class PostgresStore:
         async def work(con: Any) -> None:
             await sessions.open_session(con, record)
 
-        await self.transaction(work)
+        await self.pool.run(work)
 
     async def session(self, session_id: str) -> SessionRecord | None:
-        async with self.connection() as con:
+        async with self.pool.connection() as con:
             return await sessions.session(con, session_id)
 
     async def end_session(self, session_id: str, reason: str,
@@ -464,36 +370,32 @@ class PostgresStore:
         async def work(con: Any) -> SessionRecord | None:
             return await sessions.end_session(con, session_id, reason, now)
 
-        return await self.transaction(work)
+        return await self.pool.run(work)
 
     async def count_session(self, session_id: str, round_id: str | None, staked: int,
                             returned: int) -> SessionRecord | None:
         async def work(con: Any) -> SessionRecord | None:
             return await sessions.count(con, session_id, round_id, staked, returned)
 
-        return await self.transaction(work)
+        return await self.pool.run(work)
 
     async def reality_checked(self, session_id: str, now: int) -> SessionRecord | None:
         async def work(con: Any) -> SessionRecord | None:
             return await sessions.reality_checked(con, session_id, now)
 
-        return await self.transaction(work)
+        return await self.pool.run(work)
 
     async def first_launch(self, operator_id: str, request_id: str, now: int,
                            until: int) -> bool:
         async def work(con: Any) -> bool:
             return await sessions.first_launch(con, operator_id, request_id, now, until)
 
-        return await self.transaction(work)
+        return await self.pool.run(work)
 
     async def close(self) -> None:
         await self.slips.drained()
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+        await self.pool.close()
 
     def terminate(self) -> None:
         """Cut every connection now (a stop that could not wait for :meth:`close`)."""
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool = None
+        self.pool.terminate()

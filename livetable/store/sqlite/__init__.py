@@ -29,10 +29,8 @@ from livetable import protocol as p
 from livetable.accounts import check_player_id
 from livetable.betting.sessions import SessionRecord
 from livetable.betting.slips import (
-    BetRequest,
     Rejection,
     SlipRequest,
-    bet_answer,
     precheck,
 )
 from livetable.betting.tips import TipAnswer, TipRequest
@@ -143,9 +141,6 @@ class SQLiteStore:
         return await self._run(c.WithdrawMany(moves, now))
 
     # --- slips -----------------------------------------------------------------------
-
-    async def place_bet(self, bet: BetRequest, now: int) -> p.BetAccepted | p.BetRejected:
-        return bet_answer(bet, await self.place_slip(bet.as_slip(), now))
 
     async def place_slip(self, slip: SlipRequest, now: int) -> p.SlipAccepted | Rejection:
         """Take a slip. Slips that arrive while the writer is busy wait for one another
