@@ -16,8 +16,10 @@ the same length, so that neither keeps the run waiting (dealt in turn, in the dr
 one unit took 550 s and the other 360). The tests that time a real-time video pipeline
 share the last of those units (:data:`REALTIME`), so that two pipelines never compete for
 the cores: short of CPU, their segments run long and the page's video falls behind. The
-units go out first (:data:`FIRST`), then the unit files and then the integration ones, each
-longest first, to whichever worker is free.
+scale-out files, each with its cluster of processes, are one unit too (:data:`CLUSTER`),
+run one after another. The browser units go out first, then the cluster unit, then the
+unit files and then the integration ones, each longest first (:data:`FIRST`), to whichever
+worker is free.
 (xdist's own ``loadgroup`` would group from markers, but it renames the tests' node ids,
 which pytest 9 no longer lets a plugin do.)
 
@@ -107,6 +109,13 @@ FILE_SECONDS = {
 }
 SECONDS_A_TEST = 6
 
+#: The files whose tests each run a cluster (redis-server, PostgreSQL with its standby,
+#: engines and gateways, as processes): one unit, its files one after another, so that no
+#: two clusters compete for the cores. (On four workers, four such files once ran at once
+#: at the run's end, and two of their hellos failed: one past its 5 s, one a race of the
+#: rig that the load widened.)
+CLUSTER = "tests/integration/test_scaleout_"
+
 #: The files whose tests run ffmpeg in real time (the studio's test card, the HLS packager)
 #: and check what comes out by its timing (segment lengths, the picture's clock against the
 #: reveals): all in the last browser unit, so that no two such pipelines compete for the
@@ -120,6 +129,15 @@ REALTIME = ("tests/e2e/test_video.py", "tests/integration/test_media.py")
 #: integration test left behind once slept in a unit test run after it (1, 2, 4, 8, 16 ms:
 #: the steps of subprocess's ``wait`` with a timeout).
 FIRST = ("e2e", "unit", "integration")
+
+
+def unit_of(file: str, browser_units: dict[str, int]) -> str:
+    """The unit of work ``file`` belongs to: its browser unit, the cluster unit
+    (:data:`CLUSTER`), or the file itself."""
+    unit = browser_units.get(file)
+    if unit is not None:
+        return f"{BROWSER}#{unit}"
+    return f"{CLUSTER}#" if file.startswith(CLUSTER) else file
 
 
 def share_out(tests: dict[str, int]) -> dict[str, int]:
@@ -162,9 +180,7 @@ class FileScheduling(LoadFileScheduling):
         super().schedule()
 
     def _split_scope(self, nodeid: str) -> str:
-        file = super()._split_scope(nodeid)
-        unit = self.browser_units.get(file)
-        return file if unit is None else f"{BROWSER}#{unit}"
+        return unit_of(super()._split_scope(nodeid), self.browser_units)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> FileScheduling | None:
@@ -172,9 +188,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> FileSch
 
 
 def _rank(item: pytest.Item) -> tuple[int, int]:
+    """The browser units first, then the cluster unit (both the run's longest), then the
+    rest (:data:`FIRST`)."""
     part = item.path.relative_to(TESTS).parts[0]
+    if str(item.path).startswith(str(TESTS.parent / CLUSTER)):
+        return 1, 0
     group = FIRST.index(part) if part in FIRST else len(FIRST)
-    return group, -FILE_SECONDS.get(item.path.name, 0)
+    return (0 if group == 0 else group + 1), -FILE_SECONDS.get(item.path.name, 0)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

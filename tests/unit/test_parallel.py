@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import random
 
-from parallel import BROWSER_UNITS, FILE_SECONDS, REALTIME, SECONDS_A_TEST, TESTS, share_out
+from parallel import (
+    BROWSER_UNITS,
+    FILE_SECONDS,
+    REALTIME,
+    SECONDS_A_TEST,
+    TESTS,
+    _rank,
+    share_out,
+    unit_of,
+)
 
 
 def browser_files() -> dict[str, int]:
@@ -40,3 +49,25 @@ def test_a_file_not_listed_counts_by_its_tests() -> None:
              "tests/e2e/test_dealer_feedback.py": 1}
     units = share_out(files)
     assert units["tests/e2e/test_new_a.py"] != units["tests/e2e/test_new_b.py"]
+
+
+def test_the_scale_out_files_are_one_unit_and_the_others_their_own() -> None:
+    assert unit_of("tests/integration/test_scaleout_failover.py", {}) == (
+        unit_of("tests/integration/test_scaleout_fanout.py", {}))
+    assert unit_of("tests/integration/test_pg_failover.py", {}) == (
+        "tests/integration/test_pg_failover.py")
+    assert unit_of("tests/e2e/test_video.py", {"tests/e2e/test_video.py": 1}) == "tests/e2e/#1"
+
+
+def test_the_units_go_out_before_the_files() -> None:
+    """The browser units, then the cluster unit, then the unit files, then the integration
+    ones (each longest first)."""
+    class Item:
+        def __init__(self, path: str) -> None:
+            self.path = TESTS.parent / path
+
+    order = ["tests/e2e/test_video.py", "tests/integration/test_scaleout_fanout.py",
+             "tests/unit/test_simulation.py", "tests/unit/test_engine.py",
+             "tests/integration/test_pg_failover.py"]
+    shuffled = order[::-1]
+    assert sorted(shuffled, key=lambda path: _rank(Item(path))) == order  # type: ignore[arg-type]
