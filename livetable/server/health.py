@@ -3,9 +3,10 @@
 
 Readiness is for a load balancer and an operator's alert: not ready when the store is
 unreachable or not the one the process started on, when the ledger watch holds the tables
-(``host/ledger_watch.py``), when the bus is down, when an engine cannot reach the Redis of
-its leases or holds a lease it cannot renew, or a table is halted (a failed audit,
-a bug in a step) or its runner died. The wallet of a
+(``host/ledger_watch.py``), when the bus is down, when a gateway on the Redis bus has not
+yet heard of one of the tables it serves (its hello would be closed 4004), when an engine
+cannot reach the Redis of its leases or holds a lease it cannot renew, or a table is
+halted (a failed audit, a bug in a step) or its runner died. The wallet of a
 seamless deployment is never a reason: without it the tables still deal and settle (bets are
 refused, credits wait in the outbox), and taking every gateway out would not bring it back —
 it shows as degraded. The probes that ask the store run together, each bounded, so a
@@ -77,6 +78,15 @@ async def readiness(svc: Process) -> tuple[bool, dict[str, Any]]:
     if "gateway" in svc.roles:
         checks["bus"] = bool(getattr(svc.bus, "healthy", True))
         checks["tables_known"] = sorted(svc.gateway.feeds)
+        if svc.settings.redis_url:
+            # a hello for a table the gateway has not heard of yet is closed 4004 (unknown
+            # table): a load balancer must not send players to it before. On the Redis bus
+            # the gateway serves HTTP before the first step of each table reaches it (from
+            # an engine elsewhere, or its own through Redis); on the in-process bus its own
+            # runners are the tables, checked below.
+            unknown = [t for t in svc.settings.table_names if t not in svc.gateway.feeds]
+            if unknown:
+                checks["tables_unknown"] = unknown
     halted = _tables(svc, checks)
     restored = svc.announced.unacknowledged() if svc.announced is not None else {}
     if restored:  # a shoe retired by a restore, until acknowledged (informative)
@@ -116,7 +126,7 @@ async def readiness(svc: Process) -> tuple[bool, dict[str, Any]]:
     ok = (checks["store"] is True and checks["ledger"] is True and not halted
           and checks.get("replication", True) is True
           and checks.get("bus", True) is True and checks.get("redis", True) is True
-          and not checks.get("leases_in_doubt")
+          and not checks.get("leases_in_doubt") and not checks.get("tables_unknown")
           and all(checks.get("tables", {}).values()))
     return ok, checks
 

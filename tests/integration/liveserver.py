@@ -103,7 +103,14 @@ class LiveServer:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def start(self, **overrides: Any) -> LiveServer:
-        """Start (or restart) the server; ``overrides`` change timings or env for this run."""
+        """Start (or restart) the server, and wait until its /readyz says ready;
+        ``overrides`` change timings or env for this run."""
+        self.launch(**overrides)
+        self._wait_ready()
+        return self
+
+    def launch(self, **overrides: Any) -> LiveServer:
+        """Start (or restart) the server, not waiting for it (see :meth:`start`)."""
         assert self.process is None or self.process.poll() is not None, "already running"
         self.betting_seconds = overrides.pop("betting_seconds", self.betting_seconds)
         self.reveal_interval = overrides.pop("reveal_interval", self.reveal_interval)
@@ -121,7 +128,6 @@ class LiveServer:
             log.flush()
             self.process = subprocess.Popen(cmd, env=self.env, stdout=log,
                                             stderr=subprocess.STDOUT, cwd=str(ROOT))
-        self._wait_ready()
         return self
 
     def _wait_ready(self, timeout: float = 20.0) -> None:

@@ -14,6 +14,7 @@ closing nothing (tests/e2e/tcpproxy.py): connections made before it and during i
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
 import time
@@ -25,6 +26,7 @@ import pytest
 from pg_util import fresh_database, shared_pg
 from redis_util import RedisServer
 
+from livetable.bus import TableBatch
 from livetable.config import Settings
 from livetable.server.app import create_app
 from livetable.services import Services
@@ -45,10 +47,18 @@ async def ready_gateway(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings, services)
     await services.start()
     try:
+        # the tables' first step, as their engine would publish it (there is none here: the
+        # store and the bus are what is asked); a gateway on the bus is ready once it has
+        # heard of every table it serves
+        for table in settings.table_names:
+            await services.bus.publish(TableBatch(table=table, epoch=1, seq=0, frames=[],
+                                                  snapshot=b""))
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://gateway") as http:
-            ready = await http.get("/readyz")
-            assert ready.status_code == 200, ready.json()
+            deadline = time.monotonic() + 5
+            while (ready := await http.get("/readyz")).status_code != 200:
+                assert time.monotonic() < deadline, ready.json()
+                await asyncio.sleep(0.02)
             yield http
     finally:
         await services.stop()
