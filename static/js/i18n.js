@@ -25,6 +25,14 @@ let current = pickInitial();
 let strings = await load(current);
 
 function pickInitial() {
+  // A session an operator launched names its language in the URL fragment (operator.js):
+  // the page opens in it, its strings loaded before the first paint, not switched to
+  // once the page had drawn itself in another.
+  const launched = new URLSearchParams(location.hash.slice(1)).get("lang");
+  if (launched && CODES.has(launched)) {
+    try { localStorage.setItem(STORE_KEY, launched); } catch { /* private mode */ }
+    return launched;
+  }
   let saved = null;
   try { saved = localStorage.getItem(STORE_KEY); } catch { /* private mode */ }
   if (saved && CODES.has(saved)) return saved;

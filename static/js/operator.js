@@ -1,11 +1,10 @@
-// A session an operator launched (docs/operator.md §3): the token, and the language,
-// arrive in the URL fragment — never in the query, so no server or log ever sees them.
-// The page keeps the token for this tab (a reload stays logged in) and drops the fragment
-// from the address bar. The balance and currency are then the operator's: the page asks
-// for them (get_balance) after each round instead of trusting bet_settled's balance,
-// which is livetable's own ledger's.
+// A session an operator launched (docs/operator.md §3): the token, and the language (read
+// by i18n.js before the page's first paint), arrive in the URL fragment — never in the
+// query, so no server or log ever sees them. The page keeps the token for this tab (a
+// reload stays logged in) and drops the fragment from the address bar. The balance and
+// currency are then the operator's: the page asks for them (get_balance) after each round
+// instead of trusting bet_settled's balance, which is livetable's own ledger's.
 
-import { setLang, LANGS } from "./i18n.js";
 import { keepLaunch } from "./session.js";
 
 const SESSION_KEY = "livetable.session";
@@ -17,8 +16,6 @@ export function launchedToken() {
   if (token) {
     sessionStorage.setItem(SESSION_KEY, token);
     keepLaunch(hash);
-    const lang = hash.get("lang");
-    if (lang && LANGS.some(([code]) => code === lang)) setLang(lang);
     history.replaceState(null, "", location.pathname + location.search);
     return token;
   }

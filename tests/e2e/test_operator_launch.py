@@ -69,6 +69,33 @@ def test_the_launch_url_opens_the_table_as_the_player_with_the_operators_money(
     expect(page.locator("[data-bet-id]").first).to_be_visible(timeout=10_000)
 
 
+#: Every language the page sets on <html lang>, in order, from its first script on.
+LANGS_SET = """
+window.__langs = [];
+new MutationObserver((records) => {
+  for (const r of records) {
+    if (r.target === document.documentElement) window.__langs.push(r.target.lang);
+  }
+}).observe(document, { subtree: true, attributes: true, attributeFilter: ["lang"] });
+"""
+
+
+def test_a_launched_page_opens_in_the_sessions_language_from_its_first_paint(
+        context: BrowserContext, seamless: tuple[OperatorServer, LiveServer]) -> None:
+    """The launch's language was switched to once the page had drawn itself in the
+    browser's: English first, then the Thai strings, which had to load after the page's
+    own. Now the page loads the launch's language before its first paint."""
+    _, server = seamless
+    session = launch(server, "lang-1", currency="THB", language="th")
+    context.add_init_script(LANGS_SET)
+    page = context.new_page()  # the context's locale is English
+    page.goto(session["url"])
+    TablePage(page, server.http + "/").wait_online()
+    expect(page.locator("html")).to_have_attribute("lang", "th")
+    langs = page.evaluate("window.__langs")
+    assert langs and set(langs) == {"th"}, langs
+
+
 @pytest.mark.parametrize(("currency", "language", "shown"), [
     ("THB", "th", "฿500.00"), ("JPY", "en", "¥50,000"), ("INR", "hi", "₹500.00")])
 def test_money_is_shown_in_the_sessions_currency_with_its_decimals(
