@@ -22,8 +22,9 @@ fragments joined (and held to ``ws_max_size``), RSV bits refused, invalid UTF-8 
 the keepalive ping (``ws_ping_interval``/``ws_ping_timeout``), the drain on a server stop
 (:meth:`shutdown`, 1012).
 
-The extensions are framed_ws's, with the same meaning: ``write_frame`` (False whenever
-not safe, flow control included), ``abort_after``, the frame sink and the frame budget
+The extensions are framed_ws's, with the same meaning (:mod:`.picows_extensions`, with the
+direct writer's watch offered here only): ``write_frame`` (False whenever not safe, flow
+control included), ``abort_after``, the frame sink and the frame budget
 (pings, pongs and fragments before a message's last charged; past the close, at most
 :data:`~livetable.server.framed_ws.AFTER_CLOSE` frames read), the read-ahead of
 :data:`~livetable.server.framed_ws.READ_AHEAD` messages, each stamped ``arrived_at``.
@@ -56,14 +57,15 @@ from livetable.server.framed_ws import (
     ABORT,
     ARRIVED_AT,
     BUDGET,
+    DIRECT,
     EXTENSION,
     READ_AHEAD,
     SINK,
+    DirectWatch,
     FrameBudget,
     FrameSink,
-    charge_frames,
-    spend_frame,
 )
+from livetable.server.picows_extensions import ScopeExtensions
 from livetable.server.ws_upgrade import (
     BAD_UPGRADE,
     FORBIDDEN,
@@ -81,15 +83,15 @@ PING, PONG, CLOSE = WSMsgType.PING, WSMsgType.PONG, WSMsgType.CLOSE
 Message = dict[str, Any]
 
 
-class PicowsWebSocketProtocol(WSListener, asyncio.Protocol):
+class PicowsWebSocketProtocol(ScopeExtensions, WSListener, asyncio.Protocol):
     """uvicorn's websocket protocol slot, served by picows (see the module docstring)."""
 
     __slots__ = (
-        "accepted", "after_close", "app", "app_state", "budget", "close_sent",
-        "close_timer", "config", "connections", "disconnected", "drained", "early",
-        "fragment_size", "fragment_type", "fragments", "inbox", "key", "logger", "loop",
-        "ping", "ping_timer", "read_paused", "scope", "sink", "tasks", "transport",
-        "unbilled", "waiter", "writable", "ws")
+        "_accepted", "_close_sent", "_writable", "after_close", "app", "app_state",
+        "budget", "close_timer", "config", "connections", "direct_watch", "disconnected",
+        "drained", "early", "fragment_size", "fragment_type", "fragments", "inbox", "key",
+        "logger", "loop", "ping", "ping_timer", "read_paused", "scope", "sink", "tasks",
+        "transport", "unbilled", "waiter", "ws")
 
     def __init__(self, config: Config, server_state: ServerState,
                  app_state: dict[str, Any],
@@ -113,8 +115,10 @@ class PicowsWebSocketProtocol(WSListener, asyncio.Protocol):
         self.inbox: list[Message] = []
         self.waiter: asyncio.Future[None] | None = None  # receive(), for the next message
         self.drained: list[asyncio.Future[None]] = []  # send()s, for the transport to drain
-        self.accepted = self.close_sent = self.disconnected = self.read_paused = False
-        self.writable = True
+        #: Told the transport while a frame may go straight to it (DIRECT), else None.
+        self.direct_watch: DirectWatch | None = None
+        self._accepted = self._close_sent = self.disconnected = self.read_paused = False
+        self._writable = True
         self.close_timer: asyncio.TimerHandle | None = None
         #: The keepalive: the next ping's timer, or the pong deadline (with its payload).
         self.ping_timer: asyncio.TimerHandle | None = None
@@ -161,7 +165,8 @@ class PicowsWebSocketProtocol(WSListener, asyncio.Protocol):
         self.scope, self.key, self.early = upgrade
         self.scope["extensions"] = {
             EXTENSION: self.write_frame, ABORT: self.abort_after,
-            SINK: self.offer_frames_to, BUDGET: self.charge_frames_to}
+            SINK: self.offer_frames_to, BUDGET: self.charge_frames_to,
+            DIRECT: self.watch_direct}
         self.inbox.append({"type": "websocket.connect"})
         task = self.loop.create_task(self.run_asgi())
         task.add_done_callback(self.tasks.discard)
@@ -187,6 +192,7 @@ class PicowsWebSocketProtocol(WSListener, asyncio.Protocol):
         # the scope's extensions are this object's methods: a cycle, left to the collector
         # (which runs when the tables are idle) unless broken here, the app done with them
         self.scope["extensions"] = {}
+        self.direct_watch = None
 
     def refuse(self, response: bytes) -> None:
         """Answer the upgrade with ``response`` (no websocket), then close."""
@@ -246,6 +252,7 @@ class PicowsWebSocketProtocol(WSListener, asyncio.Protocol):
         if self.disconnected:
             return
         self.disconnected = True
+        self.tell_direct()
         self.connections.discard(self)
         for timer in (self.close_timer, self.ping_timer):
             if timer is not None:
@@ -454,28 +461,3 @@ class PicowsWebSocketProtocol(WSListener, asyncio.Protocol):
         else:
             raise RuntimeError(f"Unexpected ASGI message '{kind}', after sending "
                                "'websocket.close'.")
-
-    # The scope extensions (framed_ws's, the same meaning)
-
-    def write_frame(self, frame: bytes) -> bool:
-        if (not self.accepted or self.close_sent or self.disconnected or not self.writable
-                or self.transport.is_closing()):
-            return False
-        self.transport.write(frame)
-        return True
-
-    def abort_after(self, seconds: float) -> None:
-        def abort() -> None:
-            if not self.disconnected:
-                self.transport.abort()
-
-        self.loop.call_later(seconds, abort)
-
-    def offer_frames_to(self, take: FrameSink | None) -> None:
-        self.sink = take
-
-    def charge_frames_to(self, spend: FrameBudget | None) -> None:
-        charge_frames(self, spend)
-
-    def spend(self) -> None:
-        spend_frame(self)

@@ -29,7 +29,14 @@ from test_gateway import _gateway, event, settle, snapshot
 from livetable.bus import TableBatch
 from livetable.cli.serve import websocket_protocol
 from livetable.config import Settings, load_settings
-from livetable.server.framed_ws import ARRIVED_AT, BUDGET, EXTENSION, FramedWebSocketProtocol
+from livetable.server.framed_ws import (
+    ARRIVED_AT,
+    BUDGET,
+    DIRECT,
+    EXTENSION,
+    FramedWebSocketProtocol,
+)
+from livetable.server.gateway.client import Client
 from livetable.server.guard import ConnectionGuard
 from livetable.server.picows_ws import PicowsWebSocketProtocol
 
@@ -226,14 +233,32 @@ async def test_a_broadcast_writes_one_encoded_frame_to_every_connection(
     async def player(ws: WebSocket) -> None:
         await gateway.serve(ws, "player")
 
-    written: list[tuple[PicowsWebSocketProtocol, bytes]] = []
+    # every write to a socket, whichever way it goes: straight to the transport the
+    # connection told of (the fan-out's, Client.direct), or through write_frame
+    written: list[tuple[object, bytes]] = []
     write_frame = PicowsWebSocketProtocol.write_frame
+    told = Client._told_transport
 
     def counted(self: PicowsWebSocketProtocol, data: bytes) -> bool:
-        written.append((self, data))
+        written.append((self.transport, data))
         return write_frame(self, data)
 
+    class Counted:
+        def __init__(self, transport: asyncio.Transport) -> None:
+            self.transport = transport
+
+        def is_closing(self) -> bool:
+            return self.transport.is_closing()
+
+        def write(self, data: bytes) -> None:
+            written.append((self.transport, data))
+            self.transport.write(data)
+
+    def told_counted(self: Client, transport: asyncio.Transport | None) -> None:
+        told(self, None if transport is None else Counted(transport))  # type: ignore[arg-type]
+
     monkeypatch.setattr(PicowsWebSocketProtocol, "write_frame", counted)
+    monkeypatch.setattr(Client, "_told_transport", told_counted)
     app = Starlette(routes=[WebSocketRoute("/ws", player)])
     viewers = 5
     hello = frame(TEXT, json.dumps({"type": "hello", "v": 1, "table": "t1"}).encode())
@@ -250,8 +275,55 @@ async def test_a_broadcast_writes_one_encoded_frame_to_every_connection(
                                    snapshot=snapshot(1)))
         assert len(written) == viewers and len({id(w) for _, w in written}) == 1
         assert len({id(ws) for ws, _ in written}) == viewers  # one write to each
+        assert all(client.direct is not None for client in gateway.feeds["t1"].clients)
         for reader in readers:
             assert await next_frame(reader) == (TEXT, event(1))
+    await gateway.store.close()
+
+
+async def test_the_fan_out_writes_straight_only_while_the_connection_may_take_it(
+        tmp_path: Path) -> None:
+    """The fan-out writes to a viewer's transport with no check of its own a socket
+    (``Client.direct``) only while the server says a frame may go straight to it and the
+    viewer has nothing queued. Paused by flow control, the viewer's frames wait in its
+    queue and go out in order after the resume, then straight again; a closing connection
+    is never written to straight."""
+    gateway = _gateway(tmp_path, heartbeat=0)
+
+    async def player(ws: WebSocket) -> None:
+        await gateway.serve(ws, "player")
+
+    app = Starlette(routes=[WebSocketRoute("/ws", player)])
+    hello = frame(TEXT, json.dumps({"type": "hello", "v": 1, "table": "t1"}).encode())
+
+    def step(seq: int) -> TableBatch:
+        return TableBatch(table="t1", epoch=1, seq=seq, frames=[(seq, event(seq))],
+                          snapshot=snapshot(seq))
+
+    async with served(app, **WS) as url, opened(url) as (_, reader, writer):
+        writer.write(hello)
+        assert json.loads((await next_frame(reader))[1])["type"] == "welcome"
+        await settle(lambda: len(gateway.feeds["t1"].clients) == 1)
+        [client] = gateway.feeds["t1"].clients
+        protocol: PicowsWebSocketProtocol = client.ws.scope["extensions"][DIRECT].__self__
+        assert client.direct is protocol.transport
+
+        protocol.pause_writing()  # as the transport does past its high-water mark
+        assert client.direct is None
+        gateway.deliver(step(1))
+        gateway.deliver(step(2))
+        assert client.queue or client.in_flight  # waiting here, in order
+        protocol.resume_writing()
+        assert [await next_frame(reader) for _ in range(2)] == [(TEXT, event(1)),
+                                                                 (TEXT, event(2))]
+        await settle(lambda: client.direct is protocol.transport)  # drained: straight again
+        gateway.deliver(step(3))
+        assert await next_frame(reader) == (TEXT, event(3))
+
+        protocol.shutdown()  # the server stops: its close goes out, nothing after it
+        assert client.direct is None
+        gateway.deliver(step(4))
+        assert await close_code(reader) == 1012
     await gateway.store.close()
 
 

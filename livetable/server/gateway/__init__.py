@@ -233,6 +233,7 @@ class Gateway:
             self.metrics.connections -= 1
             if not client.closed:
                 client.closed = True
+                client.direct = None
                 client.wake()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 if client.writer is not None:

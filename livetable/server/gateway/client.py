@@ -25,6 +25,7 @@ from livetable.metrics import Metrics
 from livetable.server.framed_ws import (
     ABORT,
     BUDGET,
+    DIRECT,
     EXTENSION,
     SINK,
     FrameBudget,
@@ -91,6 +92,25 @@ class Client:
         self.close_code: int | None = None
         self.close_reason = ""
         self.writer: asyncio.Task[None] | None = None
+        #: The transport while the fan-out may write a frame straight to it: the server
+        #: says it may (DIRECT: accepted, not closing, not paused) and this connection has
+        #: nothing queued, nothing in flight and is not closed; else None. The fan-out then
+        #: writes with no check of its own a socket (delivery.fan_out), and order is kept.
+        self.direct: asyncio.Transport | None = None
+        self._writable_transport: asyncio.Transport | None = None
+        watch_direct: Callable[[Callable[[asyncio.Transport | None], None]], None] | None = (
+            extensions.get(DIRECT))
+        if watch_direct is not None:
+            watch_direct(self._told_transport)
+
+    def _told_transport(self, transport: asyncio.Transport | None) -> None:
+        self._writable_transport = transport
+        self._direct_again()
+
+    def _direct_again(self) -> None:
+        """:attr:`direct`, after the server's word or this connection's queue changed."""
+        self.direct = self._writable_transport if (
+            not self.queue and not self.in_flight and not self.closed) else None
 
     def _write_now(self, framed: bytes, frames: int) -> bool:
         """Write ``framed`` (the websocket framing of ``frames`` frames) at once if the
@@ -115,6 +135,7 @@ class Client:
             self.close(CLOSE_TOO_SLOW, "too slow: resume to catch up")
             return
         queue.append(frame)
+        self.direct = None  # the fan-out writes after what waits here, not before it
         self._wake_writer()
 
     def send_all(self, frames: Sequence[str] | Sequence[bytes], framed: bytes) -> None:
@@ -168,6 +189,7 @@ class Client:
             self.closed = True
         except asyncio.CancelledError:
             pass
+        self._direct_again()
         if self.close_code is not None:
             with contextlib.suppress(Exception):
                 await ws.close(self.close_code, self.close_reason)
@@ -177,6 +199,7 @@ class Client:
         if self.closed:
             return
         self.closed = True
+        self.direct = None
         self.close_code = code
         self.close_reason = reason
         if self.abort_after is not None:  # a peer that does not read never takes the close

@@ -103,20 +103,35 @@ def heartbeat_message(settings: Settings) -> p.Heartbeat:
                        server_time=now_ms())
 
 
-def fan_out(clients: list[Client], framed: list[tuple[str, bytes]]) -> None:
+def fan_out(clients: list[Client], framed: list[tuple[str, bytes]]) -> int:
     """A step's events (text, websocket frame) to every client: in one write to each idle
     connection, not one each (a round's settlement — the banker's hand, then
     round_settled — to 5,000 connections was 10,000 system calls, the larger part of the
-    event loop's time in a big round's close: docs/benchmarks.md)."""
+    event loop's time in a big round's close: docs/benchmarks.md). Returns the frames
+    written straight to a transport (:attr:`Client.direct`: one check and one write a
+    socket, as a bare server's broadcast; the others are counted where they are sent).
+    """
+    written = 0
     if len(framed) == 1:
         [(frame, wire)] = framed
         for client in clients:
-            client.send(frame, wire)
-        return
+            transport = client.direct
+            if transport is not None and not transport.is_closing():
+                transport.write(wire)
+                written += 1
+            else:
+                client.send(frame, wire)
+        return written
     texts = [text for text, _ in framed]
     joined = b"".join(wire for _, wire in framed)
     for client in clients:
-        client.send_all(texts, joined)
+        transport = client.direct
+        if transport is not None and not transport.is_closing():
+            transport.write(joined)
+            written += 1
+        else:
+            client.send_all(texts, joined)
+    return written * len(framed)
 
 
 class Delivery:
@@ -174,7 +189,10 @@ class Delivery:
             sent = [Sent(seq, text, text_frame(raw))
                     for (seq, text), (_, raw) in zip(fresh, new, strict=True)]
             feed.ring.extend(sent)
-            fan_out(list(feed.clients), [(e.text, e.wire) for e in sent])
+            # counted after: the connections that are not written straight count their
+            # own frames (an augmented assignment would read the count before they do)
+            written = fan_out(list(feed.clients), [(e.text, e.wire) for e in sent])
+            self.metrics.frames_out += written
             self.metrics.fanout(len(fresh) * len(feed.clients), time.monotonic() - sent_at)
         if batch.private:
             self._deliver_private(batch.table, batch.private)
