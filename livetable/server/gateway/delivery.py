@@ -78,7 +78,7 @@ class Served:
         return players
 
 
-def tell_presence(feed: TableFeed, now: float) -> None:
+def tell_presence(feed: TableFeed, now: float, metrics: Metrics) -> None:
     """Players online: a table's connections hear its new count when it changed, at most
     every ``PRESENCE_EVERY`` seconds (joins and leaves between two frames make one frame).
     Checked with the heartbeats, on the same tick: no task of its own."""
@@ -87,9 +87,7 @@ def tell_presence(feed: TableFeed, now: float) -> None:
         return
     feed.online_told, feed.online_at = online, now
     data = p.encode(feed.presence())
-    text, wire = data.decode(), text_frame(data)
-    for client in list(feed.clients):
-        client.send(text, wire)
+    fan_out(list(feed.clients), [(data.decode(), text_frame(data))], metrics)
 
 
 #: The bus's census: this gateway's watchers of a table in, every other gateway's out
@@ -103,14 +101,14 @@ def heartbeat_message(settings: Settings) -> p.Heartbeat:
                        server_time=now_ms())
 
 
-def fan_out(clients: list[Client], framed: list[tuple[str, bytes]]) -> int:
+def fan_out(clients: list[Client], framed: list[tuple[str, bytes]], metrics: Metrics) -> None:
     """A step's events (text, websocket frame) to every client: in one write to each idle
     connection, not one each (a round's settlement — the banker's hand, then
     round_settled — to 5,000 connections was 10,000 system calls, the larger part of the
-    event loop's time in a big round's close: docs/benchmarks.md). Returns the frames
-    written straight to a transport (:attr:`Client.direct`: one check and one write a
-    socket, as a bare server's broadcast; the others are counted where they are sent).
-    """
+    event loop's time in a big round's close: docs/benchmarks.md). An idle connection's
+    transport is written to straight (:attr:`Client.direct`: one check and one write a
+    socket, as a bare server's broadcast); the others' frames go through
+    :meth:`Client.send`, which counts them where they are sent."""
     written = 0
     if len(framed) == 1:
         [(frame, wire)] = framed
@@ -121,7 +119,8 @@ def fan_out(clients: list[Client], framed: list[tuple[str, bytes]]) -> int:
                 written += 1
             else:
                 client.send(frame, wire)
-        return written
+        metrics.frames_out += written  # after the loop: the sends counted theirs in it
+        return
     texts = [text for text, _ in framed]
     joined = b"".join(wire for _, wire in framed)
     for client in clients:
@@ -131,7 +130,7 @@ def fan_out(clients: list[Client], framed: list[tuple[str, bytes]]) -> int:
             written += 1
         else:
             client.send_all(texts, joined)
-    return written * len(framed)
+    metrics.frames_out += written * len(framed)
 
 
 class Delivery:
@@ -189,10 +188,7 @@ class Delivery:
             sent = [Sent(seq, text, text_frame(raw))
                     for (seq, text), (_, raw) in zip(fresh, new, strict=True)]
             feed.ring.extend(sent)
-            # counted after: the connections that are not written straight count their
-            # own frames (an augmented assignment would read the count before they do)
-            written = fan_out(list(feed.clients), [(e.text, e.wire) for e in sent])
-            self.metrics.frames_out += written
+            fan_out(list(feed.clients), [(e.text, e.wire) for e in sent], self.metrics)
             self.metrics.fanout(len(fresh) * len(feed.clients), time.monotonic() - sent_at)
         if batch.private:
             self._deliver_private(batch.table, batch.private)
@@ -298,7 +294,7 @@ class Delivery:
             await asyncio.sleep(check_every)
             now = time.monotonic()
             for feed in list(self.tables.feeds.values()):
-                tell_presence(feed, now)
+                tell_presence(feed, now, self.metrics)
                 if not feed.clients or now - feed.last_sent < interval:
                     continue
                 feed.last_sent = now
@@ -309,6 +305,6 @@ class Delivery:
                 # saved). It hears again at most 1.5 intervals and a check after that answer;
                 # the page waits 2 intervals and a second (static/js/conn.js).
                 answered_since = now - interval / 2
-                for client in list(feed.clients):
-                    if client.answered_at < answered_since:
-                        client.send(text, wire)
+                fan_out([client for client in feed.clients
+                         if client.answered_at < answered_since], [(text, wire)],
+                        self.metrics)
