@@ -2,8 +2,8 @@
 says when a room is entered again.
 
 The path is the design's, not a timing: one ``place_bet`` through the real gateway and a
-SQLite store walks each room of the store once, in one direction, and the tracer sees the
-writer thread as well as the event loop. docs/architecture.md ("The life of a bet") and
+SQLite store (or a PostgreSQL one) walks each room once, in one direction, and the tracer
+sees the writer thread as well as the event loop. docs/architecture.md ("The life of a bet") and
 docs/benchmarks/postgres.md ("The path of a bet through the code") show the same path.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repository, where bench/ is
@@ -30,6 +32,22 @@ async def test_a_bet_walks_each_room_of_the_store_once_and_one_way() -> None:
         "server.gateway.client"]
     assert walked["re_entries"] == {}
     assert walked["rooms"] == 10 and walked["modules"] == 13
+
+
+@pytest.mark.process  # a PostgreSQL primary of its own (tests/pg_util.py)
+async def test_a_bet_on_postgres_walks_each_room_once_and_one_way() -> None:
+    """It entered the store's module three times (a wrapper around each public method,
+    made in ``store.base``, then the slip queue calling back the store's batch-taker,
+    whose transaction went through the wrapper again): now the queue hands its batch down
+    to the slips' taker, which opens its transaction at the pool, the one door of every
+    query."""
+    walked = await main("postgres")
+    assert walked["path"] == [
+        "server.gateway.connection", "server.gateway.commands", "server.gateway.intake",
+        "store.postgres.store", "store.slip_queue", "store.postgres.slips",
+        "store.postgres.pool",  # the batch's transaction, from below the store
+        "betting.slips", "accounts", "server.gateway.client"]
+    assert walked["re_entries"] == {}
 
 
 def test_the_ledger_is_one_room_and_every_other_module_its_own() -> None:

@@ -108,29 +108,18 @@ def fan_out(clients: list[Client], framed: list[tuple[str, bytes]], metrics: Met
     event loop's time in a big round's close: docs/benchmarks.md). An idle connection's
     transport is written to straight (:attr:`Client.direct`: one check and one write a
     socket, as a bare server's broadcast); the others' frames go through
-    :meth:`Client.send`, which counts them where they are sent."""
-    written = 0
-    if len(framed) == 1:
-        [(frame, wire)] = framed
-        for client in clients:
-            transport = client.direct
-            if transport is not None and not transport.is_closing():
-                transport.write(wire)
-                written += 1
-            else:
-                client.send(frame, wire)
-        metrics.frames_out += written  # after the loop: the sends counted theirs in it
-        return
+    :meth:`Client.send_all`, which counts them where they are sent."""
     texts = [text for text, _ in framed]
-    joined = b"".join(wire for _, wire in framed)
+    wire = framed[0][1] if len(framed) == 1 else b"".join(w for _, w in framed)
+    written = 0
     for client in clients:
         transport = client.direct
         if transport is not None and not transport.is_closing():
-            transport.write(joined)
+            transport.write(wire)
             written += 1
         else:
-            client.send_all(texts, joined)
-    metrics.frames_out += written * len(framed)
+            client.send_all(texts, wire)
+    metrics.frames_out += written * len(framed)  # after the loop: the sends counted theirs
 
 
 class Delivery:
