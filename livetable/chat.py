@@ -155,26 +155,47 @@ def folded(text: str) -> str:
                    if unicodedata.category(c) not in _MARKS)
 
 
+#: A run of word characters: the words a text is made of, where words are set apart.
+_WORD = re.compile(r"\w+")
+
+
 @dataclass(frozen=True, slots=True)
 class BlockedWords:
-    """An operator's blocked words, compiled once (an empty list blocks nothing)."""
+    """An operator's blocked words, compiled once (an empty list blocks nothing).
 
+    A word matches whole where words are set apart, anywhere in a script without spaces
+    (Thai). A word of word characters only is looked up in a set, one lookup for each word
+    of the text: an alternation of 2,000 such words in one regex took 6 ms a 200-character
+    line, on the event loop (docs/benchmarks.md, the current figures). What else there is — a phrase, a
+    word with a sign in it, a Thai word — stays in one regex, usually of a few."""
+
+    words: frozenset[str]
     pattern: re.Pattern[str] | None
 
     @classmethod
     def of(cls, words: Iterable[str]) -> BlockedWords:
+        plain: set[str] = set()
         parts = []
         for word in sorted({folded(w).strip() for w in words} - {""}):
             escaped = re.escape(word)
-            # a whole word, where words are set apart; anywhere in a script without spaces
-            parts.append(escaped if _THAI.search(word) else rf"(?<!\w){escaped}(?!\w)")
-        return cls(re.compile("|".join(parts)) if parts else None)
+            if _THAI.search(word):  # anywhere: the script sets no words apart
+                parts.append(escaped)
+            elif _WORD.fullmatch(word):  # whole: exactly one of the text's words
+                plain.add(word)
+            else:  # whole, where words are set apart
+                parts.append(rf"(?<!\w){escaped}(?!\w)")
+        return cls(frozenset(plain), re.compile("|".join(parts)) if parts else None)
 
     def found_in(self, text: str) -> bool:
-        return self.pattern is not None and self.pattern.search(folded(text)) is not None
+        if not self.words and self.pattern is None:
+            return False
+        text = folded(text)
+        if self.words and not self.words.isdisjoint(_WORD.findall(text)):
+            return True
+        return self.pattern is not None and self.pattern.search(text) is not None
 
 
-NO_WORDS = BlockedWords(None)
+NO_WORDS = BlockedWords(frozenset(), None)
 
 
 @functools.lru_cache(maxsize=256)

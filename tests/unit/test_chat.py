@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import re
 from pathlib import Path
 from typing import Any, get_args
@@ -24,6 +25,7 @@ from livetable.chat import (
     BlockedWords,
     blocked_words,
     clean,
+    folded,
     judge,
 )
 from livetable.config import Settings
@@ -77,12 +79,37 @@ def test_a_thai_blocked_word_matches_inside_a_sentence() -> None:
     assert not words.found_in("โต๊ะนี้ดีมาก")
 
 
+def one_regex(words: list[str]) -> re.Pattern[str] | None:
+    """The blocked words as they were matched before: one alternation, a whole word
+    (bounded by non-word characters) or, in Thai, anywhere."""
+    parts = [re.escape(word) if re.search("[\u0e00-\u0e7f]", word)
+             else rf"(?<!\w){re.escape(word)}(?!\w)"
+             for word in sorted({folded(w).strip() for w in words} - {""})]
+    return re.compile("|".join(parts)) if parts else None
+
+
+def test_blocked_words_match_exactly_as_the_one_regex_did() -> None:
+    """Words of word characters are looked up in a set, one lookup a word of the text
+    (one regex of 2,000 words took 6 ms a line on the event loop): what is blocked is
+    exactly what the one regex blocked, phrases, signs, Thai and case included."""
+    rng = random.Random(20261206)
+    alphabet = "abAB _-*.éกขๆ1"
+    for _ in range(400):
+        words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
+                 for _ in range(rng.randint(0, 6))]
+        blocked, before = BlockedWords.of(words), one_regex(words)
+        for _ in range(20):
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
+            expected = before is not None and before.search(folded(text)) is not None
+            assert blocked.found_in(text) == expected, (words, text)
+
+
 def test_only_players_are_held_to_the_blocked_words() -> None:
     words = blocked_words(("spam",))
     assert judge("no spam", role="player", blocked=words)[1] == "blocked_word"
     assert judge("no spam", role="dealer", blocked=words)[1] is None
     assert judge("no spam", role="player")[1] is None  # a player without an operator
-    assert blocked_words(()).pattern is None
+    assert blocked_words(()).pattern is None and not blocked_words(()).words
 
 
 def test_every_rejection_has_its_message_and_protocol_md_lists_exactly_them() -> None:
