@@ -166,8 +166,9 @@ class BlockedWords:
     A word matches whole where words are set apart, anywhere in a script without spaces
     (Thai). A word of word characters only is looked up in a set, one lookup for each word
     of the text: an alternation of 2,000 such words in one regex took 6 ms a 200-character
-    line, on the event loop (docs/benchmarks.md, the current figures). What else there is — a phrase, a
-    word with a sign in it, a Thai word — stays in one regex, usually of a few."""
+    line, on the event loop (docs/benchmarks.md, the current figures). What else there is
+    — a phrase, a word with a sign in it, a Thai word — stays in one regex, usually of a
+    few."""
 
     words: frozenset[str]
     pattern: re.Pattern[str] | None
