@@ -52,11 +52,14 @@ class ScopeExtensions:
     close_sent = told_of_change("_close_sent")
     writable = told_of_change("_writable")  # False while flow control pauses the transport
 
+    def may_write(self) -> bool:
+        """Whether a frame may go straight to the transport now."""
+        return (self._accepted and self._writable and not self._close_sent
+                and not self.disconnected)
+
     def tell_direct(self) -> None:
         if self.direct_watch is not None:
-            self.direct_watch(self.transport if (
-                self._accepted and self._writable and not self._close_sent
-                and not self.disconnected) else None)
+            self.direct_watch(self.transport if self.may_write() else None)
 
     def watch_direct(self, told: DirectWatch | None) -> None:
         """``scope["extensions"][DIRECT]``: ``told`` is told now and on each change."""
@@ -64,8 +67,7 @@ class ScopeExtensions:
         self.tell_direct()
 
     def write_frame(self, frame: bytes) -> bool:
-        if (not self._accepted or self._close_sent or self.disconnected
-                or not self._writable or self.transport.is_closing()):
+        if not self.may_write() or self.transport.is_closing():
             return False
         self.transport.write(frame)
         return True

@@ -232,9 +232,7 @@ class Gateway:
             self._forget(client)
             self.metrics.connections -= 1
             if not client.closed:
-                client.closed = True
-                client.direct = None
-                client.wake()
+                client.gone()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 if client.writer is not None:
                     await asyncio.wait_for(client.writer, 1.0)

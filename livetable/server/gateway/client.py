@@ -194,6 +194,13 @@ class Client:
             with contextlib.suppress(Exception):
                 await ws.close(self.close_code, self.close_reason)
 
+    def gone(self) -> None:
+        """Its session ended with the socket (no close of ours to send): nothing more goes
+        to it, and a writer task waiting for frames sees that."""
+        self.closed = True
+        self.direct = None
+        self.wake()
+
     def close(self, code: int, reason: str = "") -> None:
         """Close after what is queued (or at once if the queue is what overflowed)."""
         if self.closed:

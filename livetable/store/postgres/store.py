@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from typing import Any, TypeVar
+from typing import Any
 
 from livetable import protocol as p
 from livetable.accounts import AccountError, check_player_id
@@ -51,8 +51,6 @@ from livetable.store.postgres.replication import Replication
 from livetable.store.postgres.slips import ANSWER_WITHIN, SlipTaker
 from livetable.store.sealing import StateSeal, open_state, seal_state
 from livetable.store.slip_queue import SlipQueue
-
-T = TypeVar("T")
 
 #: How many events per table the log keeps for resume (older ones are trimmed).
 DEFAULT_EVENT_RETENTION = 20_000
