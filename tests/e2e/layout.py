@@ -35,7 +35,10 @@ _UNCOVERED = """(ids) => {
   return out;
 }"""
 
-_OVERLAPS = """([over, unders]) => {
+#: ``(before, over, unders)``: ``before``'s statements run first, in the same task, so that no
+#: re-render of the page comes between them and the measure.
+_OVERLAPS = """([before, over, unders]) => {
+  new Function(before)();
   const a = document.querySelector(`[data-testid="${over}"]`).getBoundingClientRect();
   const hits = [];
   for (const sel of unders) {
@@ -57,9 +60,10 @@ def uncovered(page: Page, testids: list[str]) -> dict[str, Any]:
     return {k: v for k, v in result.items() if v}
 
 
-def overlaps(page: Page, over: str, selectors: list[str]) -> list[str]:
-    """The elements matching ``selectors`` whose boxes the ``over`` element's box meets."""
-    result: list[str] = page.evaluate(_OVERLAPS, [over, selectors])
+def overlaps(page: Page, over: str, selectors: list[str], before: str = "") -> list[str]:
+    """The elements matching ``selectors`` whose boxes the ``over`` element's box meets;
+    after ``before`` (JavaScript statements), run in the same go."""
+    result: list[str] = page.evaluate(_OVERLAPS, [before, over, selectors])
     return result
 
 

@@ -45,28 +45,20 @@ def test_the_win_pill_covers_no_hand(server: Server, browser: Browser,
         # nor the Banker's hand at its widest: its longest name and both tags (a phone's
         # pill covered "Single Face-card with No Point (rank 7.2)"), set and measured in
         # one go, so that no re-render of the hands comes between
-        assert tp.page.evaluate(WIDEST_BANKER) == []
+        assert overlaps(tp.page, "win", ["[data-testid^=hand-]", ".card"],
+                        before=WIDEST_BANKER) == []
     finally:
         ctx.close()
 
 
-#: The Banker's hand given its widest value (as tablefelt.js renders one), then the hands
-#: and cards the "You win" pill's box meets.
-WIDEST_BANKER = """() => {
+#: The Banker's hand given its widest value, as tablefelt.js renders one.
+WIDEST_BANKER = """
   const value = document.querySelector('[data-testid=value-BANKER]');
   const span = (cls, text) => Object.assign(document.createElement('span'),
                                             { className: cls, textContent: text });
   value.replaceChildren(span('hand__label', 'Single Face-card with No Point (rank 7.2)'),
                         span('tag tag--flush', 'Flush'), span('tag tag--pair', 'Pair'));
-  const a = document.querySelector('[data-testid=win]').getBoundingClientRect();
-  const hits = [];
-  for (const el of document.querySelectorAll('[data-testid^=hand-], .card')) {
-    const b = el.getBoundingClientRect();
-    if (b.width && b.height && a.left < b.right && b.left < a.right && a.top < b.bottom
-        && b.top < a.bottom) hits.push(el.dataset.testid || el.className);
-  }
-  return hits;
-}"""
+"""
 
 
 def test_the_bet_records_player_line_follows_a_language_switch(server: Server,
