@@ -72,14 +72,20 @@ FrameSink = Callable[[str, int], bool]
 BUDGET = "livetable.frame_budget"
 #: What the app names: ``spend(frames)``.
 FrameBudget = Callable[[int], None]
-#: ``scope["extensions"][DIRECT](told)``: the connection tells ``told`` its transport
-#: whenever a frame may be written straight to it — accepted, not closing, no close frame
-#: sent, the transport not paused by flow control — and None whenever not: at once, and
-#: on each change. The fan-out writes to the transports it was told of with no check of its
-#: own a socket (livetable/server/gateway/delivery.py). Offered by the picows transport.
+#: ``scope["extensions"][DIRECT](told)``: the connection tells ``told`` its :data:`Line`
+#: whenever a frame may be sent straight to its socket — accepted, no close frame sent, not
+#: disconnected, and its transport holding nothing unsent (it is paused the moment it would
+#: hold a byte) — and None whenever not: at once, and on each change. The fan-out sends to
+#: the sockets it was told of with no check of its own a socket
+#: (livetable/server/gateway/audience.py). Offered by the picows transport.
 DIRECT = "livetable.direct_writer"
-#: What the app names: ``told(transport or None)``.
-DirectWatch = Callable[[asyncio.Transport | None], None]
+#: A socket's ``send``: the bytes it took (it raises ``OSError`` where it took none).
+Send = Callable[[bytes], int]
+#: A connection's direct line: its transport (for what its socket did not take) and its
+#: socket's ``send``.
+Line = tuple[asyncio.Transport, Send]
+#: What the app names: ``told(line or None)``.
+DirectWatch = Callable[[Line | None], None]
 #: Messages read ahead of the app per connection before reading pauses (back-pressure).
 READ_AHEAD = 32
 #: Frames taken from a peer after the close was sent before reading stops: a well-behaved

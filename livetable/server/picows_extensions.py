@@ -1,12 +1,17 @@
 """What the websocket on picows offers the app besides ASGI (:mod:`livetable.server.picows_ws`
 is the rest): the scope extensions of :mod:`livetable.server.framed_ws`, with the same
 meaning — ``write_frame``, ``abort_after``, the frame sink and the frame budget — and the
-direct writer's watch (``DIRECT``), offered on picows only: the transport is told to the app
-while a frame may go straight to it (accepted, no close frame sent, not disconnected, not
-paused by flow control), None whenever not, at once and on every change of those flags
-(:func:`told_of_change`). The gateway's fan-out then writes to it with no check of its own a
-socket (``livetable.server.gateway.delivery.fan_out``).
-"""
+direct line's watch (``DIRECT``), offered on picows only: the connection's line (its
+transport and its socket's ``send``) is told to the app while a frame may be sent straight
+to the socket (accepted, no close frame sent, not disconnected, the transport holding
+nothing: it is paused the moment it would hold a byte), None whenever not, at once and on
+every change of those flags (:func:`told_of_change`). The gateway's fan-out then sends to it
+with no check of its own a socket (``livetable.server.gateway.audience.fan_out``).
+
+The socket object is made over the transport's own descriptor (no ``dup``) and let go of
+(``detach``, never closed) when the connection is lost: uvloop closes the descriptor only
+after it has told the connection so, so a ``send`` told of here never reaches another
+connection's socket, and after the loss it raises."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from livetable.server.framed_ws import (
     DirectWatch,
     FrameBudget,
     FrameSink,
+    Line,
     charge_frames,
     spend_frame,
 )
@@ -42,6 +48,7 @@ class ScopeExtensions:
     transport: asyncio.Transport
     loop: asyncio.AbstractEventLoop
     direct_watch: DirectWatch | None
+    line: Line | None
     _accepted: bool
     _close_sent: bool
     _writable: bool
@@ -59,7 +66,7 @@ class ScopeExtensions:
 
     def tell_direct(self) -> None:
         if self.direct_watch is not None:
-            self.direct_watch(self.transport if self.may_write() else None)
+            self.direct_watch(self.line if self.may_write() else None)
 
     def watch_direct(self, told: DirectWatch | None) -> None:
         """``scope["extensions"][DIRECT]``: ``told`` is told now and on each change."""

@@ -6,9 +6,10 @@ Why: a connection's cost is mostly its transport. uvicorn's websockets-sansio pr
 websocket transport for ``/ws``"). picows' parser is C (Cython) over one read buffer that
 starts small (:data:`READ_BUFFER`) and grows on demand; a frame picows frames (ASGI's
 ``websocket.send``, a ping, the close) goes out with one ``send()`` when nothing is queued
-before it; a frame framed once for every socket (``write_frame``: the fan-out, a direct
-answer) through the transport's ``write`` (docs/benchmarks.md, "Fan-out at 3,000 viewers
-against picows").
+before it; a frame framed once for every socket goes to an idle one with the socket's own
+``send`` (the fan-out: the direct line, :mod:`.picows_extensions`), else through the
+transport's ``write`` (``write_frame``: a direct answer; docs/benchmarks.md, "Fan-out at
+3,000 viewers against picows").
 
 How it slots in. uvicorn's HTTP protocol builds this class as its websocket protocol, hands
 it the upgrade request and the transport. Here the scope is made and the app started, as
@@ -32,6 +33,7 @@ control included), ``abort_after``, the frame sink and the frame budget
 
 from __future__ import annotations
 
+import _socket
 import asyncio
 import logging
 import random
@@ -64,6 +66,7 @@ from livetable.server.framed_ws import (
     DirectWatch,
     FrameBudget,
     FrameSink,
+    Line,
 )
 from livetable.server.picows_extensions import ScopeExtensions
 from livetable.server.ws_upgrade import (
@@ -90,8 +93,8 @@ class PicowsWebSocketProtocol(ScopeExtensions, WSListener, asyncio.Protocol):
         "_accepted", "_close_sent", "_writable", "after_close", "app", "app_state",
         "budget", "close_timer", "config", "connections", "direct_watch", "disconnected",
         "drained", "early", "fragment_size", "fragment_type", "fragments", "inbox", "key",
-        "logger", "loop", "ping", "ping_timer", "read_paused", "scope", "sink", "tasks",
-        "transport", "unbilled", "waiter", "ws")
+        "line", "logger", "loop", "ping", "ping_timer", "read_paused", "scope", "sink",
+        "socket", "tasks", "transport", "unbilled", "waiter", "ws")
 
     def __init__(self, config: Config, server_state: ServerState,
                  app_state: dict[str, Any],
@@ -117,6 +120,10 @@ class PicowsWebSocketProtocol(ScopeExtensions, WSListener, asyncio.Protocol):
         self.drained: list[asyncio.Future[None]] = []  # send()s, for the transport to drain
         #: Told the transport while a frame may go straight to it (DIRECT), else None.
         self.direct_watch: DirectWatch | None = None
+        #: The socket over the transport's descriptor, from the accept until the loss (then
+        #: let go of, never closed: the descriptor is the transport's), and the line told.
+        self.socket: _socket.socket | None = None
+        self.line: Line | None = None
         self._accepted = self._close_sent = self.disconnected = self.read_paused = False
         self._writable = True
         self.close_timer: asyncio.TimerHandle | None = None
@@ -216,6 +223,12 @@ class PicowsWebSocketProtocol(ScopeExtensions, WSListener, asyncio.Protocol):
         protocol = picows_protocol(listener, self.config.ws_max_size)
         if self.transport.is_closing():
             raise ClientDisconnected()
+        sock = self.transport.get_extra_info("socket")
+        self.socket = _socket.socket(sock.family, sock.type, sock.proto, sock.fileno())
+        self.line = (self.transport, self.socket.send)
+        # paused the moment the transport would hold a byte: while not paused it holds
+        # none, so a frame sent straight to the socket is never ahead of one it holds
+        self.transport.set_write_buffer_limits(high=0)
         self.accepted = True
         protocol.connection_made(self.transport)
         feed(protocol, b"GET / HTTP/1.1\r\nupgrade: websocket\r\nconnection: upgrade\r\n"
@@ -253,6 +266,9 @@ class PicowsWebSocketProtocol(ScopeExtensions, WSListener, asyncio.Protocol):
             return
         self.disconnected = True
         self.tell_direct()
+        if self.socket is not None:  # the descriptor is the transport's: let go, not closed
+            self.socket.detach()
+        self.line = None
         self.connections.discard(self)
         for timer in (self.close_timer, self.ping_timer):
             if timer is not None:

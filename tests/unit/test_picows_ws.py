@@ -35,6 +35,7 @@ from livetable.server.framed_ws import (
     DIRECT,
     EXTENSION,
     FramedWebSocketProtocol,
+    Line,
 )
 from livetable.server.gateway.client import Client
 from livetable.server.guard import ConnectionGuard
@@ -233,11 +234,12 @@ async def test_a_broadcast_writes_one_encoded_frame_to_every_connection(
     async def player(ws: WebSocket) -> None:
         await gateway.serve(ws, "player")
 
-    # every write to a socket, whichever way it goes: straight to the transport the
-    # connection told of (the fan-out's, Client.direct), or through write_frame
+    # every write to a socket, whichever way it goes: straight to the socket the
+    # connection told of (the fan-out's line, Client.direct), to its transport, or through
+    # write_frame
     written: list[tuple[object, bytes]] = []
     write_frame = PicowsWebSocketProtocol.write_frame
-    told = Client._told_transport
+    told = Client._told
 
     def counted(self: PicowsWebSocketProtocol, data: bytes) -> bool:
         written.append((self.transport, data))
@@ -254,11 +256,18 @@ async def test_a_broadcast_writes_one_encoded_frame_to_every_connection(
             written.append((self.transport, data))
             self.transport.write(data)
 
-    def told_counted(self: Client, transport: asyncio.Transport | None) -> None:
-        told(self, None if transport is None else Counted(transport))  # type: ignore[arg-type]
+    def told_counted(self: Client, line: Line | None) -> None:
+        if line is None:
+            return told(self, None)
+        transport, send = line
+
+        def send_counted(data: bytes) -> int:
+            written.append((transport, data))
+            return send(data)
+        told(self, (Counted(transport), send_counted))  # type: ignore[arg-type]
 
     monkeypatch.setattr(PicowsWebSocketProtocol, "write_frame", counted)
-    monkeypatch.setattr(Client, "_told_transport", told_counted)
+    monkeypatch.setattr(Client, "_told", told_counted)
     app = Starlette(routes=[WebSocketRoute("/ws", player)])
     viewers = 5
     hello = frame(TEXT, json.dumps({"type": "hello", "v": 1, "table": "t1"}).encode())
@@ -306,7 +315,7 @@ async def test_the_fan_out_writes_straight_only_while_the_connection_may_take_it
         await settle(lambda: len(gateway.feeds["t1"].clients) == 1)
         [client] = gateway.feeds["t1"].clients
         protocol: PicowsWebSocketProtocol = client.ws.scope["extensions"][DIRECT].__self__
-        assert client.direct is protocol.transport
+        assert client.direct is protocol.line
 
         protocol.pause_writing()  # as the transport does past its high-water mark
         assert client.direct is None
@@ -316,7 +325,7 @@ async def test_the_fan_out_writes_straight_only_while_the_connection_may_take_it
         protocol.resume_writing()
         assert [await next_frame(reader) for _ in range(2)] == [(TEXT, event(1)),
                                                                  (TEXT, event(2))]
-        await settle(lambda: client.direct is protocol.transport)  # drained: straight again
+        await settle(lambda: client.direct is protocol.line)  # drained: straight again
         gateway.deliver(step(3))
         assert await next_frame(reader) == (TEXT, event(3))
 

@@ -28,8 +28,10 @@ from livetable.server.framed_ws import (
     DIRECT,
     EXTENSION,
     SINK,
+    DirectWatch,
     FrameBudget,
     FrameSink,
+    Line,
     text_frame,
 )
 from livetable.server.gateway.codes import CLOSE_TOO_SLOW
@@ -53,6 +55,13 @@ class Host(Protocol):
 
     def keep(self, task: asyncio.Task[None]) -> None:
         """Hold a reference to ``task`` until it is done."""
+
+
+class Seated(Protocol):
+    """Where a connection sits in its table's audience (audience.Audience): told each
+    change of :attr:`Client.direct`."""
+
+    def place(self, client: Client) -> None: ...
 
 
 class Client:
@@ -92,25 +101,43 @@ class Client:
         self.close_code: int | None = None
         self.close_reason = ""
         self.writer: asyncio.Task[None] | None = None
-        #: The transport while the fan-out may write a frame straight to it: the server
-        #: says it may (DIRECT: accepted, not closing, not paused) and this connection has
-        #: nothing queued, nothing in flight and is not closed; else None. The fan-out then
-        #: writes with no check of its own a socket (delivery.fan_out), and order is kept.
-        self.direct: asyncio.Transport | None = None
-        self._writable_transport: asyncio.Transport | None = None
-        watch_direct: Callable[[Callable[[asyncio.Transport | None], None]], None] | None = (
-            extensions.get(DIRECT))
+        #: The line (transport, socket's send) while the fan-out may send a frame straight
+        #: to the socket: the server says it may (DIRECT: accepted, no close sent, the
+        #: transport holding nothing) and this connection has nothing queued, nothing in
+        #: flight and is not closed; else None. The fan-out then sends with no check of its
+        #: own a socket (audience.fan_out), and order is kept.
+        self.direct: Line | None = None
+        #: The table's audience this connection is in (it is told each change of direct).
+        self.audience: Seated | None = None
+        self._told_line: Line | None = None
+        watch_direct: Callable[[DirectWatch], None] | None = extensions.get(DIRECT)
         if watch_direct is not None:
-            watch_direct(self._told_transport)
+            watch_direct(self._told)
 
-    def _told_transport(self, transport: asyncio.Transport | None) -> None:
-        self._writable_transport = transport
+    def _told(self, line: Line | None) -> None:
+        self._told_line = line
         self._direct_again()
 
     def _direct_again(self) -> None:
         """:attr:`direct`, after the server's word or this connection's queue changed."""
-        self.direct = self._writable_transport if (
-            not self.queue and not self.in_flight and not self.closed) else None
+        self._set_direct(self._told_line if (
+            not self.queue and not self.in_flight and not self.closed) else None)
+
+    def _set_direct(self, line: Line | None) -> None:
+        if line is not self.direct:
+            self.direct = line
+            if self.audience is not None:
+                self.audience.place(self)
+
+    def write_rest(self, wire: bytes, sent: int) -> None:
+        """What the socket did not take of a frame the fan-out sent it (``sent`` bytes of
+        ``wire``; 0 where the send raised) — to the transport, which holds it after
+        anything else and tells of the error if that is what it was. A transport that is
+        closing takes nothing: the connection is gone, and its client resumes."""
+        line = self._told_line
+        if line is None or line[0].is_closing():
+            return
+        line[0].write(wire[sent:] if sent else wire)
 
     def _write_now(self, framed: bytes, frames: int) -> bool:
         """Write ``framed`` (the websocket framing of ``frames`` frames) at once if the
@@ -135,7 +162,7 @@ class Client:
             self.close(CLOSE_TOO_SLOW, "too slow: resume to catch up")
             return
         queue.append(frame)
-        self.direct = None  # the fan-out writes after what waits here, not before it
+        self._set_direct(None)  # the fan-out writes after what waits here, not before it
         self._wake_writer()
 
     def send_all(self, frames: Sequence[str] | Sequence[bytes], framed: bytes) -> None:
@@ -198,7 +225,7 @@ class Client:
         """Its session ended with the socket (no close of ours to send): nothing more goes
         to it, and a writer task waiting for frames sees that."""
         self.closed = True
-        self.direct = None
+        self._set_direct(None)
         self.wake()
 
     def close(self, code: int, reason: str = "") -> None:
@@ -206,7 +233,7 @@ class Client:
         if self.closed:
             return
         self.closed = True
-        self.direct = None
+        self._set_direct(None)
         self.close_code = code
         self.close_reason = reason
         if self.abort_after is not None:  # a peer that does not read never takes the close

@@ -28,7 +28,7 @@ from livetable.clock import now_ms
 from livetable.config import Settings
 from livetable.metrics import Metrics
 from livetable.server.framed_ws import text_frame
-from livetable.server.gateway.client import Client
+from livetable.server.gateway.audience import fan_out
 from livetable.server.gateway.codes import CLOSE_RESYNC
 from livetable.server.gateway.feed import Sent, TableFeed, Tables, settled_rounds
 from livetable.store.base import Store, StoreUnavailable
@@ -87,7 +87,7 @@ def tell_presence(feed: TableFeed, now: float, metrics: Metrics) -> None:
         return
     feed.online_told, feed.online_at = online, now
     data = p.encode(feed.presence())
-    fan_out(list(feed.clients), [(data.decode(), text_frame(data))], metrics)
+    fan_out(feed.clients, [(data.decode(), text_frame(data))], metrics)
 
 
 #: The bus's census: this gateway's watchers of a table in, every other gateway's out
@@ -99,27 +99,6 @@ def heartbeat_message(settings: Settings) -> p.Heartbeat:
     """The heartbeat frame (its interval, and the server's clock)."""
     return p.Heartbeat(interval_ms=round(settings.heartbeat * 1000),
                        server_time=now_ms())
-
-
-def fan_out(clients: list[Client], framed: list[tuple[str, bytes]], metrics: Metrics) -> None:
-    """A step's events (text, websocket frame) to every client: in one write to each idle
-    connection, not one each (a round's settlement — the banker's hand, then
-    round_settled — to 5,000 connections was 10,000 system calls, the larger part of the
-    event loop's time in a big round's close: docs/benchmarks.md). An idle connection's
-    transport is written to straight (:attr:`Client.direct`: one check and one write a
-    socket, as a bare server's broadcast); the others' frames go through
-    :meth:`Client.send_all`, which counts them where they are sent."""
-    texts = [text for text, _ in framed]
-    wire = framed[0][1] if len(framed) == 1 else b"".join(w for _, w in framed)
-    written = 0
-    for client in clients:
-        transport = client.direct
-        if transport is not None and not transport.is_closing():
-            transport.write(wire)
-            written += 1
-        else:
-            client.send_all(texts, wire)
-    metrics.frames_out += written * len(framed)  # after the loop: the sends counted theirs
 
 
 class Delivery:
@@ -177,7 +156,7 @@ class Delivery:
             sent = [Sent(seq, text, text_frame(raw))
                     for (seq, text), (_, raw) in zip(fresh, new, strict=True)]
             feed.ring.extend(sent)
-            fan_out(list(feed.clients), [(e.text, e.wire) for e in sent], self.metrics)
+            fan_out(feed.clients, [(e.text, e.wire) for e in sent], self.metrics)
             self.metrics.fanout(len(fresh) * len(feed.clients), time.monotonic() - sent_at)
         if batch.private:
             self._deliver_private(batch.table, batch.private)
@@ -294,6 +273,6 @@ class Delivery:
                 # saved). It hears again at most 1.5 intervals and a check after that answer;
                 # the page waits 2 intervals and a second (static/js/conn.js).
                 answered_since = now - interval / 2
-                fan_out([client for client in feed.clients
-                         if client.answered_at < answered_since], [(text, wire)],
-                        self.metrics)
+                for client in feed.clients:
+                    if client.answered_at < answered_since:
+                        client.send_all((text,), wire)

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import msgspec
 
 from livetable import protocol as p
+from livetable.server.gateway.audience import Audience
 from livetable.server.gateway.client import Client
 
 _SETTLING = msgspec.json.Decoder(p.RoundSettled | p.RoundCancelled | p.TableEvent)
@@ -37,7 +38,9 @@ class TableFeed:
     seq: int
     snapshot: bytes
     ring: deque[Sent]
-    clients: set[Client] = field(default_factory=set)
+    #: The connections watching, split as the fan-out reaches them (a set of clients to
+    #: everything else).
+    clients: Audience = field(default_factory=Audience)
     #: When the last table event went out to the clients (monotonic): heartbeats fill quiet.
     last_sent: float = 0.0
     #: ``(agreed, head)``: the table went back from ``head`` to ``agreed`` (an engine
