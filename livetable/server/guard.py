@@ -20,10 +20,17 @@ guard adds two checks below the ASGI app, where the app cannot see:
   address is exempt (its own ``limit_conn`` limits each client: deploy/nginx.conf), because
   every client behind it shares that address.
 
-uvicorn's h11 protocol is subclassed (httptools is not a dependency); it reads uvicorn's
-``client``, ``cycle.response_complete``, ``loop`` and ``transport``, which are not public
-API: tests/unit/test_uvicorn_internals.py checks them against the pinned uvicorn. The state
-is plain: a dict of open transports per address, pruned of closed ones as it is used.
+* **request head size** — a request's head may be :data:`MAX_HEAD` bytes at most (h11's
+  default, which uvicorn's h11 protocol held requests to); past it the client gets ``431``
+  and the connection is closed. httptools' parser has no limit of its own: without this,
+  headers sent fast for the head timeout's seconds were all kept.
+
+uvicorn's httptools protocol is subclassed: its parser is C (llhttp), where h11's is Python
+— a fifth of a websocket handshake's CPU (docs/benchmarks.md, "The handshake on httptools").
+It reads uvicorn's ``client``, ``cycle.response_complete``, ``cycle.more_body``, ``loop``
+and ``transport``, which are not public API: tests/unit/test_uvicorn_internals.py checks
+them against the pinned uvicorn. The state is plain: a dict of open transports per address,
+pruned of closed ones as it is used.
 """
 
 from __future__ import annotations
@@ -33,7 +40,10 @@ import ipaddress
 from collections.abc import Iterable
 from typing import Any
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+#: The most bytes a request's head (its line and headers) may take: h11's default.
+MAX_HEAD = 16 * 1024
 
 _TOO_MANY = (b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: text/plain\r\n"
              b"content-length: 43\r\nconnection: close\r\n\r\n"
@@ -41,6 +51,9 @@ _TOO_MANY = (b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: text/plain\r\n"
 _BODY_TOO_SLOW = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\n"
                   b"content-length: 39\r\nconnection: close\r\n\r\n"
                   b"the request body did not arrive in time")
+_HEAD_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                   b"content-type: text/plain\r\ncontent-length: 31\r\n"
+                   b"connection: close\r\n\r\nthe request's head is too large")
 
 
 class ConnectionGuard:
@@ -79,18 +92,19 @@ class ConnectionGuard:
             return False
         return any(ip in network for network in self.trusted)
 
-    def protocol(self) -> type[H11Protocol]:
+    def protocol(self) -> type[HttpToolsProtocol]:
         """The uvicorn HTTP protocol class that applies this guard."""
-        return type("GuardedH11Protocol", (GuardedH11Protocol,), {"guard": self})
+        return type("GuardedHttpProtocol", (GuardedHttpProtocol,), {"guard": self})
 
 
-class GuardedH11Protocol(H11Protocol):
+class GuardedHttpProtocol(HttpToolsProtocol):
     guard: ConnectionGuard
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
+        self._head_bytes = 0  # of the request whose head is being read
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn narrows the base's BaseTransport the same way
         super().connection_made(transport)
@@ -102,12 +116,22 @@ class GuardedH11Protocol(H11Protocol):
         self._start_head_timer()
 
     def data_received(self, data: bytes) -> None:
-        if self._head_timer is None and self._between_requests():
+        reading_head = self._between_requests()
+        if self._head_timer is None and reading_head:
             self._start_head_timer()
         super().data_received(data)
         if self.transport.get_protocol() is not self:  # upgraded to a websocket: the hello
             self._stop_timers()  # timeout rules there; an armed timer would hold this
             return  # protocol, its parser and the request (~3 KiB) for its seconds
+        if not self._between_requests():
+            self._head_bytes = 0  # the head is complete (what came with it is body)
+        elif reading_head:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD and not self.transport.is_closing():
+                self._stop_timers()
+                self.transport.write(_HEAD_TOO_LARGE)
+                self.transport.close()
+                return
         if self._head_timer is not None and not self._between_requests():
             self._head_timer.cancel()  # the head is complete: the body's clock starts
             self._head_timer = None
@@ -129,7 +153,7 @@ class GuardedH11Protocol(H11Protocol):
         self._head_timer = self._body_timer = None
 
     def _body_pending(self) -> bool:
-        """A request whose body has not all arrived (uvicorn's cycle says so until h11
+        """A request whose body has not all arrived (uvicorn's cycle says so until the parser
         parses the body's end)."""
         return self.cycle is not None and self.cycle.more_body \
             and not self.cycle.response_complete

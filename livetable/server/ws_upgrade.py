@@ -2,9 +2,10 @@
 scope, the key picows answers, the HTTP answers that refuse it, and picows' protocol made
 for it.
 
-uvicorn's h11 protocol has parsed the request (and checked ``Upgrade: websocket``) and
-hands the websocket protocol the request rebuilt: the request line, then ``name: value``
-lines with the names in lower case. The scope is uvicorn's own websocket scope for it.
+uvicorn's HTTP protocol (httptools', under the guard) has parsed the request (and checked
+``Upgrade: websocket``) and hands the websocket protocol the request rebuilt: the request
+line, then ``name: value`` lines with the names in lower case. The scope is uvicorn's own
+websocket scope for it.
 """
 
 from __future__ import annotations

@@ -185,6 +185,27 @@ async def test_silent_and_dribbling_connections_are_dropped_and_capped(
     assert guarded.get("/healthz").status_code == 200
 
 
+def test_a_request_head_over_16_kib_is_refused_431_and_closed(guarded: LiveServer) -> None:
+    """httptools' parser keeps every header it is sent; the guard holds a head to 16 KiB
+    (MAX_HEAD: h11's limit, which held it before) — the flood is told 431 and closed, well
+    before the head timeout. A head just under the limit is served."""
+    flood = socket.create_connection(("127.0.0.1", guarded.port))
+    flood.settimeout(5)
+    flood.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    answer = b""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        for _ in range(64):  # 64 KiB of headers, 1 KiB at a time, never ending the head
+            flood.sendall(b"X-Pad: " + b"a" * 1015 + b"\r\n")
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := flood.recv(4096):
+            answer += chunk
+    flood.close()
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:80]
+    big = {f"x-pad-{i}": "a" * 1000 for i in range(12)}  # 12 KiB of headers: allowed
+    with httpx.Client(trust_env=False, timeout=5.0) as http:
+        assert http.get(guarded.http + "/healthz", headers=big).status_code == 200
+
+
 # --- 3 (c): a ping flood --------------------------------------------------------------------
 
 

@@ -14,11 +14,11 @@ import inspect
 import logging
 from typing import Any
 
-import h11
 import pytest
 import uvicorn
 from uvicorn.config import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
+from uvicorn.protocols.http.flow_control import FlowControl
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from uvicorn.server import ServerState
 from websockets.frames import Frame, Opcode
@@ -118,19 +118,21 @@ async def test_a_text_frame_goes_through_the_override_stamped() -> None:
 async def test_the_http_protocol_read_by_the_guard() -> None:
     guard = ConnectionGuard(head_timeout=5, per_address=10)
     http = _made(guard.protocol())
-    assert isinstance(http, H11Protocol)
+    assert isinstance(http, HttpToolsProtocol)
     for method in ("connection_made", "data_received", "connection_lost"):
-        assert method in vars(H11Protocol), f"{WHAT}: H11Protocol.{method} is gone"
-    assert hasattr(http, "cycle") and http.cycle is None, f"{WHAT}: H11Protocol.cycle"
+        assert method in vars(HttpToolsProtocol), f"{WHAT}: HttpToolsProtocol.{method} is gone"
+    assert hasattr(http, "cycle") and http.cycle is None, f"{WHAT}: HttpToolsProtocol.cycle"
     _attribute(http, "loop", asyncio.AbstractEventLoop)
     transport = _Transport()
     http.connection_made(transport)
     assert _attribute(http, "client", tuple) == ("127.0.0.1", 9)
-    assert http.transport is transport, f"{WHAT}: H11Protocol.transport"
+    assert http.transport is transport, f"{WHAT}: HttpToolsProtocol.transport"
     http.connection_lost(None)
     cycle = RequestResponseCycle(
-        scope={}, conn=h11.Connection(h11.SERVER), transport=transport,
-        flow=None, logger=logging.getLogger(), access_logger=logging.getLogger(),
+        scope={}, transport=transport,
+        flow=FlowControl(transport),
+        logger=logging.getLogger(), access_logger=logging.getLogger(),
         access_log=False, default_headers=[], message_event=asyncio.Event(),
-        on_response=lambda: None)
+        expect_100_continue=False, keep_alive=True, on_response=lambda: None)
     assert _attribute(cycle, "response_complete", bool) is False
+    assert _attribute(cycle, "more_body", bool) is True
