@@ -2,8 +2,14 @@
 
 The parent (:class:`LoadGen`) starts ``workers`` processes and drives them with commands
 over pipes; every command goes to every worker at once and each answers with a dict. A
-worker's clients bind to their own loopback source address (127.0.0.2, 127.0.0.3, …) so
-that tens of thousands of connections never run short of ephemeral ports.
+worker's clients bind to loopback source addresses of their own, :data:`SOURCES` of them
+(worker 0: 127.1.0.2, 127.2.0.2, …; worker 1: 127.1.0.3, …), a peer to one by its index, so
+that tens of thousands of connections never run short of ephemeral ports. With one address
+a worker, a storm's drops and the closes after it left each peer's port in TIME_WAIT for
+60 s (the client closes first), and the 10,000-client storm's next reconnects searched a
+port range nearly full: ``bind()`` chooses among half the range, 14,000 ports. The search
+is kernel time in the load generator's process — its CPU doubled, its core saturated, and
+the storm took 11–13 s instead of 7–9 (docs/benchmarks.md, the storm).
 
 Client kinds (``kind``):
 
@@ -54,6 +60,8 @@ class Frame(msgspec.Struct):
 
 
 FRAME = msgspec.json.Decoder(Frame)
+#: Source addresses a worker's peers are spread over (see the module docstring).
+SOURCES = 8
 #: How long a storm's client gives one attempt (connection, upgrade, welcome) before it
 #: retries: the page's own limit (static/js/conn.js, HANDSHAKE_LIMIT_MS). With 30 s, one
 #: attempt lost in a busy moment put 30 s on the storm's time: the harness measured itself.
@@ -99,6 +107,8 @@ class Worker:
     def __init__(self, wid: int, src_ip: str) -> None:
         self.wid = wid
         self.src_ip = src_ip
+        #: The source addresses its peers bind to, a peer to one by its index.
+        self.sources = [f"127.{k}.{src_ip.split('.', 2)[2]}" for k in range(1, SOURCES + 1)]
         self.peers: list[Peer] = []
         self.kind = "livetable"
         self.url = ""
@@ -269,7 +279,7 @@ class Worker:
             deadline = loop.time() + left  # one limit for the connection and its welcome
             try:
                 await ws_connect(self.listener(peer), peer.url or self.url,
-                                 local_addr=(self.src_ip, 0),
+                                 local_addr=(self.sources[peer.idx % SOURCES], 0),
                                  websocket_handshake_timeout=left)
                 await asyncio.wait_for(peer.ready, max(0.0, deadline - loop.time()))
                 return True
