@@ -42,7 +42,10 @@ pytestmark = pytest.mark.sleeps
 TABLE = "t1"
 SECRET = b"t" * 32
 PLAYERS = ["p0", "p1", "p2", "p3"]
-TIMING = Timing(betting_ms=400, deal_interval_ms=5, reveal_interval_ms=5,
+#: Betting stays open until the test has placed its bets and closes it (a dealer's close):
+#: a 400 ms window closed before the last bet on a busy CI machine (BetRejected
+#: betting_closed), the bets racing the clock instead of the takeover being tested.
+TIMING = Timing(betting_ms=60_000, deal_interval_ms=5, reveal_interval_ms=5,
                 between_rounds_ms=300, close_grace_ms=0)
 
 
@@ -122,6 +125,8 @@ async def test_a_takeover_mid_settlement_closes_no_client(tmp_path: Path) -> Non
                     round_id=opened["round_id"], spot=spot, amount=100), now_ms())
                 assert isinstance(answer, p.BetAccepted), answer
                 bets.setdefault(pid, []).append(answer.bet_id)
+        closed = await old.execute(p.CloseBetting())
+        assert isinstance(closed, p.Ack), closed
 
         async with asyncio.timeout(10):
             await old_wire.dead.wait()  # the settling step is stored, not published
