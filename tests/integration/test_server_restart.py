@@ -68,7 +68,11 @@ async def test_kill_before_all_cards_are_out_cancels_and_refunds(
         cost = sum(deducted(s, a) for _, s, a in placed)
         if phase == "dealing":  # betting closed with a few of the thirteen cards out
             await client.expect("betting_closed", round_id=round_id)
-        else:  # every card out face down, bets still open: not a round to finish either
+        elif not (round_id == table.get("round_id")  # every card out face down, bets
+                  and table.get("dealt", {}).get("BANKER", 0) == 2):  # still open: not a
+            # round to finish either. The banker's second card may be out before the welcome
+            # already (a round opened >2 s before the hello, on a loaded machine): the
+            # snapshot says so, and waiting for its card_dealt waited for a frame long sent.
             await client.expect("card_dealt", round_id=round_id, to="BANKER", n=2)
         assert server.get("/api/tables/t1").json()["phase"] == phase
         point = client.resume_point()
