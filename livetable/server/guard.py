@@ -110,8 +110,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         address = self.client[0] if self.client else ""
         if not self.guard.admit(address, transport):
-            transport.write(_TOO_MANY)
-            transport.close()
+            self._refuse(_TOO_MANY)
             return
         self._start_head_timer()
 
@@ -123,16 +122,15 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self.transport.get_protocol() is not self:  # upgraded to a websocket: the hello
             self._stop_timers()  # timeout rules there; an armed timer would hold this
             return  # protocol, its parser and the request (~3 KiB) for its seconds
-        if not self._between_requests():
-            self._head_bytes = 0  # the head is complete (what came with it is body)
+        head_done = not self._between_requests()
+        if head_done:
+            self._head_bytes = 0  # (what came with the head's end is body)
         elif reading_head:
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD and not self.transport.is_closing():
-                self._stop_timers()
-                self.transport.write(_HEAD_TOO_LARGE)
-                self.transport.close()
+                self._refuse(_HEAD_TOO_LARGE)
                 return
-        if self._head_timer is not None and not self._between_requests():
+        if self._head_timer is not None and head_done:
             self._head_timer.cancel()  # the head is complete: the body's clock starts
             self._head_timer = None
             if self.guard.body_timeout > 0 and self._body_pending():
@@ -145,6 +143,12 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_timers()
         super().connection_lost(exc)
+
+    def _refuse(self, answer: bytes) -> None:
+        """A canned answer (429, 431, 408), then the close; no timer left armed."""
+        self._stop_timers()
+        self.transport.write(answer)
+        self.transport.close()
 
     def _stop_timers(self) -> None:
         for timer in (self._head_timer, self._body_timer):
@@ -165,8 +169,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return
         if self._body_pending():
             self.guard.bodies_timed_out += 1
-            transport.write(_BODY_TOO_SLOW)
-            transport.close()  # the app, waiting for the body, sees a disconnect
+            self._refuse(_BODY_TOO_SLOW)  # the app, waiting for the body, sees a disconnect
 
     def _between_requests(self) -> bool:
         return self.cycle is None or self.cycle.response_complete

@@ -110,14 +110,14 @@ def fan_out(audience: Audience, framed: list[tuple[str, bytes]], metrics: Metric
     others = list(audience.others)
     lines = audience.lines
     if lines:
-        clients = list(lines)
         taken = send_each(list(lines.values()), wire)
         size = len(wire)
-        if taken.count(size) != len(taken):
-            for client, sent in zip(clients, taken, strict=True):
+        if taken.count(size) != len(taken):  # rare: the clients listed only then (the
+            # sends ran no Python, so the lines are still in the order they were sent in)
+            for client, sent in zip(list(lines), taken, strict=True):
                 if sent != size:
                     client.write_rest(wire, sent)
-        metrics.frames_out += len(clients) * len(framed)
+        metrics.frames_out += len(taken) * len(framed)
     if others:
         texts = [text for text, _ in framed]
         for client in others:
