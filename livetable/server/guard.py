@@ -115,21 +115,24 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._start_head_timer()
 
     def data_received(self, data: bytes) -> None:
-        reading_head = self._between_requests()
-        if self._head_timer is None and reading_head:
-            self._start_head_timer()
+        if self._between_requests():  # a head being read: counted before it is parsed,
+            # so that a head over the limit never reaches the parser or the app, whether
+            # it comes in one read or a byte at a time
+            if self._head_timer is None:
+                self._start_head_timer()
+            end = data.find(b"\r\n\r\n")
+            self._head_bytes += len(data) if end < 0 else end + 4
+            if self._head_bytes > MAX_HEAD:
+                if not self.transport.is_closing():
+                    self._refuse(_HEAD_TOO_LARGE)
+                return
         super().data_received(data)
         if self.transport.get_protocol() is not self:  # upgraded to a websocket: the hello
             self._stop_timers()  # timeout rules there; an armed timer would hold this
             return  # protocol, its parser and the request (~3 KiB) for its seconds
         head_done = not self._between_requests()
         if head_done:
-            self._head_bytes = 0  # (what came with the head's end is body)
-        elif reading_head:
-            self._head_bytes += len(data)
-            if self._head_bytes > MAX_HEAD and not self.transport.is_closing():
-                self._refuse(_HEAD_TOO_LARGE)
-                return
+            self._head_bytes = 0  # the next request's head counts from nothing
         if self._head_timer is not None and head_done:
             self._head_timer.cancel()  # the head is complete: the body's clock starts
             self._head_timer = None

@@ -201,6 +201,14 @@ def test_a_request_head_over_16_kib_is_refused_431_and_closed(guarded: LiveServe
             answer += chunk
     flood.close()
     assert answer.startswith(b"HTTP/1.1 431"), answer[:80]
+    # a whole 20 KiB head in one write: parsed whole in one read, it was served (200)
+    whole = socket.create_connection(("127.0.0.1", guarded.port))
+    whole.settimeout(5)
+    whole.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+                  + b"".join(b"X-Pad-%d: %s\r\n" % (i, b"a" * 1000) for i in range(20))
+                  + b"\r\n")
+    assert whole.recv(100).startswith(b"HTTP/1.1 431")
+    whole.close()
     big = {f"x-pad-{i}": "a" * 1000 for i in range(12)}  # 12 KiB of headers: allowed
     with httpx.Client(trust_env=False, timeout=5.0) as http:
         assert http.get(guarded.http + "/healthz", headers=big).status_code == 200
