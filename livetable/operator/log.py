@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
 import msgspec
@@ -113,8 +114,16 @@ class WalletLog(Protocol):
         one write."""
         ...
 
-    async def open_debits(self, limit: int) -> list[WalletCall]:
-        """Debits not closed yet, oldest first."""
+    async def open_rounds(self, limit: int) -> list[tuple[str, bool]]:
+        """The rounds with debits not closed yet, oldest first, each with whether any of
+        them is ``unknown``: what the sweeper reads four times a second, so it costs the
+        rounds, not their debits (a round in play holds thousands)."""
+        ...
+
+    async def open_debits(self, limit: int, rounds: list[str] | None = None,
+                          unknown_of: Sequence[str] = ()) -> list[WalletCall]:
+        """Debits not closed yet, oldest first: every one, or (``rounds`` given) those of
+        ``rounds`` and the ``unknown`` ones of ``unknown_of``."""
         ...
 
     async def due(self, now: int, limit: int) -> list[WalletCall]:
@@ -248,8 +257,13 @@ class BatchedWalletLog:
     async def enqueue(self, calls: list[WalletCall], now: int) -> None:
         await self._in_batch(w.Enqueue(calls, now))
 
-    async def open_debits(self, limit: int) -> list[WalletCall]:
-        return await self._calls(w.OpenDebits(limit))
+    async def open_rounds(self, limit: int) -> list[tuple[str, bool]]:
+        rows = msgspec.json.decode(await self._in_batch(w.OpenRounds(limit)))
+        return [(str(round_id), bool(unknown)) for round_id, unknown in rows]
+
+    async def open_debits(self, limit: int, rounds: list[str] | None = None,
+                          unknown_of: Sequence[str] = ()) -> list[WalletCall]:
+        return await self._calls(w.OpenDebits(limit, rounds, list(unknown_of)))
 
     async def due(self, now: int, limit: int) -> list[WalletCall]:
         return await self._calls(w.Due(now, limit))

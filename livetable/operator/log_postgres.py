@@ -74,6 +74,12 @@ WHERE w.tx_id = x.r->>0 AND w.state = 'queued'
 """
 _INSERT = (f"INSERT INTO wallet_calls ({_COLUMNS}) VALUES "
            f"({', '.join(f'${n}' for n in range(1, len(_FIELDS) + 1))}) ON CONFLICT DO NOTHING")
+#: What the sweeper reads four times a second, by index (migration 9): the pending debits
+#: past a deadline, and the rounds with open debits (``wallet_open_rounds``).
+_EXPIRED = "method = 'debit' AND state = 'pending' AND deadline < $1 ORDER BY n FOR UPDATE"
+_OPEN = "method = 'debit' AND closed_by IS NULL"
+_OPEN_ROUNDS = (f"SELECT round_id, bool_or(state = 'unknown') FROM wallet_calls WHERE {_OPEN} "
+                "GROUP BY round_id ORDER BY min(created_at) LIMIT $1")
 #: The steps taken one statement for the whole batch.
 _SET_BASED = (w.BeginDebit, w.AnswerDebit, w.Delivered)
 
@@ -116,8 +122,7 @@ async def _perform(con: Any, step: w.AnyStep) -> w.Value:
                                   player_id, slip_key, table_id)
             return found[0] if found else None
         case w.ExpireDebits(before, now):
-            expired = await _select(con, "method = 'debit' AND state = 'pending' AND "
-                                         "deadline < $1 ORDER BY n FOR UPDATE", before)
+            expired = await _select(con, _EXPIRED, before)
             await con.execute(
                 "UPDATE wallet_calls SET state = 'unknown', answer = 'no answer by the "
                 "deadline', updated_at = $1 WHERE tx_id = ANY($2::text[]) AND "
@@ -137,9 +142,14 @@ async def _perform(con: Any, step: w.AnyStep) -> w.Value:
                 "UPDATE wallet_calls SET closed_by = $1, updated_at = $2 WHERE tx_id = $3 "
                 "AND state = 'ok' AND closed_by IS NULL", closed_by, now, tx_id)
             return status == "UPDATE 1"
-        case w.OpenDebits(limit):
-            return await _select(con, "method = 'debit' AND closed_by IS NULL ORDER BY "
-                                      "created_at, n LIMIT $1", limit)
+        case w.OpenRounds(limit):
+            return json_rows([[r, u] for r, u in await con.fetch(_OPEN_ROUNDS, limit)])
+        case w.OpenDebits(limit, None):
+            return await _select(con, f"{_OPEN} ORDER BY created_at, n LIMIT $1", limit)
+        case w.OpenDebits(limit, rounds, unknown_of):
+            return await _select(con, f"{_OPEN} AND (round_id = ANY($2::text[]) OR (state = "
+                                      "'unknown' AND round_id = ANY($3::text[]))) ORDER BY "
+                                      "created_at, n LIMIT $1", limit, rounds, unknown_of)
         case w.Due(now, limit):
             return await _select(con, "state = 'queued' AND next_at <= $1 ORDER BY "
                                       "next_at, n LIMIT $2", now, limit)

@@ -61,6 +61,7 @@ from livetable.operator.calls import ANSWER_DECODER, ENCODER, BalanceQuery, Debi
 from livetable.operator.client import Reply, WalletClient
 from livetable.operator.closing import TAKEOVER_MS, Closing, close_round, rollback_of
 from livetable.operator.gate import DebitGate
+from livetable.operator.health import WalletHealth
 from livetable.operator.log import TIP_KEYS, WalletCall, WalletLog, mirror_id
 from livetable.operator.outbox import Outbox
 from livetable.operator.registry import operator_player_id
@@ -73,10 +74,8 @@ log = logging.getLogger("livetable.wallet")
 
 #: The answer a debit never sent is logged with (state ``refused``: nothing moved).
 NOT_SENT = "not sent: no place in the wallet's line in time for its deadline"
-#: The wallet counts as failing after this many calls in a row without an answer...
-FAILING_CALLS = 3
-#: ...as long as the last of them is this recent (ms): one not called since is not known down.
-FAILING_FOR_MS = 60_000
+#: Rounds with open debits a sweep looks at, oldest first.
+OPEN_ROUNDS = 1000
 #: Closings taken out of the ledger and queued at a time (the outbox starts on each).
 CLOSE_CHUNK = 500
 #: The currency of a player whose session named none (a ``livetable token``, no launch).
@@ -108,42 +107,22 @@ class SeamlessWallet:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         #: credits and rollbacks on their way (operator/outbox.py), lines' places borrowed
+        self._health = WalletHealth(clock)
+        self._heard = self._health.heard
         self.outbox = Outbox(settings, wallet_log, self.wallets, metrics, clock,
                              self._heard, self._wake.set, self._line)
         self._sweep_asked = False
         self._installation: str | None = None
-        #: Calls in a row whose outcome was unknown (no answer, a non-200, garbage), and
-        #: the last one's time and reason: the wallet's health (:meth:`health`).
-        self._failing = 0
-        self._failed_at = 0
-        self._failure = ""
         self._turns: dict[tuple[str, str], _Turn] = {}
         #: each operator's wallet's line of debits (operator/gate.py)
         self._gates: dict[str, DebitGate] = {}
         #: tips' open ``ok`` debits to the ledger and closed (operator/tipping.py)
         self.keep_tips: Callable[[list[WalletCall]], Awaitable[None]] | None = None
 
-    def _heard(self, reply: Reply) -> Reply:
-        """Count ``reply`` for :meth:`health`: any status the contract knows (a refusal
-        too) says the wallet answers; an unknown outcome says it may not."""
-        if reply.status is not None:
-            self._failing = 0
-        else:
-            self._failing += 1
-            self._failed_at = self.clock()
-            self._failure = reply.reason or "no answer"  # public (/readyz): not its text
-        return reply
-
     def health(self) -> str | None:
         """None while the operator's wallet answers; else why it looks down (for
-        readiness: degraded, not down — rounds still deal and settle, and what the wallet
-        owes waits in the outbox). Down means :data:`FAILING_CALLS` calls in a row
-        without an answer, the last within :data:`FAILING_FOR_MS`."""
-        if self._failing < FAILING_CALLS or self.clock() - self._failed_at > FAILING_FOR_MS:
-            return None
-        return (f"degraded: the last {self._failing} wallet calls had no answer "
-                f"(the last {(self.clock() - self._failed_at) / 1000:.0f} s ago: "
-                f"{self._failure})")
+        readiness: operator/health.py)."""
+        return self._health.trouble()
 
     async def installation(self) -> str:
         """This installation's id: the store's identity (kept with the ledger: a restart
@@ -389,11 +368,24 @@ class SeamlessWallet:
         back), and the debits of ended rounds (one credit per player for the bets in the
         ledger, a rollback for the rest) — in batches: one store call and one log write
         for every :data:`CLOSE_CHUNK` rollbacks, and as many for each ended round's
-        closings. One batch that fails (logged) does not hold up the others."""
+        closings. One batch that fails (logged) does not hold up the others.
+
+        It reads the rounds with open debits first, and the debits only of those that
+        ended (or that hold one in doubt): a round in play holds thousands at the close of
+        betting, which every sweep, four a second, read and let be."""
         now = self.clock()
         unknown = {d.tx_id: d for d in await self.log.expire_debits(now - TAKEOVER_MS, now)}
+        states: dict[str, str | None] = {}  # ended rounds (None: a table's tips)
+        doubtful = []
+        for round_id, in_doubt in await self.log.open_rounds(OPEN_ROUNDS):
+            view = await self.store.round_view(round_id)
+            if view is None or view.state in ("settled", "cancelled"):
+                states[round_id] = None if view is None else view.state
+            elif in_doubt:
+                doubtful.append(round_id)
         by_round: dict[str, list[WalletCall]] = defaultdict(list)
-        for debit in await self.log.open_debits(5000):
+        for debit in (await self.log.open_debits(5000, list(states), doubtful)
+                      if states or doubtful else ()):
             if debit.state == "unknown":  # its gateway answered the player and left it
                 unknown.setdefault(debit.tx_id, debit)
             elif debit.tx_id not in unknown:
@@ -401,7 +393,8 @@ class SeamlessWallet:
         rollbacks = [rollback_of(d, now) for d in unknown.values()]
         await self._isolated(self.close_debits(rollbacks, now), f"{len(unknown)} unknown debits")
         for round_id, debits in by_round.items():
-            await self._isolated(self._close_round(round_id, debits, now), f"round {round_id}")
+            await self._isolated(self._close_round(round_id, debits, states[round_id], now),
+                                 f"round {round_id}")
 
     async def _isolated(self, work: Coroutine[Any, Any, None], what: str) -> None:
         try:
@@ -414,16 +407,15 @@ class SeamlessWallet:
         except Exception:
             log.exception("wallet: closing %s failed; retried on the next sweep", what)
 
-    async def _close_round(self, round_id: str, debits: list[WalletCall], now: int) -> None:
-        """Close an ended round's open debits (:func:`~livetable.operator.closing.
-        close_round`): one read of its settlements, then :meth:`_close`. A table's tips
-        (no round of the game): those ``ok`` a while are :attr:`keep_tips`'s."""
+    async def _close_round(self, round_id: str, debits: list[WalletCall], state: str | None,
+                           now: int) -> None:
+        """Close the open debits of a round that ended as ``state`` (:func:`~livetable.
+        operator.closing.close_round`): one read of its settlements, then :meth:`_close`.
+        A table's tips (no round of the game): those ``ok`` a while are :attr:`keep_tips`'s."""
         if (debits[0].slip_key or "").startswith(TIP_KEYS):
             due = [d for d in debits if d.state == "ok" and d.updated_at < now - TAKEOVER_MS]
             return None if self.keep_tips is None or not due else await self.keep_tips(due)
-        view = await self.store.round_view(round_id)
-        state = None if view is None else view.state
-        if state not in ("settled", "cancelled"):
+        if state is None:  # no round the store knows
             return
         settled = {(player_id, b.bet_id): b
                    for player_id, b in await self.store.round_settlements(round_id)}

@@ -24,8 +24,9 @@ from livetable.config import Settings
 from livetable.engine import OpenRound
 from livetable.metrics import Metrics
 from livetable.operator.client import WalletClient
+from livetable.operator.health import FAILING_CALLS
 from livetable.operator.log_sqlite import SQLiteWalletLog
-from livetable.operator.seamless import FAILING_CALLS, SeamlessWallet
+from livetable.operator.seamless import SeamlessWallet
 from livetable.server.gateway.intake import bet_answer
 from livetable.store.sqlite import SQLiteStore
 

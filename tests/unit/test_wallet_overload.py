@@ -166,6 +166,49 @@ async def test_a_500_player_rounds_close_is_a_few_calls_and_pays_every_player_ri
     await rig.close()
 
 
+async def test_a_sweep_while_the_round_is_in_play_reads_none_of_its_debits(
+        tmp_path: Path) -> None:
+    """Four sweeps a second while 10,000 bets come in: each read every open debit of the
+    round in play (thousands, each made a call in the writer and sent back) to find the
+    round not ended — measured, a quarter of a seamless bet's CPU. Now a sweep reads the
+    rounds with open debits, and the debits only of a round that ended: none here, then
+    every one once the round settles, each player paid."""
+    rig = Rig(tmp_path, timeout=30.0, connections=16)
+    await rig.open_round()
+    players = [f"p{i}" for i in range(60)]
+    for player in players:
+        await rig.store.ensure_player(player, player, 0, T0)
+    answers = await asyncio.gather(*(
+        rig.wallet.place_slip(Identity(kind="player", id=player, name=player, expires=2**40,
+                                       currency="THB"),
+                              slip(player, f"{player}-b"), rig.clock.now, T0 + 16_000)
+        for player in players))
+    assert all(isinstance(a, p.SlipAccepted) for a in answers)
+    read: Counter[str] = Counter()
+    run = rig.log._run
+
+    async def counted(steps: list[Any]) -> Any:
+        outcomes = await run(steps)
+        for outcome in outcomes:
+            value = outcome.value
+            read["debits"] += len(value) if isinstance(value, list) else 0
+        return outcomes
+
+    rig.log._run = counted  # type: ignore[method-assign]
+    for _ in range(3):
+        await rig.wallet.sweep()
+    assert read["debits"] == 0 and await rig.log.backlog() == 0
+    await rig.settle()
+    await rig.wallet.sweep()
+    assert read["debits"] == len(players) and await rig.log.backlog() == len(players)
+    await rig.drain()
+    applied_once(rig.books)
+    for player in players:
+        [credit] = credits_of(rig.books, player, R1)
+        assert rig.books.balances[player] == INITIAL - 200 + credit["amount"]
+    await rig.close()
+
+
 async def test_a_rounds_close_is_delivered_chunk_by_chunk_and_starts_when_bets_settle(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The loop's sweep runs once at start, then not for 30 s unless asked: the round's

@@ -257,6 +257,17 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tips_by_player ON tips (player_id, placed_at);
     INSERT INTO accounts (id, kind, name) VALUES ('tips:house', 'tips', 'Tips to dealers');
     """,
+    # 9: the wallet log's sweeper (operator/seamless.py) reads four times a second: the
+    # pending debits by deadline (it scanned every debit ever made) and the open debits by
+    # round (it read every open debit of the round in play, thousands at the close of
+    # betting, to find that the round had not ended)
+    """
+    DROP INDEX wallet_open;
+    CREATE INDEX wallet_open_rounds ON wallet_calls (round_id, state, created_at)
+        WHERE method = 'debit' AND closed_by IS NULL;
+    CREATE INDEX wallet_pending ON wallet_calls (deadline)
+        WHERE method = 'debit' AND state = 'pending';
+    """,
 ]
 
 

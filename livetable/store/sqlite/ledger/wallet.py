@@ -99,8 +99,11 @@ CREATE TABLE IF NOT EXISTS wallet_calls (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS wallet_slips ON wallet_calls (player_id, slip_key)
     WHERE method = 'debit';
-CREATE INDEX IF NOT EXISTS wallet_open ON wallet_calls (created_at)
+DROP INDEX IF EXISTS wallet_open;
+CREATE INDEX IF NOT EXISTS wallet_open_rounds ON wallet_calls (round_id, state, created_at)
     WHERE method = 'debit' AND closed_by IS NULL;
+CREATE INDEX IF NOT EXISTS wallet_pending ON wallet_calls (deadline)
+    WHERE method = 'debit' AND state = 'pending';
 CREATE INDEX IF NOT EXISTS wallet_due ON wallet_calls (next_at) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS wallet_rounds ON wallet_calls (round_id, player_id);
 CREATE INDEX IF NOT EXISTS wallet_players ON wallet_calls (player_id, created_at)
@@ -169,8 +172,19 @@ class Enqueue(Step, frozen=True, tag="enqueue"):
     now: int
 
 
-class OpenDebits(Step, frozen=True, tag="open_debits"):
+class OpenRounds(Step, frozen=True, tag="open_rounds"):
+    """The rounds with open debits, oldest first, as JSON: ``[round_id, any unknown]``."""
+
     limit: int
+
+
+class OpenDebits(Step, frozen=True, tag="open_debits"):
+    """Open debits, oldest first: every one (``rounds`` None), or those of ``rounds``
+    and the ``unknown`` ones of ``unknown_of``."""
+
+    limit: int
+    rounds: list[str] | None = None
+    unknown_of: list[str] = []
 
 
 class Due(Step, frozen=True, tag="due"):
@@ -211,8 +225,8 @@ class Days(Step, frozen=True, tag="days"):
 
 
 AnyStep = (BeginDebit | AnswerDebit | KeepDebit | DebitOf | ExpireDebits | Enqueue
-           | OpenDebits | Due | Delivered | Calls | Backlog | Totals | Days)
-#: A step's value (``str``: rows as JSON text, the totals' and the days').
+           | OpenRounds | OpenDebits | Due | Delivered | Calls | Backlog | Totals | Days)
+#: A step's value (``str``: rows as JSON text, the totals', the days' and the open rounds').
 Value = WalletCall | list[WalletCall] | bool | int | str | None
 
 
@@ -242,18 +256,22 @@ def values_of(call: WalletCall) -> list[Any]:
     return [getattr(call, name) for name in FIELDS]
 
 
+_INSERT = (f"INSERT OR IGNORE INTO wallet_calls ({COLUMNS}) VALUES "
+           f"({', '.join('?' * len(FIELDS))})")
+
+
 def _insert(db: sqlite3.Connection, call: WalletCall) -> None:
-    db.execute(f"INSERT OR IGNORE INTO wallet_calls ({COLUMNS}) VALUES "
-               f"({', '.join('?' * len(FIELDS))})", values_of(call))
+    db.execute(_INSERT, values_of(call))
 
 
 def _begin_debit(db: sqlite3.Connection, call: WalletCall) -> WalletCall | None:
+    """Written, or the slip's debit made before (``wallet_slips`` is unique): read only
+    when the insert finds one, not before every insert."""
+    if db.execute(_INSERT, values_of(call)).rowcount == 1:
+        return None
     prior = _select(db, "method = 'debit' AND player_id = ? AND slip_key = ?",
                     (call.player_id, call.slip_key))
-    if prior:
-        return prior[0]
-    _insert(db, call)
-    return None
+    return prior[0] if prior else None
 
 
 def _expire(db: sqlite3.Connection, before: int, now: int) -> list[WalletCall]:
@@ -279,6 +297,10 @@ def _enqueue(db: sqlite3.Connection, step: Enqueue) -> None:
                    [(call.tx_id, step.now, t) for call in step.calls for t in closes(call)])
 
 
+#: What an open debit is (index ``wallet_open_rounds``: the sweeper reads by round).
+_OPEN = "method = 'debit' AND closed_by IS NULL"
+_OPEN_ROUNDS = (f"SELECT round_id, MAX(state = 'unknown') FROM wallet_calls WHERE {_OPEN} "
+                "GROUP BY round_id ORDER BY MIN(created_at) LIMIT ?")
 _KEEP = ("UPDATE wallet_calls SET closed_by = ?, updated_at = ? WHERE tx_id = ? "
          "AND state = 'ok' AND closed_by IS NULL")
 
@@ -305,9 +327,16 @@ def perform(db: sqlite3.Connection, step: AnyStep) -> Value:
         case Enqueue():
             _enqueue(db, step)
             return None
-        case OpenDebits(limit):
-            return _select(db, "method = 'debit' AND closed_by IS NULL ORDER BY created_at "
-                               "LIMIT ?", (limit,))
+        case OpenRounds(limit):
+            return msgspec.json.encode(db.execute(_OPEN_ROUNDS, (limit,)).fetchall()).decode()
+        case OpenDebits(limit, None):
+            return _select(db, f"{_OPEN} ORDER BY created_at LIMIT ?", (limit,))
+        case OpenDebits(limit, rounds, unknown_of):
+            return _select(db, f"{_OPEN} AND (round_id IN (SELECT value FROM json_each(?)) OR "
+                               "(state = 'unknown' AND round_id IN (SELECT value FROM "
+                               "json_each(?)))) ORDER BY created_at LIMIT ?",
+                           (msgspec.json.encode(rounds), msgspec.json.encode(unknown_of),
+                            limit))
         case Due(now, limit):
             return _select(db, "state = 'queued' AND next_at <= ? ORDER BY next_at LIMIT ?",
                            (now, limit))
@@ -332,12 +361,29 @@ def perform(db: sqlite3.Connection, step: AnyStep) -> Value:
     raise TypeError(f"not a wallet log step: {step!r}")
 
 
+#: The steps that write at most one statement: one that fails has changed nothing (SQLite
+#: undoes a failed statement), so they need no savepoint — two statements fewer a step,
+#: four for every seamless bet's debit and its answer.
+_ONE_WRITE = (BeginDebit, AnswerDebit, KeepDebit, DebitOf, OpenRounds, OpenDebits, Due,
+              Delivered, Calls, Backlog, Totals, Days)
+
+
 def apply(db: sqlite3.Connection, steps: list[AnyStep]) -> list[Outcome]:
-    """One transaction, each step in a savepoint of its own."""
+    """One transaction, each step in a savepoint of its own (but those of one statement:
+    :data:`_ONE_WRITE`)."""
     db.execute("BEGIN IMMEDIATE")
     try:
         out: list[Outcome] = []
         for step in steps:
+            if isinstance(step, _ONE_WRITE):
+                try:
+                    out.append(Outcome(perform(db, step)))
+                except Exception as exc:
+                    if not db.in_transaction:  # SQLite rolled it back (a full disk)
+                        raise
+                    out.append(Outcome(None, f"{type(exc).__name__}: {exc}",
+                                       is_sqlite_outage(exc)))
+                continue
             db.execute("SAVEPOINT step")
             try:
                 out.append(Outcome(perform(db, step)))
