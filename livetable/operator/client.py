@@ -50,6 +50,7 @@ import asyncio
 import ssl
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
@@ -63,9 +64,15 @@ from livetable.operator.calls import ANSWER_DECODER, STATUSES
 
 #: The largest answer read (bytes): a wallet answer is a few dozen bytes.
 MAX_ANSWER = 64 * 1024
-#: How long an idle connection is kept for the next call (s): dropped before common
-#: servers drop theirs (uvicorn's keep-alive is 5 s), so that few calls meet a dead one.
-KEEPALIVE_SECONDS = 4.0
+#: How long an idle connection is kept for the next call (s). A round's debits come every
+#: half minute or so (15 s of betting, then the deal, the reveals and the pause), and a
+#: pool that let its connections go after 4 s idle opened every one of them again at each
+#: close of betting — hundreds of connects (with https, as many TLS handshakes) just when
+#: the debits pile up. A server that closes an idle connection sooner says so (its close
+#: reaches :meth:`_Connection.connection_lost` and the connection is not used again; one
+#: closed as a call is sent is sent again once), so the bound is for what does not say:
+#: kept under the 60 s idle timeout of common load balancers and proxies.
+KEEPALIVE_SECONDS = 50.0
 
 
 @dataclass(frozen=True)
@@ -238,6 +245,8 @@ class WalletClient:
         self.connections = connections
         self.max_answer = max_answer
         self._idle: deque[_Connection] = deque()
+        #: The clock of the connections' idle time (a test's own).
+        self.clock: Callable[[], float] = time.monotonic
         # made on the first call: a semaphore belongs to the running event loop
         self._slots: asyncio.Semaphore | None = None
         self._tls: ssl.SSLContext | None = None
@@ -306,7 +315,7 @@ class WalletClient:
             conn.drop()  # mid-answer (the deadline, a cancel, a failure): never reused
             raise
         if conn.reusable() and target is self.target:
-            conn.idle_since = time.monotonic()
+            conn.idle_since = self.clock()
             self._idle.append(conn)
         else:
             conn.drop()
@@ -314,7 +323,7 @@ class WalletClient:
 
     def _kept(self) -> _Connection | None:
         """The most recently used idle connection still worth using, if any."""
-        fresh_since = time.monotonic() - KEEPALIVE_SECONDS
+        fresh_since = self.clock() - KEEPALIVE_SECONDS
         while self._idle:
             conn = self._idle.pop()
             if not conn.closed and conn.idle_since >= fresh_since:

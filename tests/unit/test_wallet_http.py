@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from livetable.operator import signatures
-from livetable.operator.client import MAX_ANSWER, WalletClient
+from livetable.operator.client import KEEPALIVE_SECONDS, MAX_ANSWER, WalletClient
 
 OK = b'{"status":"ok","balance":500}'
 
@@ -124,6 +124,22 @@ async def test_a_connection_the_server_closed_while_idle_is_not_a_failed_call() 
         for _ in range(3):
             assert (await client.call("debit", b"{}")).ok
         assert server.connections == 3
+
+
+async def test_a_connection_idle_between_two_rounds_is_used_again() -> None:
+    """A round's debits come every half minute; a pool that let its connections go after
+    4 s idle opened them all again at every close of betting (hundreds of connects, with
+    https as many TLS handshakes). Kept 50 s now; past that, a fresh one."""
+    now = [1_000.0]
+    async with serving(lambda n, r: answer()) as (server, client):
+        client.clock = lambda: now[0]
+        assert (await client.call("debit", b"{}")).ok
+        now[0] += 30  # the next round's close of betting
+        assert (await client.call("debit", b"{}")).ok
+        assert server.connections == 1
+        now[0] += KEEPALIVE_SECONDS + 1
+        assert (await client.call("debit", b"{}")).ok
+        assert server.connections == 2
 
 
 async def test_an_answer_cut_short_or_unreadable_is_an_unknown_outcome() -> None:
