@@ -9,6 +9,8 @@ server's presence frame; the statistics are counted from the roadmap the server 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from playwright.sync_api import Browser, Page, expect
 from table_page import Bet, Server, TablePage, wait_until
@@ -143,17 +145,26 @@ def test_players_online_and_this_shoes_statistics(server: Server, browser: Brows
         expect(online).to_have_attribute("data-online", str(before), timeout=10_000)
 
         page: Page = first.page
-        seen = page.evaluate("""() => {
-            const out = {};
-            for (const row of document.querySelectorAll('[data-testid^=stats-P]')) {
-              out[row.dataset.testid.slice(6)] = ['win', 'lose', 'tie', 'pair', 'flush']
-                .map((k) => Number(row.dataset[k]));
-            }
-            const b = document.querySelector('[data-testid=stats-banker]');
-            out.banker = [Number(b.dataset.pok), Number(b.dataset.pair)];
-            return out;
-        }""")
-        roadmap = server.api(f"/api/tables/{table}")["roadmap"]
+        # the page's counts and the server's roadmap of one shoe: a shoe that ended meanwhile
+        # (a loaded run) empties the page's statistics, and the server's roadmap starts
+        # again shorter than what the page counted — read both again
+        deadline = time.monotonic() + 120
+        while True:
+            seen = page.evaluate("""() => {
+                const b = document.querySelector('[data-testid=stats-banker]');
+                if (!b) return null;  // a new shoe: no round of it settled yet
+                const out = {banker: [Number(b.dataset.pok), Number(b.dataset.pair)]};
+                for (const row of document.querySelectorAll('[data-testid^=stats-P]')) {
+                  out[row.dataset.testid.slice(6)] = ['win', 'lose', 'tie', 'pair', 'flush']
+                    .map((k) => Number(row.dataset[k]));
+                }
+                return out;
+            }""")
+            roadmap = server.api(f"/api/tables/{table}")["roadmap"]
+            if seen is not None and len(roadmap) >= sum(seen["P1"][:3]):
+                break
+            assert time.monotonic() < deadline, "no statistics of one shoe on the page"
+            time.sleep(0.5)
         shown = sum(seen["P1"][:3])
         roadmap = roadmap[:shown]  # a round may have settled since the page counted
         for pos in ("P1", "P2", "P3", "P4", "P5"):
