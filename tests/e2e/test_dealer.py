@@ -60,7 +60,12 @@ def set_mode(dealer: Page, auto: bool) -> None:
             return
         except AssertionError:
             continue
-    raise AssertionError(f"the table did not switch to {text}")
+    # what the console heard (its log: the commands sent, each ack or refusal) and shows,
+    # for the next time this happens (a loaded full run once saw 12 tries in a row fail)
+    shown = dealer.get_by_test_id("dealer-mode-text").inner_text()
+    heard = dealer.get_by_test_id("dealer-log").inner_text()[-800:]
+    raise AssertionError(f"the table did not switch to {text} (it shows {shown!r}, the box "
+                         f"is {'on' if box.is_checked() else 'off'}); the console's log:\n{heard}")
 
 
 def back_to_auto(dealer: Page, server: Server, table: str) -> None:
