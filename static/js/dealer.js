@@ -101,7 +101,10 @@ async function main() {
     st = null; entered = []; lastScanned = null; sent = [];
     conn.setTable($("#table").value);
   });
-  $("#mode").addEventListener("change", () => command({ type: "set_mode", auto: $("#mode").checked }));
+  $("#mode").addEventListener("change", () => {
+    // not sent (the console is offline): the box goes back to the mode the table is in
+    if (!command({ type: "set_mode", auto: $("#mode").checked })) $("#mode").checked = !$("#mode").checked;
+  });
   $("#start-shoe").addEventListener("click", () => command({ type: "start_shoe" }));
   // The betting time is the dealer's choice for this console: kept across a reload.
   const seconds = $("#betting-seconds");

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import Browser, BrowserContext, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from table_page import Bet, Server, TablePage, deducted, expected_returned
 
@@ -172,3 +172,27 @@ def test_dealer_runs_a_manual_round_while_a_player_follows(
     finally:
         back_to_auto(dealer, server, table)
     assert not page_errors, page_errors
+
+
+def test_a_mode_switch_the_console_could_not_send_leaves_the_box_as_the_table_is(
+        server: Server, browser: Browser) -> None:
+    """Offline, the console cannot send the switch: it says so, and the box goes back to the
+    mode the table is in. It stayed switched — showing a mode the table was not in, and a
+    click on it again would have sent nothing (the box already said so)."""
+    table = server.api("/api/tables")["tables"][-1]["id"]
+    ctx = browser.new_context(locale="en-US")
+    dealer = ctx.new_page()
+    try:
+        sign_in(dealer, server, table)
+        box = dealer.get_by_test_id("dealer-mode")
+        expect(box).to_be_enabled(timeout=60_000)
+        was = box.is_checked()
+        ctx.set_offline(True)
+        expect(dealer.get_by_test_id("conn-state")).not_to_have_attribute("data-state", "online")
+        box.evaluate("(e) => e.scrollIntoView({block: 'center'})")
+        box.click()
+        expect(dealer.get_by_test_id("dealer-log")).to_contain_text("Not connected")
+        assert box.is_checked() == was
+    finally:
+        ctx.set_offline(False)
+        ctx.close()
