@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -145,25 +146,26 @@ async def until(done: Any, timeout: float = 60.0) -> None:
             await asyncio.sleep(0.001)
 
 
-async def burst(conns: list[FramedWebSocketProtocol], bets: int, tag: str) -> float:
-    """``bets`` bets over the connections; the loop thread's CPU seconds until every one
-    is answered."""
+async def burst(conns: list[FramedWebSocketProtocol], bets: int, tag: str,
+                cpu: Callable[[], float] = time.thread_time, timeout: float = 60.0) -> float:
+    """``bets`` bets over the connections; the CPU seconds (``cpu``: the loop thread's)
+    until every one is answered."""
     frames = [masked(json.dumps({"type": "place_bet", "bet_id": f"{tag}-{n}",
                                  "round_id": "r1", "spot": "P1", "amount": 10}))
               for n in range(bets)]
     before = WRITES[0]
-    start = time.thread_time()
+    start = cpu()
     for n in range(0, bets, BATCH):
         for k in range(n, min(n + BATCH, bets)):
             conns[k % len(conns)].data_received(frames[k])
         await asyncio.sleep(0)
     try:
-        await until(lambda: WRITES[0] - before >= bets)
+        await until(lambda: WRITES[0] - before >= bets, timeout)
     except TimeoutError:
         closed = sum(1 for c in conns if c.transport.is_closing())
         raise SystemExit(f"{tag}: {WRITES[0] - before} of {bets} answered; "
                          f"{closed} connections closed") from None
-    return time.thread_time() - start
+    return cpu() - start
 
 
 async def run(players: int, bets: int, rounds: int) -> dict[str, Any]:

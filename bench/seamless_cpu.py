@@ -30,13 +30,11 @@ import contextlib
 import gc
 import json
 import os
-import secrets
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +44,9 @@ from uvicorn.server import ServerState
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.gateway_cpu import WRITES, connect, masked, until
+from bench.common import cpu_seconds
+from bench.gateway_cpu import burst, connect
+from bench.scenarios import start_operator
 from livetable import protocol as p
 from livetable.bus import TableBatch
 from livetable.config import Settings
@@ -64,63 +64,22 @@ from livetable.server.gcpolicy import (
 )
 from livetable.store.sqlite import SQLiteStore
 
-ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_700_000_000_000
 SECRET = b"s" * 32
-BATCH = 200
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu(pid: int) -> float:
-    """A process's CPU seconds (user + system), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
-def operator(latency_ms: float) -> Any:
-    """The reference operator in a process of its own: its wallet's URL and secret."""
-    port, secret = free_port(), secrets.token_urlsafe(16)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "livetable.cli", "operator-demo", "--port", str(port),
-         "--secret", secret, "--initial-balance", str(10**15),
-         *(["--fault", "debit:slow=1", "--slow", str(latency_ms / 1000)] if latency_ms else [])],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
-                break
-            if time.monotonic() > deadline:
-                raise SystemExit("the reference operator did not start")
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/wallet", secret.encode()
-    finally:
-        proc.terminate()
-        proc.wait()
-
-
-async def burst(conns: list[FramedWebSocketProtocol], bets: int, tag: str,
-                writer_pid: int) -> float:
-    """``bets`` bets over ``conns``; the server's CPU seconds (loop thread + writer
-    process) until every one is answered."""
-    frames = [masked(json.dumps({"type": "place_bet", "bet_id": f"{tag}-{n}",
-                                 "round_id": "r1", "spot": "P1", "amount": 10}))
-              for n in range(bets)]
-    before = WRITES[0]
-    start, writer = time.thread_time(), process_cpu(writer_pid)
-    for n in range(0, bets, BATCH):
-        for k in range(n, min(n + BATCH, bets)):
-            conns[k % len(conns)].data_received(frames[k])
-        await asyncio.sleep(0)
-    await until(lambda: WRITES[0] - before >= bets, timeout=120)
-    return time.thread_time() - start + process_cpu(writer_pid) - writer
+def operator(latency_ms: float) -> Iterator[tuple[str, bytes]]:
+    """The reference operator in a process of its own, as the wallet bench starts it
+    (:func:`bench.scenarios.start_operator`): its wallet's URL and secret."""
+    with tempfile.TemporaryDirectory() as work:
+        env: dict[str, str] = {}
+        proc = start_operator(Path(work), latency_ms, "debit", env)
+        try:
+            yield env["LIVETABLE_WALLET_URL"], env["LIVETABLE_WALLET_SECRET"].encode()
+        finally:
+            proc.terminate()
+            proc.wait()
 
 
 async def run(players: int, bets: int, rounds: int, latency_ms: float,
@@ -166,12 +125,18 @@ async def run(players: int, bets: int, rounds: int, latency_ms: float,
         gc.collect()
         gc.freeze()
         gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, NO_AUTOMATIC_FULL)
+        writer = store.process.pid or 0
+
+        def server_cpu() -> float:
+            """The server's side: the loop's thread and the writer process."""
+            return time.thread_time() + cpu_seconds(writer)
+
         for r in range(rounds + 1):  # the first of each warms up, not counted
             for side, conns in sides.items():
                 if side not in only:
                     continue
                 gc.collect()
-                cpu = await burst(conns, bets, f"{side}{r}", store.process.pid or 0)
+                cpu = await burst(conns, bets, f"{side}{r}", server_cpu, timeout=120)
                 if r:
                     per_bet[side].append(cpu / bets * 1e6)
         for conns in sides.values():
