@@ -120,7 +120,7 @@ class WalletLog(Protocol):
         rounds, not their debits (a round in play holds thousands)."""
         ...
 
-    async def open_debits(self, limit: int, rounds: list[str] | None = None,
+    async def open_debits(self, limit: int, rounds: Sequence[str] | None = None,
                           unknown_of: Sequence[str] = ()) -> list[WalletCall]:
         """Debits not closed yet, oldest first: every one, or (``rounds`` given) those of
         ``rounds`` and the ``unknown`` ones of ``unknown_of``."""
@@ -261,9 +261,10 @@ class BatchedWalletLog:
         rows = msgspec.json.decode(await self._in_batch(w.OpenRounds(limit)))
         return [(str(round_id), bool(unknown)) for round_id, unknown in rows]
 
-    async def open_debits(self, limit: int, rounds: list[str] | None = None,
+    async def open_debits(self, limit: int, rounds: Sequence[str] | None = None,
                           unknown_of: Sequence[str] = ()) -> list[WalletCall]:
-        return await self._calls(w.OpenDebits(limit, rounds, list(unknown_of)))
+        return await self._calls(w.OpenDebits(
+            limit, None if rounds is None else list(rounds), list(unknown_of)))
 
     async def due(self, now: int, limit: int) -> list[WalletCall]:
         return await self._calls(w.Due(now, limit))

@@ -77,7 +77,7 @@ _INSERT = (f"INSERT INTO wallet_calls ({_COLUMNS}) VALUES "
 #: What the sweeper reads four times a second, by index (migration 9): the pending debits
 #: past a deadline, and the rounds with open debits (``wallet_open_rounds``).
 _EXPIRED = "method = 'debit' AND state = 'pending' AND deadline < $1 ORDER BY n FOR UPDATE"
-_OPEN = "method = 'debit' AND closed_by IS NULL"
+_OPEN = w.OPEN_DEBIT
 _OPEN_ROUNDS = (f"SELECT round_id, bool_or(state = 'unknown') FROM wallet_calls WHERE {_OPEN} "
                 "GROUP BY round_id ORDER BY min(created_at) LIMIT $1")
 #: The steps taken one statement for the whole batch.

@@ -106,11 +106,11 @@ class SeamlessWallet:
         self.clock = clock
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
-        #: credits and rollbacks on their way (operator/outbox.py), lines' places borrowed
+        #: whether the operator's wallet answers (operator/health.py)
         self._health = WalletHealth(clock)
-        self._heard = self._health.heard
+        #: credits and rollbacks on their way (operator/outbox.py), lines' places borrowed
         self.outbox = Outbox(settings, wallet_log, self.wallets, metrics, clock,
-                             self._heard, self._wake.set, self._line)
+                             self._health.heard, self._wake.set, self._line)
         self._sweep_asked = False
         self._installation: str | None = None
         self._turns: dict[tuple[str, str], _Turn] = {}
@@ -142,7 +142,7 @@ class SeamlessWallet:
         """The operator's balance for the player, or None if it did not say in time."""
         body = ENCODER.encode(BalanceQuery(player_id=operator_player_id(identity.id),
                                             currency=self.currency_of(identity)))
-        reply = self._heard(await self.wallets.of(identity.id).debits.call(
+        reply = self._health.heard(await self.wallets.of(identity.id).debits.call(
             "balance", body, min(self.settings.wallet_timeout, 2.0)))
         self.metrics.inc(f"livetable_wallet_balance_{'ok' if reply.ok else 'failed'}_total")
         return reply.balance if reply.ok else None
@@ -281,7 +281,7 @@ class SeamlessWallet:
         took: float | None = None
         try:
             sent = self.clock()
-            reply = self._heard(await self.wallets.of(call.player_id).debits.call(
+            reply = self._health.heard(await self.wallets.of(call.player_id).debits.call(
                 "debit", call.body, (call.deadline - sent) / 1000))
             took = self.clock() - sent  # a timeout too: the line learns the wallet is slow
             return reply

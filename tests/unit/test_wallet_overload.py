@@ -128,11 +128,9 @@ def count_calls(target: Any, names: list[str], calls: Counter[str]) -> None:
         setattr(target, name, counted)
 
 
-async def test_a_500_player_rounds_close_is_a_few_calls_and_pays_every_player_right(
-        tmp_path: Path) -> None:
-    rig = Rig(tmp_path, timeout=30.0, connections=32)
-    await rig.open_round()
-    players = [f"p{i}" for i in range(500)]
+async def one_slip_each(rig: Rig, n: int) -> list[str]:
+    """``n`` players, each with one slip of 100 on P1 accepted through the wallet at once."""
+    players = [f"p{i}" for i in range(n)]
     for player in players:
         await rig.store.ensure_player(player, player, 0, T0)
     answers = await asyncio.gather(*(
@@ -141,6 +139,14 @@ async def test_a_500_player_rounds_close_is_a_few_calls_and_pays_every_player_ri
                               slip(player, f"{player}-b"), rig.clock.now, T0 + 16_000)
         for player in players))
     assert all(isinstance(a, p.SlipAccepted) for a in answers)
+    return players
+
+
+async def test_a_500_player_rounds_close_is_a_few_calls_and_pays_every_player_right(
+        tmp_path: Path) -> None:
+    rig = Rig(tmp_path, timeout=30.0, connections=32)
+    await rig.open_round()
+    players = await one_slip_each(rig, 500)
     await rig.settle()
     calls: Counter[str] = Counter()
     count_calls(rig.store, ["withdraw", "withdraw_many", "settlements_for_rounds",
@@ -175,15 +181,7 @@ async def test_a_sweep_while_the_round_is_in_play_reads_none_of_its_debits(
     every one once the round settles, each player paid."""
     rig = Rig(tmp_path, timeout=30.0, connections=16)
     await rig.open_round()
-    players = [f"p{i}" for i in range(60)]
-    for player in players:
-        await rig.store.ensure_player(player, player, 0, T0)
-    answers = await asyncio.gather(*(
-        rig.wallet.place_slip(Identity(kind="player", id=player, name=player, expires=2**40,
-                                       currency="THB"),
-                              slip(player, f"{player}-b"), rig.clock.now, T0 + 16_000)
-        for player in players))
-    assert all(isinstance(a, p.SlipAccepted) for a in answers)
+    players = await one_slip_each(rig, 60)
     read: Counter[str] = Counter()
     run = rig.log._run
 

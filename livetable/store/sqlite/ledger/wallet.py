@@ -297,9 +297,10 @@ def _enqueue(db: sqlite3.Connection, step: Enqueue) -> None:
                    [(call.tx_id, step.now, t) for call in step.calls for t in closes(call)])
 
 
-#: What an open debit is (index ``wallet_open_rounds``: the sweeper reads by round).
-_OPEN = "method = 'debit' AND closed_by IS NULL"
-_OPEN_ROUNDS = (f"SELECT round_id, MAX(state = 'unknown') FROM wallet_calls WHERE {_OPEN} "
+#: What an open debit is, in SQLite and PostgreSQL alike (index ``wallet_open_rounds``:
+#: the sweeper reads by round).
+OPEN_DEBIT = "method = 'debit' AND closed_by IS NULL"
+_OPEN_ROUNDS = (f"SELECT round_id, MAX(state = 'unknown') FROM wallet_calls WHERE {OPEN_DEBIT} "
                 "GROUP BY round_id ORDER BY MIN(created_at) LIMIT ?")
 _KEEP = ("UPDATE wallet_calls SET closed_by = ?, updated_at = ? WHERE tx_id = ? "
          "AND state = 'ok' AND closed_by IS NULL")
@@ -330,9 +331,9 @@ def perform(db: sqlite3.Connection, step: AnyStep) -> Value:
         case OpenRounds(limit):
             return msgspec.json.encode(db.execute(_OPEN_ROUNDS, (limit,)).fetchall()).decode()
         case OpenDebits(limit, None):
-            return _select(db, f"{_OPEN} ORDER BY created_at LIMIT ?", (limit,))
+            return _select(db, f"{OPEN_DEBIT} ORDER BY created_at LIMIT ?", (limit,))
         case OpenDebits(limit, rounds, unknown_of):
-            return _select(db, f"{_OPEN} AND (round_id IN (SELECT value FROM json_each(?)) OR "
+            return _select(db, f"{OPEN_DEBIT} AND (round_id IN (SELECT value FROM json_each(?)) OR "
                                "(state = 'unknown' AND round_id IN (SELECT value FROM "
                                "json_each(?)))) ORDER BY created_at LIMIT ?",
                            (msgspec.json.encode(rounds), msgspec.json.encode(unknown_of),
@@ -368,6 +369,11 @@ _ONE_WRITE = (BeginDebit, AnswerDebit, KeepDebit, DebitOf, OpenRounds, OpenDebit
               Delivered, Calls, Backlog, Totals, Days)
 
 
+def _failed(exc: Exception) -> Outcome:
+    """A step that failed alone: why, and whether it is an outage (the disk, the lock)."""
+    return Outcome(None, f"{type(exc).__name__}: {exc}", is_sqlite_outage(exc))
+
+
 def apply(db: sqlite3.Connection, steps: list[AnyStep]) -> list[Outcome]:
     """One transaction, each step in a savepoint of its own (but those of one statement:
     :data:`_ONE_WRITE`)."""
@@ -381,8 +387,7 @@ def apply(db: sqlite3.Connection, steps: list[AnyStep]) -> list[Outcome]:
                 except Exception as exc:
                     if not db.in_transaction:  # SQLite rolled it back (a full disk)
                         raise
-                    out.append(Outcome(None, f"{type(exc).__name__}: {exc}",
-                                       is_sqlite_outage(exc)))
+                    out.append(_failed(exc))
                 continue
             db.execute("SAVEPOINT step")
             try:
@@ -394,8 +399,7 @@ def apply(db: sqlite3.Connection, steps: list[AnyStep]) -> list[Outcome]:
                     # the transaction is gone (SQLite rolled it back: a full disk): the
                     # batch fails, with why, not with the rollback's own error
                     raise exc from None
-                out.append(Outcome(None, f"{type(exc).__name__}: {exc}",
-                                   is_sqlite_outage(exc)))
+                out.append(_failed(exc))
             db.execute("RELEASE step")
         db.execute("COMMIT")
     except BaseException:
