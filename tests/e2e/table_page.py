@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from livetable.rules import BetSpot, hand_of, parse_cards, settle_bet
 
@@ -117,11 +118,70 @@ class TablePage:
             self.page.get_by_test_id(f"spot-{bet.spot}").click()
 
     def confirm(self, bets: list[Bet]) -> None:
-        self.page.get_by_test_id("confirm").click()
+        try:
+            self.page.get_by_test_id("confirm").click()
+        except PlaywrightTimeoutError as e:
+            raise self.unclickable() from e
+        self.wait_confirmed(bets)
+
+    def wait_confirmed(self, bets: list[Bet]) -> None:
         for b in bets:
             expect(self.page.get_by_test_id(f"stake-{b.spot}")).to_have_attribute(
                 "data-confirmed", str(b.amount)
             )
+
+    def bet(self, bets: list[Bet], at_least_ms: int = 3_000, rounds: int = 3) -> str:
+        """Place and confirm ``bets`` in one round that takes bets; that round's no.
+
+        A loaded machine can hold the page back past the countdown between the wait for the
+        betting and the Confirm: the page then closes the chips as not placed, as it does for a
+        player who was too slow. That round is missed, not failed, and the bets go in the next
+        one; anything else fails at once, saying what the page showed.
+        """
+        for _ in range(rounds):
+            round_no = self.wait_betting(at_least_ms)
+            for b in bets:
+                self.place(b)
+            try:
+                self.page.get_by_test_id("confirm").click(timeout=5_000)
+            except PlaywrightTimeoutError as e:
+                if self.missed(round_no):
+                    continue
+                raise self.unclickable() from e
+            self.wait_confirmed(bets)
+            return round_no
+        raise AssertionError(f"the countdown closed before Confirm {rounds} rounds running")
+
+    def missed(self, round_no: str) -> bool:
+        """Round ``round_no`` stopped taking bets before they were confirmed: the page shows
+        the chips as not placed, or the round is no longer the one taking bets."""
+        unplaced = self.page.locator("[data-testid^=unplaced-]").count() > 0
+        closed = self.phase() != "betting" or self.remaining_ms() <= 0
+        return unplaced or closed or self.page.get_by_test_id("round-no").inner_text() != round_no
+
+    def unclickable(self) -> AssertionError:
+        return AssertionError(f"Confirm could not be clicked; the page: {self.state()}")
+
+    def state(self) -> dict[str, Any]:
+        """What the page shows of the betting: for a failure's message."""
+        shown: dict[str, Any] = self.page.evaluate(
+            """() => {
+                const at = (id, a) =>
+                    document.querySelector(`[data-testid=${id}]`)?.getAttribute(a);
+                return {
+                    phase: at('phase', 'data-phase'),
+                    round: document.querySelector('[data-testid=round-no]')?.textContent,
+                    remaining_ms: at('countdown', 'data-remaining-ms'),
+                    connection: at('conn-state', 'data-state'),
+                    confirm_disabled: document.querySelector('#btn-confirm')?.disabled,
+                    unplaced: Array.from(document.querySelectorAll('[data-testid^=unplaced-]'),
+                        (e) => e.textContent),
+                    warning: document.querySelector('[data-testid=bet-warning]')?.textContent,
+                    error: document.querySelector('[data-testid=bet-error]')?.textContent,
+                };
+            }"""
+        )
+        return shown
 
     def wait_hand(self, hand: str, timeout: float = 60_000) -> None:
         expect(self.page.get_by_test_id(f"hand-{hand}")).to_have_attribute(

@@ -154,10 +154,8 @@ def test_while_you_were_away_never_shows_an_old_balance(server: Server, browser:
     try:
         page = ctx.new_page()
         tp = TablePage(page, server.url).open(table)
-        tp.wait_betting(at_least_ms=3_000)
-        round_id = server.api(f"/api/tables/{table}")["round_id"]
-        tp.place(Bet("P2", 10))
-        tp.confirm([Bet("P2", 10)])
+        tp.bet([Bet("P2", 10)])
+        round_id = server.api(f"/api/tables/{table}")["round_id"]  # the bet's: still in play
         token = tp.token()
         page.goto("about:blank")  # away while the round settles
         # the same player's other tab, there before the page comes back: its connection

@@ -425,10 +425,8 @@ def test_a_second_tab_of_the_same_player_shows_the_same_balance(
     second = TablePage(context.new_page(), server.url).open(table)
     assert first.token() == second.token()
     start = first.balance()
-    first.wait_betting(at_least_ms=3_000)
     chip = smallest_chip(first.page)
-    first.place(Bet("P5", chip))
-    first.confirm([Bet("P5", chip)])
+    first.bet([Bet("P5", chip)])
     expect(second.page.get_by_test_id("balance")).to_have_attribute(
         "data-value", str(start - 2 * chip))
     assert not page_errors, page_errors

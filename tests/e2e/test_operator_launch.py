@@ -46,10 +46,7 @@ def test_the_launch_url_opens_the_table_as_the_player_with_the_operators_money(
     # 50000 in THB's minor unit (satang) is ฿500.00, not "50,000 THB"
     expect(page.get_by_test_id("balance")).to_have_text("฿500.00")
 
-    table.wait_betting(at_least_ms=3_000)
-    bet = Bet("P1", 100)
-    table.place(bet)
-    table.confirm([bet])
+    table.bet([Bet("P1", 100)])
     expect(page.get_by_test_id("balance")).to_have_attribute("data-value", "49800")
     wait_until(lambda: any(c["method"] == "credit"
                            for c in operator.state()["applied"].values()), timeout=60)
@@ -141,10 +138,7 @@ def test_the_reality_check_holds_betting_until_acknowledged_then_the_session_end
     expect(page.get_by_test_id("bet-error")).to_contain_text("Answer the reality check first")
     page.get_by_test_id("reality-ack").click()
     expect(dialog).to_be_hidden()
-    table.wait_betting(at_least_ms=3_000)
-    bet = Bet("P2", 100)
-    table.place(bet)
-    table.confirm([bet])
+    table.bet([Bet("P2", 100)])
     # the operator ends the session: the page says so and does not reconnect
     ended = signed_post(server, f"/api/operator/sessions/{session['session_id']}/end",
                         {"reason": "self_exclusion"})

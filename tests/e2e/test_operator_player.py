@@ -48,10 +48,7 @@ def test_the_bet_record_shows_no_ledger_balance_for_an_operators_player(
     _, server = seamless
     page = opened(context, server, "rec-1", currency="THB", language="en")
     table = TablePage(page, server.http + "/")
-    table.wait_betting()
-    bet = Bet("P1", 100)
-    table.place(bet)
-    table.confirm([bet])
+    table.bet([Bet("P1", 100)])
     page.goto(server.http + "/records.html")
     wait_until(lambda: (page.reload() or True) and page.get_by_test_id("bet-row").first
                .get_attribute("data-returned") not in (None, ""), timeout=40)

@@ -139,12 +139,9 @@ def test_connection_cut_mid_round_resumes_and_shows_the_settlement(
 ) -> None:
     table = auto_table(server)
     tp = TablePage(page, server.url).open(table)
-    tp.wait_betting(at_least_ms=3_000)
-    round_id = server.api(f"/api/tables/{table}")["round_id"]
-    chip = chips(page)[0]
-    bet = Bet("P2", chip)
-    tp.place(bet)
-    tp.confirm([bet])
+    bet = Bet("P2", chips(page)[0])
+    tp.bet([bet])
+    round_id = server.api(f"/api/tables/{table}")["round_id"]  # the bet's: still in play
 
     context.set_offline(True)
     expect(page.get_by_test_id("conn-state")).not_to_have_attribute("data-state", "online")
@@ -321,11 +318,9 @@ def test_a_player_who_closed_the_page_sees_what_was_paid_on_return(
 ) -> None:
     table = auto_table(server)
     tp = TablePage(page, server.url).open(table)
-    tp.wait_betting(at_least_ms=3_000)
-    round_id = server.api(f"/api/tables/{table}")["round_id"]
     bet = Bet("P4", chips(page)[0])
-    tp.place(bet)
-    tp.confirm([bet])
+    tp.bet([bet])
+    round_id = server.api(f"/api/tables/{table}")["round_id"]  # the bet's: still in play
     page.close()
 
     def round_over() -> bool:

@@ -94,9 +94,7 @@ def test_screenshots(server: Server, browser: Browser, shots: Path) -> None:
         page = ctx.new_page()
         try:
             tp = TablePage(page, proxy.url).open(table)
-            tp.wait_betting(at_least_ms=3_000)
-            tp.place(Bet("P2", 100))
-            tp.confirm([Bet("P2", 100)])
+            tp.bet([Bet("P2", 100)])
             tp.place(Bet("P4_PAIR", 50))
             proxy.stall()
             expect(page.locator("body")).to_have_attribute("data-connection", "reconnecting",
