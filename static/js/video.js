@@ -17,7 +17,8 @@
 // from closes_at on the server's clock, so a round_opened that waited behind the previous
 // round's results only shortens the countdown shown — never lengthens it — and a bet is
 // judged by when it reaches the server.
-// When the video fails, stalls or is paused, nothing is held: the drawn table is the game.
+// When the video fails, stalls or is paused, nothing is held: the drawn table is the game
+// (and stays so while a failed stream is tried again, until its picture plays).
 // A round's results stand: the next round_opened waits until RESULT_STAND_MS after the
 // results (and the player's own) were shown, so the betting that follows opens later on
 // this page, with the countdown still on the server's clock (docs/video.md).
@@ -67,6 +68,7 @@ class TableVideo {
     this.state = "off";        // off (no stream) | loading | playing | stalled | failed
     this.reason = "";
     this.delayMs = null;
+    this.retrying = false;     // loading a stream that failed: the game is not held meanwhile
     this.queue = [];           // {name, detail, at, spoiler, deliver}
     this.log = [];             // released spoilers: {type, hand, at, released, videoAt}
     this.hls = null;
@@ -132,7 +134,9 @@ class TableVideo {
     this._pump();
   }
 
-  _holding() { return this.state === "loading" || this.state === "playing"; }
+  // A stream tried again after it failed holds nothing while it loads: the player has been
+  // following the drawn table, which must not stop for the retry (up to START_TIMEOUT_MS).
+  _holding() { return this.state === "playing" || (this.state === "loading" && !this.retrying); }
 
   /** The studio-clock time (epoch ms) of the frame on screen, or null if unknown. */
   videoNow() {
@@ -211,6 +215,7 @@ class TableVideo {
 
   async _load(url) {
     if (url === this.url && this.state !== "failed") return;
+    this.retrying = url === this.url && this.state === "failed";
     this._teardown();
     this.url = url;
     if (!url) { this._set("off"); this._pump(); return; }

@@ -61,7 +61,6 @@ def play_a_round(page: Page, server: Server, dealer: Dealer) -> None:
     expect(board.locator(".winners__name")).to_have_text([name[:2] + "***"])
     amount = int(board.locator("li").first.get_attribute("data-amount") or 0)
     assert amount > 0
-    page.screenshot(path="/tmp/pf_winners.png")
     assert overlaps(page, "winners", ["[data-testid^=hand-]", "[data-testid^=spot-]",
                                       "[data-testid=win]"]) == []
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from typing import Any
 
 import pytest
 from layout import SPOTS, overlaps, show_win, uncovered
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, BrowserContext, Page, Route, expect
 from procutil import free_port, stop
 from table_page import Server, get_json, livetable_command, wait_until
 
@@ -261,6 +262,35 @@ def test_a_broken_stream_falls_back_to_the_drawn_table(studio: tuple[Server, Med
         assert s["delay"] is None, s
         assert s["t"] - arrival_of(arrivals, s)["t"] < 2_000, s
     assert errors == []
+
+
+def test_a_broken_stream_tried_again_holds_nothing_while_it_loads(
+        studio: tuple[Server, MediaServer], watched: BrowserContext) -> None:
+    """The page tries a failed stream again every 15 s; a retry that loads slowly (here it
+    never answers: the page gives up after 12 s) must not hold the game the player has been
+    following on the drawn table. (It held every reveal until the retry failed: on a loaded
+    run, two seconds for a 404.)"""
+    server, _ = studio
+    page = watched.new_page()
+    page.goto(f"{server.url}table.html?table=t2")
+    figure = page.get_by_test_id("video")
+    expect(figure).to_have_attribute("data-state", "failed")
+    hung: list[Route] = []  # the retry's requests for the playlist: never answered
+
+    def hold(route: Route) -> None:
+        hung.append(route)
+
+    page.route(re.compile(r".*/nothing-here/.*"), hold)
+    # the retry now (its timer would in 15 s), as the cards of a round start to come
+    count = len(page.evaluate("window.__shown"))
+    wait_until(lambda: len(page.evaluate("window.__shown")) > count, timeout=60)
+    page.evaluate("() => { const v = window.livetableVideo; v._load(v.url); }")
+    expect(figure).to_have_attribute("data-state", "loading")
+    # the next hand comes face up while the retry still loads (the round's last hand has
+    # been drawn face up before the retry at worst: then the next round's first)
+    wait_until(lambda: any(s["state"] == "loading" for s in page.evaluate("window.__shown")),
+               timeout=30)
+    assert hung, "the retry asked for no playlist"
 
 
 def test_a_table_without_a_stream_looks_as_before(server: Server, page: Page) -> None:
