@@ -68,7 +68,14 @@ from livetable.server.gateway.connection import Session
 from livetable.server.gateway.delivery import Census, Delivery
 from livetable.server.gateway.feed import TableFeed, Tables
 from livetable.server.gateway.intake import MAX_BETS_IN_FLIGHT, Intake
-from livetable.server.gateway.players import Players, TermsOf, TipsOf, no_terms, tips_on
+from livetable.server.gateway.players import (
+    OtherConnections,
+    Players,
+    TermsOf,
+    TipsOf,
+    no_terms,
+    tips_on,
+)
 from livetable.server.gateway.sessions import (
     Announce,
     Sessions,
@@ -134,15 +141,16 @@ class Gateway:
         self.chat = Chat(settings, chat_room or MemoryChatRoom(), self.tables, metrics)
         self.admission = Admission(settings, secret, store, metrics, self.tables, players,
                                    self.sessions, self.chat)
+        others = OtherConnections(players, self.tables.players, self.keep)
         intake = Intake(settings, store, metrics, self.limits, wallet, self.tables.feeds,
-                        self.sessions, terms_of)
+                        self.sessions, terms_of, others)
         tip_wallet = None
         if wallet is not None:  # the operator's side, imported only with its wallet
             from livetable.operator.tipping import WalletTips
 
             tip_wallet = WalletTips(wallet)
         self.tips = Tips(store, metrics, self.limits, self.tables.feeds, self.sessions,
-                         self.chat, players, tip_wallet)
+                         self.chat, players, tip_wallet, others)
         self.commands = Commands(store, self.limits, execute, secret, intake, players,
                                  self.tables.feeds, self.sessions, self.chat, self.tips)
 

@@ -106,9 +106,7 @@ class Commands:
             client.send_message(p.Error(code="not_a_player",
                                         message="sign in as a player to see a balance"))
             return
-        view = await self.players.view(identity, p.PlayerView(id=identity.id,
-                                                              name=identity.name, balance=0))
-        client.send_message(p.Balance(balance=view.balance, currency=view.currency))
+        client.send_message(await self.players.balance(identity))
 
     async def _bet_record(self, client: Client, command: p.GetBets) -> None:
         if client.identity is None or not client.identity.is_player:

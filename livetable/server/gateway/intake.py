@@ -35,7 +35,7 @@ from livetable.config import Settings
 from livetable.metrics import Metrics
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.feed import TableFeed
-from livetable.server.gateway.players import TermsOf, no_terms
+from livetable.server.gateway.players import OtherConnections, TermsOf, no_terms
 from livetable.server.gateway.sessions import Sessions
 from livetable.server.ratelimit import RateLimits
 from livetable.store.base import Store
@@ -52,8 +52,11 @@ class Intake:
 
     def __init__(self, settings: Settings, store: Store, metrics: Metrics, limits: RateLimits,
                  wallet: SeamlessWallet | None, feeds: dict[str, TableFeed],
-                 sessions: Sessions, terms_of: TermsOf = no_terms) -> None:
+                 sessions: Sessions, terms_of: TermsOf = no_terms,
+                 others: OtherConnections | None = None) -> None:
         self.settings = settings
+        #: The player's other connections here, told the balance a bet taken left.
+        self.others = others
         #: A launched player's limits, from their operator's entry for the session's
         #: currency: the slip carries them and is judged by them, not by the table's.
         self.terms_of = terms_of
@@ -90,6 +93,8 @@ class Intake:
         answer = bet_answer(bet.bet_id, await self._take(client, slip, arrived_at))
         self.metrics.bet(answer.code if isinstance(answer, p.BetRejected) else "accepted")
         client.send_message(answer)
+        if not isinstance(answer, p.BetRejected):
+            self._taken(client)
 
     async def place_bets(self, client: Client, slip: p.PlaceBets, arrived_at: int) -> None:
         refused = self._may_bet(client)
@@ -110,6 +115,16 @@ class Intake:
             for _ in answer.bets:
                 self.metrics.bet("accepted")
         client.send_message(answer)
+        if not isinstance(answer, p.SlipRejected):
+            self._taken(client)
+
+    def _taken(self, client: Client) -> None:
+        """A bet of ``client``'s player was taken: their other connections here hear the
+        balance. A player with one connection (nearly all) costs a look-up, no call."""
+        assert client.identity is not None
+        others = self.others
+        if others is not None and len(others.connections.get(client.identity.id, ())) > 1:
+            others.balance_moved(client)
 
     async def _take(self, client: Client, slip: SlipRequest,
                     arrived_at: int) -> p.SlipAccepted | Rejection:

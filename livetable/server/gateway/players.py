@@ -7,6 +7,8 @@ balance shown is the operator's (asked each time). Otherwise the ledger's. The w
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -15,10 +17,13 @@ from livetable.auth import Identity
 from livetable.betting.tips import TIPS_ON, TipPolicy, tip_limits
 from livetable.clock import now_ms
 from livetable.config import Settings
-from livetable.store.base import Store
+from livetable.server.gateway.client import Client
+from livetable.store.base import Store, StoreUnavailable
 
 if TYPE_CHECKING:  # the wallet's module is the operator's side, not needed to run without it
     from livetable.operator.seamless import SeamlessWallet
+
+log = logging.getLogger("livetable.gateway")
 
 
 class Terms(Protocol):
@@ -85,9 +90,49 @@ class Players:
             player.tips = self.limits_of(identity, table_limits)
         return player
 
+    async def balance(self, identity: Identity) -> p.Balance:
+        """The player's balance now, as ``get_balance`` answers it."""
+        view = await self.view(identity, p.PlayerView(id=identity.id, name=identity.name,
+                                                      balance=0))
+        return p.Balance(balance=view.balance, currency=view.currency)
+
     def limits_of(self, identity: Identity, table_limits: p.Limits) -> p.TipLimits | None:
         """What a tip of ``identity`` may be at a table of ``table_limits`` (its operator's
         range, else its bet limits: the session's or the table's); None: tips are off."""
         terms = self.terms_of(identity)
         return tip_limits(self.tips_of(identity),
                           terms.limits if terms is not None else table_limits)
+
+
+class OtherConnections:
+    """A player's other connections here hear their balance as soon as a bet or a tip of
+    theirs is taken on one (another phone, another browser: a page's own tabs share it in
+    the browser), not only at the round's results.
+
+    The balance is read again (:meth:`Players.balance`), not copied from the answer: a
+    repeated slip's answer repeats the balance of its first acceptance. Nothing is read for a
+    player with one connection here, the usual case: a dictionary look-up a bet."""
+
+    def __init__(self, players: Players, connections: dict[str, set[Client]],
+                 keep: Callable[[asyncio.Task[None]], None]) -> None:
+        self.players = players
+        self.connections = connections  # each player's connections here (feed.Tables')
+        self.keep = keep
+
+    def balance_moved(self, client: Client) -> None:
+        identity = client.identity
+        if identity is None:
+            return
+        others = [c for c in self.connections.get(identity.id, ()) if c is not client]
+        if others:
+            self.keep(asyncio.get_running_loop().create_task(self._tell(identity, others)))
+
+    async def _tell(self, identity: Identity, others: list[Client]) -> None:
+        try:
+            frame = await self.players.balance(identity)
+        except StoreUnavailable as exc:  # they hear it at the results, or when they ask
+            log.warning("player %s: other connections not told the balance: %s",
+                        identity.id, exc)
+            return
+        for other in others:
+            other.send_message(frame)

@@ -26,7 +26,7 @@ from livetable.metrics import Metrics
 from livetable.server.gateway.chat import Chat
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.feed import TableFeed
-from livetable.server.gateway.players import Players
+from livetable.server.gateway.players import OtherConnections, Players
 from livetable.server.gateway.sessions import Sessions
 from livetable.server.ratelimit import RateLimits
 from livetable.store.base import Store, StoreUnavailable
@@ -42,8 +42,11 @@ class Tips:
 
     def __init__(self, store: Store, metrics: Metrics, limits: RateLimits,
                  feeds: dict[str, TableFeed], sessions: Sessions, chat: Chat,
-                 players: Players, wallet: WalletTips | None = None) -> None:
+                 players: Players, wallet: WalletTips | None = None,
+                 others: OtherConnections | None = None) -> None:
         self.store = store
+        #: The player's other connections here, told the balance a tip taken left.
+        self.others = others
         self.metrics = metrics
         self.limits = limits
         self.feeds = feeds
@@ -69,6 +72,8 @@ class Tips:
         currency = self.currency_of(identity)
         client.send_message(answer.accepted(currency))
         if answer.fresh:
+            if self.others is not None:
+                self.others.balance_moved(client)
             self.metrics.tip("accepted", answer.amount)
             frame = p.encode(p.TipReceived(table=table, sender=identity.name,
                                            amount=answer.amount, currency=currency,

@@ -1,0 +1,98 @@
+"""A player on two connections (a phone and a laptop; two browsers): a bet or a tip taken on
+one, and the other shows the new balance at once — not at the round's results, as it did."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_gateway_sessions import SECRET, _Socket, _until
+
+from livetable import protocol as p
+from livetable.auth import mint
+from livetable.bus import TableBatch
+from livetable.clock import now_ms
+from livetable.config import Settings
+from livetable.engine import OpenRound
+from livetable.metrics import Metrics
+from livetable.server.gateway import Gateway
+from livetable.store.sqlite import SQLiteStore
+
+#: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
+pytestmark = pytest.mark.sleeps
+
+ROUND = "t1.1.1"
+LIMITS = p.Limits(min=10, max=5_000, pair_min=10, pair_max=1_000, round_max=20_000)
+
+
+def _send(ws: _Socket, frame: dict[str, Any]) -> None:
+    ws.incoming.put_nowait({"type": "websocket.receive", "text": json.dumps(frame)})
+
+
+def _bet(ws: _Socket, bet_id: str, amount: int) -> None:
+    _send(ws, {"type": "place_bet", "bet_id": bet_id, "round_id": ROUND, "spot": "P1",
+               "amount": amount})
+
+
+def _balances(ws: _Socket) -> list[int]:
+    return [m["balance"] for m in ws.sent if m["type"] == "balance"]
+
+
+async def test_a_bet_on_one_connection_shows_its_balance_on_the_players_others(
+        tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, secret=SECRET, heartbeat=0)
+
+    async def execute(table: str, command: Any) -> p.Ack | p.Error:
+        raise AssertionError("no dealer command here")
+
+    store = SQLiteStore(tmp_path / "db.sqlite3")
+    gateway = Gateway(settings, store, execute, Metrics(), SECRET)
+    closes_at = now_ms() + 600_000
+    await store.commit_step("t1", b"{}", [], [OpenRound(
+        table="t1", round_id=ROUND, shoe_id="t1.1", round_no=1, closes_at=closes_at,
+        limits=LIMITS)], now_ms())
+    snapshot = p.encode(p.TableSnapshot(id="t1", name="T1", phase="betting", mode="auto",
+                                        round_id=ROUND, closes_at=closes_at, limits=LIMITS))
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[], snapshot=snapshot))
+    token = mint(SECRET, "guest", "g1", "G1", 3600)
+    phone, laptop = _Socket(token), _Socket(token)
+    someone = _Socket(mint(SECRET, "guest", "g2", "G2", 3600))
+    sockets = (phone, laptop, someone)
+    tasks = [asyncio.create_task(gateway.serve(ws, "player"))  # type: ignore[arg-type]
+             for ws in sockets]
+    try:
+        await _until(lambda: all("welcome" in ws.types() for ws in sockets))
+        start = phone.sent[0]["player"]["balance"]
+        _bet(phone, "b1", 100)  # P1 deducts twice the stake
+        await _until(lambda: _balances(laptop) == [start - 200])
+        assert _balances(phone) == [] and _balances(someone) == []
+        _bet(laptop, "b2", 100)
+        await _until(lambda: _balances(phone) == [start - 400])
+        # the first bet sent again (a reconnect's resend): its answer repeats the balance of
+        # its first acceptance; the other connection hears the balance as it is now
+        _bet(phone, "b1", 100)
+        await _until(lambda: len(_balances(laptop)) == 2)
+        assert [m["balance"] for m in phone.sent if m["type"] == "bet_accepted"][-1] \
+            == start - 200
+        assert _balances(laptop) == [start - 200, start - 400]
+        # a bet refused moves nothing: nobody hears a balance
+        _bet(phone, "b3", start)
+        await _until(lambda: phone.sent[-1]["type"] == "bet_rejected")
+        _send(phone, {"type": "ping", "t": 1})  # answered after anything b3 set going
+        _send(laptop, {"type": "ping", "t": 1})
+        await _until(lambda: "pong" in phone.types() and "pong" in laptop.types())
+        assert len(_balances(laptop)) == 2 and _balances(someone) == []
+        # a tip to the dealer moves it too
+        _send(phone, {"type": "tip", "tip_id": "tip-1", "amount": 10})
+        await _until(lambda: len(_balances(laptop)) == 3)
+        assert "tip_accepted" in phone.types()
+        assert _balances(laptop)[-1] == start - 410 and _balances(someone) == []
+    finally:
+        for ws in sockets:
+            await ws.close()
+        async with asyncio.timeout(5):
+            await asyncio.gather(*tasks)
+        await store.close()
