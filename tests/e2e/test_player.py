@@ -61,6 +61,10 @@ def test_lobby_join_bet_watch_reveal_and_payout(
     second = tp.remaining_ms()
     assert 600 <= first - second <= 2_500, (first, second)
     expect(page.get_by_test_id("countdown")).to_have_text(re.compile(r"\d+"))
+    # time enough left for the chips (this round's, or the next's): the look at the
+    # countdown took a second and more, and on a loaded run the round closed between the
+    # two bets (the first not placed, the second in the next round)
+    tp.wait_betting(at_least_ms=4_000)
 
     available = chips(page)
     a = 100 if 100 in available else available[0]
@@ -85,21 +89,32 @@ def test_lobby_join_bet_watch_reveal_and_payout(
     # Face-down cards as they are dealt, then the reveal P1 … P5, Banker.
     expect(page.get_by_test_id("hand-BANKER")).to_have_attribute("data-dealt", "2", timeout=30_000)
     tp.wait_hand("BANKER")
-    cards = tp.all_cards()
-    assert all(len(cards[h]) == 2 for h in cards), cards
+    # The round's results on the felt, read in one go once they are all there: read one by
+    # one, the next round's opening (a few seconds on) once cleared them between two reads.
+    page.wait_for_function("""() => ['P1', 'P2', 'P3', 'P4', 'P5'].every((p) =>
+        document.querySelector(`[data-testid=result-${p}]`)?.dataset.outcome)""")
+    felt = page.evaluate("""() => Object.fromEntries(
+        ['P1', 'P2', 'P3', 'P4', 'P5', 'BANKER'].map((h) => {
+            const el = (id) => document.querySelector(`[data-testid=${id}-${h}]`);
+            return [h, { cards: Array.from(el('cards').querySelectorAll('.card[data-card]'),
+                                           (c) => c.dataset.card),
+                         value: el('value').dataset.value,
+                         outcome: el('result')?.dataset.outcome,
+                         text: el('result')?.textContent }];
+        }))""")
+    cards = {h: shown["cards"] for h, shown in felt.items()}
+    assert all(len(cards[h]) == 2 for h in cards), felt
 
-    # Each hand shows its value as the rules read it.
+    # Each hand shows its value as the rules read it, and each position its result.
     for hand_name, hand_cards in cards.items():
         hand = hand_of(parse_cards(" ".join(hand_cards)))
-        value = page.get_by_test_id(f"value-{hand_name}")
-        expect(value).to_have_attribute("data-value", hand.value)
+        assert felt[hand_name]["value"] == hand.value, (hand_name, felt)
     banker = hand_of(parse_cards(" ".join(cards["BANKER"])))
     for pos in ("P1", "P2", "P3", "P4", "P5"):
         outcome, odds = player_odds(hand_of(parse_cards(" ".join(cards[pos]))), banker)
-        result = page.get_by_test_id(f"result-{pos}")
-        expect(result).to_have_attribute("data-outcome", outcome)
+        assert felt[pos]["outcome"] == outcome, (pos, felt)
         if odds == 2 and outcome != "tie":
-            expect(result).to_contain_text("2:1")
+            assert "2:1" in felt[pos]["text"], (pos, felt)
 
     returned = expected_returned(bets, cards)
     payout = page.get_by_test_id("payout")

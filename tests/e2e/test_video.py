@@ -139,8 +139,10 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, M
         server = start_livetable(
             # betting outlasts the results standing on the page (docs/video.md, "Results stand")
             # with room to spare: a loaded machine's stream runs further behind, and what is
-            # left of the countdown on the page (8 s) was too short for six pages to catch
-            base, "--tables", "2", "--betting-seconds", "10", "--reveal-interval", "1",
+            # left of the countdown on the page was too short for six pages to catch (8 s of
+            # 10, then, with six phones' streams on a run 1.5x slower, none in 60 s): the
+            # service's default, 15 s
+            base, "--tables", "2", "--betting-seconds", "15", "--reveal-interval", "1",
             "--stream", f"t1={media.playlist_url('t1')}",
             "--stream", f"t2={media.playlist_url('nothing-here')}")
         try:
