@@ -85,6 +85,25 @@ class TablePage:
         )
         return result
 
+    def results_on_felt(self) -> dict[str, dict[str, Any]]:
+        """Each hand's cards, value and result (outcome, text) as the felt shows them, read
+        in one go once every position's result is out: read one by one, the next round's
+        opening (a few seconds on) once cleared them between two reads."""
+        self.page.wait_for_function("""() => ['P1', 'P2', 'P3', 'P4', 'P5'].every((p) =>
+            document.querySelector(`[data-testid=result-${p}]`)?.dataset.outcome)""")
+        felt: dict[str, dict[str, Any]] = self.page.evaluate(
+            """(hands) => Object.fromEntries(hands.map((h) => {
+                const el = (id) => document.querySelector(`[data-testid=${id}-${h}]`);
+                return [h, { cards: Array.from(el('cards').querySelectorAll('.card[data-card]'),
+                                               (c) => c.dataset.card),
+                             value: el('value').dataset.value,
+                             outcome: el('result')?.dataset.outcome,
+                             text: el('result')?.textContent }];
+            }))""",
+            list(HANDS),
+        )
+        return felt
+
     def token(self) -> str:
         kept = self.page.evaluate("() => localStorage.getItem('livetable.guest')")
         assert kept, "no guest kept in localStorage"

@@ -89,19 +89,7 @@ def test_lobby_join_bet_watch_reveal_and_payout(
     # Face-down cards as they are dealt, then the reveal P1 … P5, Banker.
     expect(page.get_by_test_id("hand-BANKER")).to_have_attribute("data-dealt", "2", timeout=30_000)
     tp.wait_hand("BANKER")
-    # The round's results on the felt, read in one go once they are all there: read one by
-    # one, the next round's opening (a few seconds on) once cleared them between two reads.
-    page.wait_for_function("""() => ['P1', 'P2', 'P3', 'P4', 'P5'].every((p) =>
-        document.querySelector(`[data-testid=result-${p}]`)?.dataset.outcome)""")
-    felt = page.evaluate("""() => Object.fromEntries(
-        ['P1', 'P2', 'P3', 'P4', 'P5', 'BANKER'].map((h) => {
-            const el = (id) => document.querySelector(`[data-testid=${id}-${h}]`);
-            return [h, { cards: Array.from(el('cards').querySelectorAll('.card[data-card]'),
-                                           (c) => c.dataset.card),
-                         value: el('value').dataset.value,
-                         outcome: el('result')?.dataset.outcome,
-                         text: el('result')?.textContent }];
-        }))""")
+    felt = tp.results_on_felt()
     cards = {h: shown["cards"] for h, shown in felt.items()}
     assert all(len(cards[h]) == 2 for h in cards), felt
 
