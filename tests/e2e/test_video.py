@@ -208,12 +208,12 @@ def test_the_video_plays_and_reveals_wait_for_it(studio: tuple[Server, MediaServ
         arrived = arrival_of(arrivals, s)
         held = s["t"] - arrived["t"]
         # held for the video's delay: well over a second here (1 s segments, two of them
-        # buffered), and at least the delay the page measured, plus its margin — give or take
-        # how far that measure moves between two of its readings (every WATCH_MS, 500 ms:
-        # read at the draw, it can be a newer one than the release went by; with 150 ms a
-        # loaded run once missed by 7 ms). The frame's own clock, below, is the exact check.
+        # buffered). Not compared with the delay the page last measured (every 500 ms): on a
+        # loaded run the picture fell 8 s behind, hls.js jumped it forward to the live edge,
+        # and the reveal went out 4.9 s after it came, rightly, before that measure was
+        # refreshed. The exact checks are the frame's own clock (next) and the page's record
+        # of each release (below): never before the picture reached the reveal.
         assert held >= 1000, (s, arrived)
-        assert held >= s["delay"] + MARGIN_MS - 500, (s, arrived)
         # never earlier than the video: the frame on screen when the card turned face up
         # was made after the reveal reached this page
         assert mod32_diff(s["clock"], arrived["t"] % 2**32) >= -40, (s, arrived)
