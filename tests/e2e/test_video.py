@@ -211,8 +211,9 @@ def test_the_video_plays_and_reveals_wait_for_it(studio: tuple[Server, MediaServ
         # buffered). Not compared with the delay the page last measured (every 500 ms): on a
         # loaded run a reveal went out 4.9 s after it came with that measure at 8 s: the
         # picture had moved forward by seconds between two measures (most likely hls.js
-        # catching up to the live edge), and the release was right. The exact checks are the frame's own clock (next) and the page's record
-        # of each release (below): never before the picture reached the reveal.
+        # catching up to the live edge), and the release was right. The exact checks are
+        # the frame's own clock (next) and the page's record of each release (below): never
+        # before the picture reached the reveal.
         assert held >= 1000, (s, arrived)
         # never earlier than the video: the frame on screen when the card turned face up
         # was made after the reveal reached this page
