@@ -195,6 +195,17 @@ class Closed(Exception):
         self.code = code
 
 
+async def joined(url: str, name: str, token: str | None = None) -> tuple[WireClient, Frame]:
+    """A connection that says hello as soon as it is upgraded — the gateway's hello timeout
+    runs from the upgrade, not from when the test got round to it — and its welcome."""
+    client = await WireClient.connect(url, name)
+    try:
+        return client, await client.hello(token)
+    except BaseException:
+        await client.close()
+        raise
+
+
 class WireClient:
     """One websocket connection that records every frame it receives."""
 

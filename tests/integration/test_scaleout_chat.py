@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from deployment import running
-from liveserver import WireClient, close_all
+from liveserver import WireClient, close_all, joined
 
 pytestmark = [pytest.mark.redis]
 
@@ -26,15 +26,16 @@ async def test_chat_goes_from_one_gateway_to_the_other(tmp_path: Path) -> None:
     async with running(tmp_path, engines=1, gateways=2) as deployment:
         gw1, gw2 = deployment.gateways
         token_a, _ = await deployment.guest(gw1)
-        a1 = await WireClient.connect(gw1.ws, "A@gw1")
-        a2 = await WireClient.connect(gw2.ws, "A@gw2")  # the same player on the other one
-        viewer2 = await WireClient.connect(gw2.ws, "viewer@gw2")
-        console2 = await WireClient.connect(gw2.ws_dealer, "console@gw2")
+        # each connection says hello as soon as it is upgraded (its hello timeout runs from
+        # there: connected all first, the first waited for the others' upgrades, over 5 s
+        # on a loaded run)
+        (a1, _), (a2, _), (viewer2, _), (console2, _) = await asyncio.gather(
+            joined(gw1.ws, "A@gw1", token_a),
+            joined(gw2.ws, "A@gw2", token_a),  # the same player on the other one
+            joined(gw2.ws, "viewer@gw2"),
+            joined(gw2.ws_dealer, "console@gw2", gw2.dealer_token(name="Dee")))
         clients = [a1, a2, viewer2, console2]
         try:
-            # every hello at once: each connection's hello timeout runs from its upgrade
-            await asyncio.gather(a1.hello(token_a), a2.hello(token_a), viewer2.hello(),
-                                 console2.hello(gw2.dealer_token(name="Dee")))
 
             sent = await say(a1, "a1", "hello from gateway 1")
             assert sent["type"] == "chat_accepted"
@@ -83,13 +84,11 @@ async def test_a_tip_on_one_gateway_reaches_the_dealer_console_on_the_other(
     async with running(tmp_path, engines=1, gateways=2) as deployment:
         gw1, gw2 = deployment.gateways
         token, _ = await deployment.guest(gw1)
-        player = await WireClient.connect(gw1.ws, "player@gw1")
-        viewer2 = await WireClient.connect(gw2.ws, "viewer@gw2")
-        console2 = await WireClient.connect(gw2.ws_dealer, "console@gw2")
+        (player, welcome), (viewer2, _), (console2, _) = await asyncio.gather(
+            joined(gw1.ws, "player@gw1", token), joined(gw2.ws, "viewer@gw2"),
+            joined(gw2.ws_dealer, "console@gw2", gw2.dealer_token(name="Dee")))
         clients = [player, viewer2, console2]
         try:
-            welcome, _, _ = await asyncio.gather(  # each hello timeout runs from its upgrade
-                player.hello(token), viewer2.hello(), console2.hello(gw2.dealer_token(name="Dee")))
             name = welcome["player"]["name"]
             await player.send({"type": "tip", "tip_id": "t-1", "amount": 50})
             taken = await player.expect("tip_accepted")
