@@ -9,17 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_gateway_sessions import SECRET, _Socket, _until
+from test_gateway_sessions import SECRET, _Socket, _until, gateway_over
 
 from livetable import protocol as p
 from livetable.auth import mint
-from livetable.bus import TableBatch
 from livetable.clock import now_ms
-from livetable.config import Settings
 from livetable.engine import OpenRound
-from livetable.metrics import Metrics
-from livetable.server.gateway import Gateway
-from livetable.store.sqlite import SQLiteStore
 
 #: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
 pytestmark = pytest.mark.sleeps
@@ -43,20 +38,13 @@ def _balances(ws: _Socket) -> list[int]:
 
 async def test_a_bet_on_one_connection_shows_its_balance_on_the_players_others(
         tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path, secret=SECRET, heartbeat=0)
-
-    async def execute(table: str, command: Any) -> p.Ack | p.Error:
-        raise AssertionError("no dealer command here")
-
-    store = SQLiteStore(tmp_path / "db.sqlite3")
-    gateway = Gateway(settings, store, execute, Metrics(), SECRET)
     closes_at = now_ms() + 600_000
+    store, gateway = gateway_over(tmp_path, p.TableSnapshot(
+        id="t1", name="T1", phase="betting", mode="auto", round_id=ROUND, closes_at=closes_at,
+        limits=LIMITS))
     await store.commit_step("t1", b"{}", [], [OpenRound(
         table="t1", round_id=ROUND, shoe_id="t1.1", round_no=1, closes_at=closes_at,
         limits=LIMITS)], now_ms())
-    snapshot = p.encode(p.TableSnapshot(id="t1", name="T1", phase="betting", mode="auto",
-                                        round_id=ROUND, closes_at=closes_at, limits=LIMITS))
-    gateway.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[], snapshot=snapshot))
     token = mint(SECRET, "guest", "g1", "G1", 3600)
     phone, laptop = _Socket(token), _Socket(token)
     someone = _Socket(mint(SECRET, "guest", "g2", "G2", 3600))

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.sleeps
 
 SECRET = b"s" * 32
 T0 = 1_700_000_000_000
+IDLE = p.TableSnapshot(id="t1", name="T1", phase="idle", mode="auto")
 
 
 class _Socket:
@@ -59,6 +60,21 @@ class _Socket:
         return [m["type"] for m in self.sent if m["type"] != "heartbeat"]
 
 
+def gateway_over(tmp_path: Path, snapshot: p.TableSnapshot = IDLE) -> tuple[SQLiteStore, Gateway]:
+    """A SQLite store and a gateway over it (no dealer commands), the table ``t1`` as
+    ``snapshot`` shows it."""
+    settings = Settings(data_dir=tmp_path, secret=SECRET, heartbeat=0)
+
+    async def execute(table: str, command: Any) -> p.Ack | p.Error:
+        raise AssertionError("no dealer command here")
+
+    store = SQLiteStore(tmp_path / "db.sqlite3")
+    gateway = Gateway(settings, store, execute, Metrics(), SECRET)
+    gateway.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[],
+                               snapshot=p.encode(snapshot)))
+    return store, gateway
+
+
 async def _until(check: Any) -> None:
     async with asyncio.timeout(5):
         while not check():
@@ -67,15 +83,7 @@ async def _until(check: Any) -> None:
 
 async def test_a_missed_end_closes_the_sessions_sockets_when_the_store_is_asked_again(
         tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path, secret=SECRET, heartbeat=0)
-
-    async def execute(table: str, command: Any) -> p.Ack | p.Error:
-        raise AssertionError("no dealer command here")
-
-    store = SQLiteStore(tmp_path / "db.sqlite3")
-    gateway = Gateway(settings, store, execute, Metrics(), SECRET)
-    snapshot = p.encode(p.TableSnapshot(id="t1", name="T1", phase="idle", mode="auto"))
-    gateway.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[], snapshot=snapshot))
+    store, gateway = gateway_over(tmp_path)
     far = 2**52
     for sid in ("s-ends", "s-stays"):
         await store.open_session(SessionRecord(session_id=sid, operator="default",
@@ -114,15 +122,7 @@ async def test_a_reality_check_answered_before_it_is_due_does_not_put_it_off(
     from livetable.betting.sessions import SessionLimits
     from livetable.clock import now_ms
 
-    settings = Settings(data_dir=tmp_path, secret=SECRET, heartbeat=0)
-
-    async def execute(table: str, command: Any) -> p.Ack | p.Error:
-        raise AssertionError("no dealer command here")
-
-    store = SQLiteStore(tmp_path / "db.sqlite3")
-    gateway = Gateway(settings, store, execute, Metrics(), SECRET)
-    snapshot = p.encode(p.TableSnapshot(id="t1", name="T1", phase="idle", mode="auto"))
-    gateway.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[], snapshot=snapshot))
+    store, gateway = gateway_over(tmp_path)
     start = now_ms() - 30_000  # half of its minute played: no check due yet
     await store.open_session(SessionRecord(
         session_id="s-rc", operator="default", player_id="p1", started_at=start,
@@ -148,15 +148,7 @@ async def test_a_slip_the_store_failed_on_holds_no_stake(tmp_path: Path) -> None
     from livetable.betting.sessions import SessionLimits
     from livetable.store.base import StoreUnavailable
 
-    settings = Settings(data_dir=tmp_path, secret=SECRET, heartbeat=0)
-
-    async def execute(table: str, command: Any) -> p.Ack | p.Error:
-        raise AssertionError("no dealer command here")
-
-    store = SQLiteStore(tmp_path / "db.sqlite3")
-    gateway = Gateway(settings, store, execute, Metrics(), SECRET)
-    snapshot = p.encode(p.TableSnapshot(id="t1", name="T1", phase="idle", mode="auto"))
-    gateway.deliver(TableBatch(table="t1", epoch=1, seq=0, frames=[], snapshot=snapshot))
+    store, gateway = gateway_over(tmp_path)
     await store.open_session(SessionRecord(
         session_id="s-out", operator="default", player_id="p1", started_at=T0,
         expires_at=2**52, limits=SessionLimits(max_stake_per_round=1000), checked_at=T0))
