@@ -206,6 +206,19 @@ async def joined(url: str, name: str, token: str | None = None) -> tuple[WireCli
         raise
 
 
+async def all_joined(*joins: tuple[str, str, str | None]) -> list[tuple[WireClient, Frame]]:
+    """Connections made together, each saying hello as soon as it is upgraded (``joined``:
+    connected all first, the first's hello timeout ran while the others were upgraded, over
+    5 s on a loaded cluster), with their welcomes; if one fails, the others are closed."""
+    made = await asyncio.gather(*(joined(url, name, token) for url, name, token in joins),
+                                return_exceptions=True)
+    failed = [m for m in made if isinstance(m, BaseException)]
+    if failed:
+        await close_all([m[0] for m in made if not isinstance(m, BaseException)])
+        raise failed[0]
+    return [m for m in made if not isinstance(m, BaseException)]
+
+
 class WireClient:
     """One websocket connection that records every frame it receives."""
 

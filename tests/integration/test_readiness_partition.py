@@ -98,17 +98,23 @@ async def test_readyz_answers_within_a_second_cut_off_from_redis(
         async with ready_gateway(settings) as http:
             try:
                 proxy.stall()
-                deadline = time.monotonic() + 10  # the watchdog's 3 s of silence, and more
+                # The watchdog's 3 s of silence, and more. The bus must be reported down, and
+                # the store, which is not cut off, up beside it: a loaded run's store probe may
+                # miss its 0.5 s once (a 503 naming the store), so the answers are read until
+                # one names the bus alone, each within a second.
+                deadline = time.monotonic() + 10
+                seen = []
                 while True:
                     started = time.monotonic()
                     ready = await http.get("/readyz")
                     took = time.monotonic() - started
                     assert took < 1.0, f"/readyz took {took:.2f} s"
-                    if ready.status_code == 503:
+                    checks = ready.json()["checks"]
+                    seen.append((ready.status_code, checks))
+                    if checks["bus"] is False and checks["store"] is True:
                         break
-                    assert time.monotonic() < deadline, "still ready, cut off from Redis"
-                checks = ready.json()["checks"]
-                assert checks["bus"] is False and checks["store"] is True, checks
+                    assert time.monotonic() < deadline, f"cut off from Redis: {seen}"
+                assert ready.status_code == 503, seen
             finally:
                 proxy.restore()
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from deployment import running
-from liveserver import WireClient, close_all, joined
+from liveserver import WireClient, all_joined, close_all
 
 pytestmark = [pytest.mark.redis]
 
@@ -29,11 +29,11 @@ async def test_chat_goes_from_one_gateway_to_the_other(tmp_path: Path) -> None:
         # each connection says hello as soon as it is upgraded (its hello timeout runs from
         # there: connected all first, the first waited for the others' upgrades, over 5 s
         # on a loaded run)
-        (a1, _), (a2, _), (viewer2, _), (console2, _) = await asyncio.gather(
-            joined(gw1.ws, "A@gw1", token_a),
-            joined(gw2.ws, "A@gw2", token_a),  # the same player on the other one
-            joined(gw2.ws, "viewer@gw2"),
-            joined(gw2.ws_dealer, "console@gw2", gw2.dealer_token(name="Dee")))
+        (a1, _), (a2, _), (viewer2, _), (console2, _) = await all_joined(
+            (gw1.ws, "A@gw1", token_a),
+            (gw2.ws, "A@gw2", token_a),  # the same player on the other one
+            (gw2.ws, "viewer@gw2", None),
+            (gw2.ws_dealer, "console@gw2", gw2.dealer_token(name="Dee")))
         clients = [a1, a2, viewer2, console2]
         try:
 
@@ -84,9 +84,9 @@ async def test_a_tip_on_one_gateway_reaches_the_dealer_console_on_the_other(
     async with running(tmp_path, engines=1, gateways=2) as deployment:
         gw1, gw2 = deployment.gateways
         token, _ = await deployment.guest(gw1)
-        (player, welcome), (viewer2, _), (console2, _) = await asyncio.gather(
-            joined(gw1.ws, "player@gw1", token), joined(gw2.ws, "viewer@gw2"),
-            joined(gw2.ws_dealer, "console@gw2", gw2.dealer_token(name="Dee")))
+        (player, welcome), (viewer2, _), (console2, _) = await all_joined(
+            (gw1.ws, "player@gw1", token), (gw2.ws, "viewer@gw2", None),
+            (gw2.ws_dealer, "console@gw2", gw2.dealer_token(name="Dee")))
         clients = [player, viewer2, console2]
         try:
             name = welcome["player"]["name"]

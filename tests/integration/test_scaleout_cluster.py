@@ -37,7 +37,7 @@ from deployment import (
     table_events,
     wait_for,
 )
-from liveserver import TABLE, LiveServer, WireClient, close_all, hands_from
+from liveserver import TABLE, LiveServer, WireClient, all_joined, close_all, hands_from
 from pg_util import fresh_database
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -109,11 +109,10 @@ async def test_sharded_pubsub_and_one_slot_per_table(
 
         await wait_for(ready, 15, "the gateway to know the table")
         token, _ = server.guest()
-        player = await WireClient.connect(server.ws, "player")
-        viewer = await WireClient.connect(server.ws, "viewer")
+        # each connection says hello as soon as it is upgraded (its timeout runs from there)
+        (player, _), (viewer, _) = await all_joined((server.ws, "player", token),
+                                                    (server.ws, "viewer", None))
         clients += [player, viewer]
-        # every hello at once: each connection's hello timeout runs from its upgrade
-        await asyncio.gather(player.hello(token), viewer.hello())
         opened = await player.expect("round_opened")
         round_id = opened["round_id"]
         bets = await place(player, round_id, [("P1", 100), ("P4_PAIR", 10), ("P2", 55)])

@@ -17,7 +17,6 @@ finds nothing wrong. The measured takeover times are printed (run with ``-s``).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from deployment import (
     settlements,
     table_events,
 )
-from liveserver import HANDS, WireClient, close_all, hands_from
+from liveserver import HANDS, all_joined, close_all, hands_from
 
 pytestmark = [
     pytest.mark.redis,
@@ -60,12 +59,11 @@ async def standby_takes_over(deployment: Deployment, phase: str) -> None:
     gw1, gw2 = deployment.gateways
     token_a, _ = await deployment.guest(gw1)
     token_b, _ = await deployment.guest(gw2)
-    a = await WireClient.connect(gw1.ws, "A@gw1")
-    b = await WireClient.connect(gw2.ws, "B@gw2")
+    # each connection says hello as soon as it is upgraded (its timeout runs from there)
+    (a, _), (b, welcome_b) = await all_joined((gw1.ws, "A@gw1", token_a),
+                                              (gw2.ws, "B@gw2", token_b))
     clients = [a, b]
     try:
-        # every hello at once: each connection's hello timeout runs from its upgrade
-        _, welcome_b = await asyncio.gather(a.hello(token_a), b.hello(token_b))
         seen_from = welcome_b["seq"]
         # a round both see open (a loaded run welcomed B after A's round_opened: the two
         # streams then overlapped one event less than counted)

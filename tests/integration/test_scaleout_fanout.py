@@ -9,7 +9,6 @@ connected to both gateways hears of its results on both.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from deployment import (
     settlements,
     table_events,
 )
-from liveserver import WireClient, close_all, hands_from
+from liveserver import all_joined, close_all, hands_from
 
 pytestmark = [
     pytest.mark.redis,
@@ -41,15 +40,14 @@ async def one_table_everywhere(deployment: Deployment) -> None:
     gw1, gw2 = deployment.gateways
     token_a, _ = await deployment.guest(gw1)
     token_b, _ = await deployment.guest(gw2)
-    a1 = await WireClient.connect(gw1.ws, "A@gw1")
-    a2 = await WireClient.connect(gw2.ws, "A@gw2")  # the same player on the other gateway
-    b2 = await WireClient.connect(gw2.ws, "B@gw2")
-    viewer = await WireClient.connect(gw1.ws, "viewer@gw1")
+    # each connection says hello as soon as it is upgraded (its timeout runs from there)
+    joins = await all_joined((gw1.ws, "A@gw1", token_a),
+                             (gw2.ws, "A@gw2", token_a),  # the same player on the other one
+                             (gw2.ws, "B@gw2", token_b), (gw1.ws, "viewer@gw1", None))
+    (a1, _), (a2, _), (b2, _), (viewer, _) = joins
+    welcomes = [welcome for _, welcome in joins]
     clients = [a1, a2, b2, viewer]
     try:
-        # every hello at once: each connection's hello timeout runs from its upgrade
-        welcomes = await asyncio.gather(a1.hello(token_a), a2.hello(token_a),
-                                        b2.hello(token_b), viewer.hello())
         # a round every client sees open: one that opens after the last welcome
         seen_by_all = max(welcome["seq"] for welcome in welcomes)
         opened = await a1.expect(lambda f: f.get("type") == "round_opened"

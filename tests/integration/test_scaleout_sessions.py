@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from deployment import running
-from liveserver import WireClient, close_all, livetable_command
+from liveserver import WireClient, all_joined, close_all, livetable_command
 from walletserver import OPERATOR_SECRET, launch, signed_post
 
 pytestmark = [
@@ -25,14 +25,12 @@ async def test_an_ended_session_closes_on_both_gateways_at_once(tmp_path: Path) 
         gw1, gw2 = deployment.gateways
         session = await asyncio.to_thread(launch, gw1, "p-scale")
         other = await asyncio.to_thread(launch, gw2, "p-scale")
-        on1 = await WireClient.connect(gw1.ws, "on gw1")
-        on2 = await WireClient.connect(gw2.ws, "on gw2")
-        stays = await WireClient.connect(gw2.ws, "other session on gw2")
+        # each connection says hello as soon as it is upgraded (its timeout runs from there)
+        (on1, _), (on2, _), (stays, _) = await all_joined(
+            (gw1.ws, "on gw1", session["token"]), (gw2.ws, "on gw2", session["token"]),
+            (gw2.ws, "other session on gw2", other["token"]))
         clients = [on1, on2, stays]
         try:
-            # every hello at once: each connection's hello timeout runs from its upgrade
-            await asyncio.gather(on1.hello(session["token"]), on2.hello(session["token"]),
-                                 stays.hello(other["token"]))
             answer = await asyncio.to_thread(
                 signed_post, gw2, f"/api/operator/sessions/{session['session_id']}/end",
                 {"reason": "account_closed"})
@@ -72,11 +70,9 @@ async def test_a_sessions_stakes_count_on_every_gateway(tmp_path: Path) -> None:
             check=True, capture_output=True, env={**os.environ, **gw1.env})
         session = await asyncio.to_thread(launch, gw1, "p-two",
                                           limits={"max_stake_per_round": 3000})
-        on1 = await WireClient.connect(gw1.ws, "on gw1")
-        on2 = await WireClient.connect(gw2.ws, "on gw2")
+        (on1, _), (on2, _) = await all_joined((gw1.ws, "on gw1", session["token"]),
+                                              (gw2.ws, "on gw2", session["token"]))
         try:
-            # every hello at once: each connection's hello timeout runs from its upgrade
-            await asyncio.gather(on1.hello(session["token"]), on2.hello(session["token"]))
             round_id = (await on1.expect("round_opened", timeout=20))["round_id"]
             taken = await on1.bet("g1", round_id, "P1", 1000)  # stakes 2000 of 3000
             assert taken["type"] == "bet_accepted", taken
