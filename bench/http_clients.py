@@ -246,12 +246,14 @@ async def _livetable(url: str, connections: int,
     from livetable.operator.client import WalletClient
 
     # the wallet's own client, its whole path but the answer's JSON decoding: the request
-    # signed (an HMAC the other clients here do not pay), the pool, the limits
+    # signed (an HMAC the other clients here do not pay), the pool, the limits, the
+    # call's deadline
     client = WalletClient(url.removesuffix("debit"), b"s" * 32, timeout=30,
                           connections=connections)
+    loop = asyncio.get_running_loop()
 
     async def call() -> bytes:
-        _, content = await client._post("debit", BODY)
+        _, content = await client._post("debit", BODY, loop.time() + 30)
         return content
 
     try:

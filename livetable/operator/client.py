@@ -22,9 +22,13 @@ bytes, the pool and the limits below, about 150 lines.
 Limits that hold whatever the operator's server does:
 
 * **One deadline for the whole call** — waiting for a connection of the pool, connecting,
-  sending, the status line, the headers and the body together (``asyncio.timeout``
-  around all of it), so a wallet that trickles its answer a byte at a time ends at the
-  deadline, not after one read timeout per byte;
+  sending, the status line, the headers and the body together, so a wallet that trickles
+  its answer a byte at a time ends at the deadline, not after one read timeout per byte.
+  The answer is awaited under one timer of the loop (``call_at``) that fails it at the
+  deadline; the waits before it (a place in the pool, a connect) under
+  ``asyncio.timeout_at`` of the same deadline, only when there is one to wait for.
+  (``asyncio.timeout`` around every call cost about a quarter of the client's CPU a
+  call: docs/benchmarks.md);
 * **answers of at most** :data:`MAX_ANSWER` **bytes**: a longer ``Content-Length`` is
   refused before the body is read, and a body without one is read only up to the cap,
   then the connection is dropped. Memory per call stays bounded;
@@ -232,6 +236,12 @@ class _Connection(asyncio.Protocol):
         self.drop()
 
 
+def _expire(answer: asyncio.Future[tuple[int, bytes]]) -> None:
+    """The call's deadline came before its answer."""
+    if not answer.done():
+        answer.set_exception(TimeoutError())
+
+
 class WalletClient:
     """Signed calls to ``{wallet_url}/{method}`` over a bounded pool of keep-alive
     connections. Never raises for the operator's sake: every failure is a :class:`Reply`
@@ -271,8 +281,8 @@ class WalletClient:
         the whole call."""
         seconds = self.timeout if timeout is None else max(0.001, timeout)
         try:
-            async with asyncio.timeout(seconds):
-                status, content = await self._post(method, body)
+            status, content = await self._post(
+                method, body, asyncio.get_running_loop().time() + seconds)
         except TimeoutError:
             return Reply(None, None, "timeout", "timeout")
         except AnswerTooLarge as exc:
@@ -291,35 +301,50 @@ class WalletClient:
             return Reply(None, answer.balance, f"unknown status: {text}", "unknown status")
         return Reply(answer.status, answer.balance, text)
 
-    async def _post(self, method: str, body: bytes) -> tuple[int, bytes]:
+    async def _post(self, method: str, body: bytes, deadline: float) -> tuple[int, bytes]:
+        """The call, by ``deadline`` (the loop's clock) or TimeoutError."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.connections)
-        async with self._slots:  # at most ``connections`` calls, so connections, at once
+        slots = self._slots  # at most ``connections`` calls, so connections, at once
+        if slots.locked():
+            async with asyncio.timeout_at(deadline):
+                await slots.acquire()
+        else:
+            await slots.acquire()  # free: taken at once, nothing awaited
+        try:
             target = self.target
             request = self._request(target, method, body)
             conn = self._kept()
             if conn is not None:
                 try:
-                    return await self._exchange(target, conn, request)
+                    return await self._exchange(target, conn, request, deadline)
                 except ConnectionDropped as exc:
                     if exc.answered:
                         raise
                     # closed by the server while it sat idle: once more, on a fresh one
-            return await self._exchange(target, await self._connect(target), request)
+            async with asyncio.timeout_at(deadline):
+                conn = await self._connect(target)
+            return await self._exchange(target, conn, request, deadline)
+        finally:
+            slots.release()
 
-    async def _exchange(self, target: Target, conn: _Connection,
-                        request: bytes) -> tuple[int, bytes]:
+    async def _exchange(self, target: Target, conn: _Connection, request: bytes,
+                        deadline: float) -> tuple[int, bytes]:
+        answer = conn.send(request)
+        timer = asyncio.get_running_loop().call_at(deadline, _expire, answer)
         try:
-            answer = await conn.send(request)
+            result = await answer
         except BaseException:
             conn.drop()  # mid-answer (the deadline, a cancel, a failure): never reused
             raise
+        finally:
+            timer.cancel()
         if conn.reusable() and target is self.target:
             conn.idle_since = self.clock()
             self._idle.append(conn)
         else:
             conn.drop()
-        return answer
+        return result
 
     def _kept(self) -> _Connection | None:
         """The most recently used idle connection still worth using, if any."""

@@ -51,6 +51,12 @@ def lendable(limit: int) -> int:
     return limit * 3 // 4
 
 
+def _give_up(future: asyncio.Future[bool]) -> None:
+    """A debit's time in line ran out before a place came free."""
+    if not future.done():
+        future.set_result(False)
+
+
 class DebitGate:
     """At most ``limit`` debits in flight to one wallet; the others wait in line (first
     come, first sent), each until its deadline (see the module's docstring)."""
@@ -101,22 +107,23 @@ class DebitGate:
             return True
         if not self.in_time(deadline, self.expected_wait_ms()):
             return False  # the line ahead is longer than its time: refused at once
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
         self._line.append((deadline, future))
         wait = (deadline - self.call_ms - self.clock()) / 1000
         self.waiting += 1
+        # no place by then: False (one loop timer, cheaper than asyncio.timeout, which
+        # every debit waiting in a busy line paid)
+        timer = loop.call_later(max(0.0, wait), _give_up, future)
         self._hand_on()  # a place may be free (those ahead given up on)
         try:
-            async with asyncio.timeout(max(0.0, wait)):
-                return await future
-        except TimeoutError:
-            # handed a place just as the time ran out: it is the caller's
-            return future.done() and not future.cancelled() and future.result()
+            return await future
         except BaseException:
             if future.done() and not future.cancelled() and future.result():
                 self.leave(None)  # handed a place as it was cancelled: give it on
             raise
         finally:
+            timer.cancel()
             self.waiting -= 1
             if not future.done():
                 future.cancel()  # skipped by leave()

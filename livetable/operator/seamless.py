@@ -43,10 +43,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -62,9 +60,10 @@ from livetable.operator.client import Reply, WalletClient
 from livetable.operator.closing import TAKEOVER_MS, Closing, close_round, rollback_of
 from livetable.operator.gate import DebitGate
 from livetable.operator.health import WalletHealth
-from livetable.operator.log import TIP_KEYS, WalletCall, WalletLog, mirror_id
+from livetable.operator.log import TIP_KEYS, WalletCall, WalletLog, debit_tx_id, mirror_id
 from livetable.operator.outbox import Outbox
 from livetable.operator.registry import operator_player_id
+from livetable.operator.turns import Turns
 from livetable.operator.wallets import OperatorWallet, OperatorWallets
 from livetable.rules import BetSpot
 from livetable.store.base import InsufficientBalance, Store
@@ -80,14 +79,6 @@ OPEN_ROUNDS = 1000
 CLOSE_CHUNK = 500
 #: The currency of a player whose session named none (a ``livetable token``, no launch).
 DEFAULT_CURRENCY = "XXX"
-
-
-@dataclass
-class _Turn:
-    """A slip's turn: its sends one at a time (see :meth:`SeamlessWallet.place_slip`)."""
-
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    users: int = 0
 
 
 class SeamlessWallet:
@@ -113,7 +104,7 @@ class SeamlessWallet:
                              self._health.heard, self._wake.set, self._line)
         self._sweep_asked = False
         self._installation: str | None = None
-        self._turns: dict[tuple[str, str], _Turn] = {}
+        self._turns = Turns()  # a slip's sends one at a time
         #: each operator's wallet's line of debits (operator/gate.py)
         self._gates: dict[str, DebitGate] = {}
         #: tips' open ``ok`` debits to the ledger and closed (operator/tipping.py)
@@ -170,17 +161,11 @@ class SeamlessWallet:
         # ledger just before its bets are judged, and takes no more than it, so no slip
         # can spend another's money.
         key = (slip.player_id, self.slip_key(slip))
-        turn = self._turns.get(key)
-        if turn is None:
-            turn = self._turns[key] = _Turn()
-        turn.users += 1
+        await self._turns.take(key)
         try:
-            async with turn.lock:
-                return await self._place_slip(identity, slip, arrived_at, window_end)
+            return await self._place_slip(identity, slip, arrived_at, window_end)
         finally:
-            turn.users -= 1
-            if turn.users == 0:  # kept only while someone holds or waits for it
-                del self._turns[key]
+            self._turns.pass_on(key)
 
     async def answer_again(self, slip: SlipRequest, arrived_at: int, *,
                            in_turn: bool = False) -> p.SlipAccepted | Rejection | None:
@@ -192,11 +177,11 @@ class SeamlessWallet:
         prior = await self.log.debit_of(slip.player_id, slip.table, self.slip_key(slip))
         if prior is None:
             return None
-        turn = self._turns.get((slip.player_id, self.slip_key(slip)))
-        if not in_turn and turn is not None and turn.lock.locked():
+        key = (slip.player_id, self.slip_key(slip))
+        if not in_turn and key in self._turns:
             # the first send may be finishing its debit right now: wait for it
-            async with turn.lock:
-                pass
+            await self._turns.take(key)
+            self._turns.pass_on(key)
             prior = await self.log.debit_of(slip.player_id, slip.table,
                                             self.slip_key(slip)) or prior
         return await self._again(prior, slip, arrived_at)
@@ -238,7 +223,7 @@ class SeamlessWallet:
                          deducted=b.amount * BetSpot(b.spot).deducted_multiple)
                 for b in slip.bets]
         total = sum(b.deducted for b in bets)
-        tx_id = "d-" + uuid.uuid4().hex
+        tx_id = debit_tx_id()
         body = ENCODER.encode(Debit(
             tx_id=tx_id, player_id=operator_player_id(slip.player_id), currency=currency,
             amount=total, table_id=slip.table, round_id=slip.round_id, bets=bets))

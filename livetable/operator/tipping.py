@@ -25,7 +25,6 @@ answered as its first send was, never debited twice. What differs from a slip:
 from __future__ import annotations
 
 import contextlib
-import uuid
 
 import msgspec
 
@@ -35,7 +34,7 @@ from livetable.betting.tips import TipAnswer, TipRefusal, TipRequest, within_all
 from livetable.operator.calls import ANSWER_DECODER, ENCODER, TipDebit
 from livetable.operator.client import Reply
 from livetable.operator.closing import rollback_of
-from livetable.operator.log import TIP_KEYS, WalletCall, mirror_id
+from livetable.operator.log import TIP_KEYS, WalletCall, debit_tx_id, mirror_id
 from livetable.operator.registry import operator_player_id
 from livetable.operator.seamless import NOT_SENT, SeamlessWallet
 
@@ -80,7 +79,7 @@ class WalletTips:
     def _debit(self, identity: Identity, tip: TipRequest, now: int) -> WalletCall:
         wallet = self.wallet
         currency = wallet.currency_of(identity)
-        tx_id = "d-" + uuid.uuid4().hex
+        tx_id = debit_tx_id()
         round_id = tips_round(tip.table)
         body = ENCODER.encode(TipDebit(
             tx_id=tx_id, player_id=operator_player_id(tip.player_id), currency=currency,

@@ -591,3 +591,30 @@ async def test_an_accepted_slip_sent_again_after_the_window_is_answered_accepted
     late = await rig.bet("b2")  # a new slip is still refused
     assert isinstance(late, p.BetRejected) and late.code == "betting_closed"
     assert len([c for c in await rig.log.calls() if c.method == "debit"]) == 1
+
+
+async def test_a_send_cancelled_in_line_for_its_turn_never_holds_the_others_up(
+        rig: Rig) -> None:
+    """A slip's sends take its turn one at a time. One cancelled while it waits is
+    skipped; one cancelled just as the turn is handed to it hands it on; the turn is
+    dropped once nobody holds or waits for it."""
+    turns, key = rig.wallet._turns, ("alice", "slip:s-turn")
+    await turns.take(key)
+    second = asyncio.create_task(turns.take(key))
+    third = asyncio.create_task(turns.take(key))
+    await asyncio.sleep(0)
+    second.cancel()
+    await asyncio.sleep(0)
+    turns.pass_on(key)  # to the third: the second gave up
+    await third
+    assert second.cancelled()
+    fourth = asyncio.create_task(turns.take(key))
+    fifth = asyncio.create_task(turns.take(key))
+    await asyncio.sleep(0)
+    turns.pass_on(key)  # to the fourth, cancelled before it runs: to the fifth
+    fourth.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await fourth
+    await asyncio.wait_for(fifth, 5)
+    turns.pass_on(key)
+    assert not turns

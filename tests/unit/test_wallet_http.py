@@ -225,3 +225,34 @@ async def test_a_new_wallet_url_is_called_from_the_next_call_on() -> None:
 def test_a_wallet_url_that_cannot_be_called_safely_is_refused(url: str) -> None:
     with pytest.raises(ValueError):
         WalletClient(url, b"s", timeout=1, connections=1)
+
+
+
+@pytest.mark.sleeps  # waits for two calls' deadlines on the loop's clock
+async def test_the_deadline_holds_while_waiting_for_a_place_and_for_the_answer() -> None:
+    """One deadline for the whole call: a call that waits for a place in a full pool, and
+    one whose answer never comes, each end at their own deadline as an unknown outcome
+    ("timeout"); the silent connection is dropped, and the pool's place comes back."""
+    async with serving(lambda n, r: answer()) as (server, client):
+        held = asyncio.Event()
+        original = server.handle
+
+        async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            held.set()
+            await asyncio.Event().wait()  # never answers
+
+        server.handle = hold  # type: ignore[method-assign]
+        client.connections = 1
+        loop = asyncio.get_running_loop()
+        first = asyncio.create_task(client.call("debit", b"{}", timeout=1.5))
+        await held.wait()
+        started = loop.time()
+        waiting = await client.call("debit", b"{}", timeout=0.2)  # no place comes free
+        assert waiting.status is None and waiting.text == "timeout"
+        assert loop.time() - started >= 0.15
+        assert not first.done()  # ended at its own deadline, not after the first's
+        unanswered = await first  # on the wire, never answered
+        assert unanswered.status is None and unanswered.text == "timeout"
+        server.handle = original  # type: ignore[method-assign]
+        again = await client.call("debit", b"{}", timeout=2)  # a place, a new connection
+        assert again.ok, again
