@@ -39,8 +39,8 @@ class Metrics:
             "livetable_settlement_seconds", "Time from a round's settlement step to its "
             "private results being published", buckets=_BUCKETS, registry=self.registry)
         self.gc_pause = Histogram(
-            "livetable_gc_pause_seconds", "Full garbage collections, timed by the tables "
-            "(server/gcpolicy.py)", buckets=_BUCKETS, registry=self.registry)
+            "livetable_gc_pause_seconds", "Garbage collections timed by the tables: the full "
+            "ones, and the young ones held through a close of betting (server/gcpolicy.py)", buckets=_BUCKETS, registry=self.registry)
         self.registry.register(_Plain(self))
 
     def inc(self, name: str, by: int = 1) -> None:

@@ -32,7 +32,6 @@ from livetable.betting.tips import TIPS_ON, TipPolicy
 from livetable.bus import Bus, MemoryBus
 from livetable.bus.keys import DEFAULT_PREFIX, RedisKeys
 from livetable.chat import NO_WORDS, BlockedWords, blocked_words
-from livetable.clock import now_ms
 from livetable.config import Settings, SettingsError
 from livetable.engine import Timing
 from livetable.engine.announce import NameShown
@@ -45,7 +44,7 @@ from livetable.operator import registry
 from livetable.operator.registry import Currency, Registry
 from livetable.server.chatroom import MemoryChatRoom, RedisChatRoom
 from livetable.server.gateway import Execute, Gateway
-from livetable.server.gcpolicy import Collector
+from livetable.server.gcpolicy import Collector, tables_busy, tables_closing
 from livetable.server.process import Role
 from livetable.server.stills import Stills
 from livetable.store.base import Store
@@ -91,10 +90,6 @@ SCALE_OUT_NEEDS_POSTGRES = (
     "only. A deployment whose money is still in a Redis ledger copies it to PostgreSQL "
     "first with `livetable migrate-store` (docs/operations.md)")
 
-#: A table is busy this long after a table event went out (private results may follow).
-QUIET_AFTER_EVENT = 1.0
-#: ... and from this long before betting closes (the burst of late bets).
-BUSY_BEFORE_CLOSE_MS = 5_000
 #: How long the app's part of a graceful stop may take (seconds): with uvicorn's 5 s for
 #: connections, inside the 15 s docs/operations.md §9 asks to allow before SIGKILL. A stop
 #: after a PostgreSQL stall took over 15 s, waiting on calls hung on its connections.
@@ -453,19 +448,13 @@ class Services:
             await self._runner(table).start()
 
     def busy(self) -> bool:
-        """Whether a table of this process is about to close betting, or is dealing,
-        revealing or settling: not the moment for a full garbage collection."""
-        now = now_ms()
-        for feed in self.gateway.feeds.values():
-            if time.monotonic() - feed.last_sent < QUIET_AFTER_EVENT:
-                return True
-            view = feed.view()
-            if view.phase in ("dealing", "revealing"):
-                return True
-            if (view.phase == "betting" and view.closes_at is not None
-                    and view.closes_at - now < BUSY_BEFORE_CLOSE_MS):
-                return True
-        return any(runner.settling for runner in self.runners.values())
+        """Not the moment for a full garbage collection (server/gcpolicy.py)."""
+        return tables_busy(self.gateway.feeds.values(),
+                           any(runner.settling for runner in self.runners.values()))
+
+    def closing(self) -> bool:
+        """A table is in the close of its betting: the young collections wait."""
+        return tables_closing(self.gateway.feeds.values())
 
     async def stop(self) -> None:
         """Stop every part, in the reverse order of :meth:`start`, all within

@@ -94,7 +94,7 @@ def server_config(settings: Settings, services: Services, app: Starlette,
     from livetable.server.guard import ConnectionGuard
 
     services.collector = Collector(
-        services.busy, interval=settings.gc_interval,
+        services.busy, interval=settings.gc_interval, closing=services.closing,
         on_collect=services.metrics.gc_pause.observe) if settings.gc_interval > 0 else None
     guard = ConnectionGuard(head_timeout=settings.request_head_timeout,
                             body_timeout=settings.request_body_timeout,

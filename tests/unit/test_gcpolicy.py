@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 
-from livetable.server.gcpolicy import NO_AUTOMATIC_FULL, YOUNG_THRESHOLD, Collector
+from livetable import protocol as p
+from livetable.clock import now_ms
+from livetable.protocol.codes import Phase
+from livetable.server.gcpolicy import (
+    BUSY_BEFORE_CLOSE_MS,
+    NO_AUTOMATIC_FULL,
+    YOUNG_THRESHOLD,
+    Collector,
+    tables_busy,
+    tables_closing,
+)
 
 #: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
 pytestmark = pytest.mark.sleeps
@@ -60,3 +72,85 @@ async def test_a_failing_busy_check_does_not_stop_collection() -> None:
     finally:
         await collector.stop()
         gc.unfreeze()
+
+
+async def wait_until(predicate: Callable[[], bool]) -> None:
+    async with asyncio.timeout(5):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+async def test_the_young_collections_wait_through_the_close_of_betting() -> None:
+    """While a table closes its betting no collection runs (the late bets in flight are
+    not walked again and again, nor the loop stopped as their acks are due); once the
+    close has been over for ``release_after``, the held ones run, as one."""
+    closing = [False]
+    pauses: list[float] = []
+    collector = Collector(lambda: True, interval=60, closing=lambda: closing[0],
+                          hold_poll=0.01, release_after=0.1, on_collect=pauses.append)
+    collector.start()
+    try:
+        await asyncio.sleep(0.05)
+        assert gc.isenabled()
+        closing[0] = True
+        await wait_until(lambda: not gc.isenabled())
+        await asyncio.sleep(0.2)
+        assert not gc.isenabled() and collector.released == 0 and not pauses
+        closing[0] = False
+        await asyncio.sleep(0.03)
+        assert not gc.isenabled()  # the last slips are still being answered
+        await wait_until(gc.isenabled)
+        assert collector.released == 1 and len(pauses) == 1
+    finally:
+        await collector.stop()
+        gc.unfreeze()
+    assert gc.isenabled()
+
+
+async def test_a_close_that_never_ends_is_still_collected_and_a_stop_ends_the_hold() -> None:
+    collector = Collector(lambda: True, interval=60, closing=lambda: True, hold_poll=0.01,
+                          hold_longest=0.05)
+    collector.start()
+    try:
+        await wait_until(lambda: collector.released >= 2)
+        await wait_until(lambda: not gc.isenabled())  # held again after each
+    finally:
+        await collector.stop()
+        gc.unfreeze()
+    assert gc.isenabled()
+
+
+async def test_a_failing_closing_check_holds_nothing() -> None:
+    def broken() -> bool:
+        raise RuntimeError("bug")
+
+    collector = Collector(lambda: True, interval=60, closing=broken, hold_poll=0.01)
+    collector.start()
+    try:
+        await asyncio.sleep(0.1)
+        assert gc.isenabled()
+    finally:
+        await collector.stop()
+        gc.unfreeze()
+
+
+@dataclass
+class Feed:
+    phase: Phase
+    closes_at: int | None
+    last_sent: float = 0.0
+
+    def view(self) -> p.TableSnapshot:
+        return p.TableSnapshot(id="t1", name="T1", phase=self.phase, mode="auto",
+                               closes_at=self.closes_at)
+
+
+def test_a_table_closes_its_betting_in_its_last_seconds_only() -> None:
+    now = now_ms()
+    soon, later = now + BUSY_BEFORE_CLOSE_MS - 1_000, now + BUSY_BEFORE_CLOSE_MS + 5_000
+    assert tables_closing([Feed("betting", soon)])
+    assert not tables_closing([Feed("betting", later), Feed("dealing", None)])
+    assert tables_closing([Feed("betting", later), Feed("betting", soon)])
+    assert tables_busy([Feed("dealing", None)], settling=False)
+    assert not tables_busy([Feed("betting", later)], settling=False)
+    assert tables_busy([Feed("betting", later)], settling=True)
