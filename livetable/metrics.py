@@ -40,7 +40,8 @@ class Metrics:
             "private results being published", buckets=_BUCKETS, registry=self.registry)
         self.gc_pause = Histogram(
             "livetable_gc_pause_seconds", "Garbage collections timed by the tables: the full "
-            "ones, and the young ones held through a close of betting (server/gcpolicy.py)", buckets=_BUCKETS, registry=self.registry)
+            "ones, and the young ones held through a close of betting (server/gcpolicy.py)",
+            buckets=_BUCKETS, registry=self.registry)
         self.registry.register(_Plain(self))
 
     def inc(self, name: str, by: int = 1) -> None:
