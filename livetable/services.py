@@ -139,6 +139,7 @@ class Services:
         self.stop_within = STOP_WITHIN
         #: Full garbage collections timed by the tables (set by ``livetable serve``).
         self.collector: Collector | None = None
+        self._bets_answered = 0  # as closing() last saw it
         #: PostgreSQL: readiness's write, its commit timed, and why bets are refused now
         #: (store/postgres/replication.py); None on SQLite (its outage is ``identity``'s).
         self.write_probe: Callable[[float], Awaitable[tuple[float | None, str | None]]] \
@@ -453,8 +454,12 @@ class Services:
                            any(runner.settling for runner in self.runners.values()))
 
     def closing(self) -> bool:
-        """A table is in the close of its betting: the young collections wait."""
-        return tables_closing(self.gateway.feeds.values())
+        """A table is in the close of its betting and bets are being answered (since the
+        last call): the young collections wait (server/gcpolicy.py). Without bets there
+        is nothing in flight to spare: a table watched only, its close runs as any time."""
+        answered = sum(self.metrics.bets.values())
+        flowing, self._bets_answered = answered > self._bets_answered, answered
+        return flowing and tables_closing(self.gateway.feeds.values())
 
     async def stop(self) -> None:
         """Stop every part, in the reverse order of :meth:`start`, all within

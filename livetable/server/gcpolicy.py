@@ -15,9 +15,12 @@ revealing or settling (``busy``); if the tables are never quiet, it collects any
 it served anyone (modules, the app) is moved out of the collector's sight once, with
 :func:`gc.freeze`: it lives as long as the process.
 
-The young collections are held too, through the close of betting (``closing``: from a few
-seconds before a table's betting closes until :data:`RELEASE_AFTER` seconds after), and run
-together once it is over, as one collection of the two younger generations. In that
+The young collections are held too, through the close of betting (``closing``: while
+bets are being answered in a table's last seconds of betting, and :data:`RELEASE_AFTER`
+seconds after), and run together once it is over, as one collection of the two younger
+generations. Only with bets: a hold keeps cyclic garbage, and a table only watched has no
+bets in flight to spare (held at every close, a table dealing a round every 3 s to 3,000
+viewers cost 20–30 % more CPU a frame: docs/benchmarks.md). In that
 window every late bet is an object graph in flight (its task, a dozen coroutines, its
 futures and timers; a seamless bet's waits on the operator's wallet hold them for tens of
 milliseconds), so the young collections walked thousands of bets in flight again and

@@ -6,11 +6,13 @@ import asyncio
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from livetable import protocol as p
 from livetable.clock import now_ms
+from livetable.config import Settings
 from livetable.protocol.codes import Phase
 from livetable.server.gcpolicy import (
     BUSY_BEFORE_CLOSE_MS,
@@ -20,6 +22,7 @@ from livetable.server.gcpolicy import (
     tables_busy,
     tables_closing,
 )
+from livetable.services import Services
 
 #: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
 pytestmark = pytest.mark.sleeps
@@ -154,3 +157,20 @@ def test_a_table_closes_its_betting_in_its_last_seconds_only() -> None:
     assert tables_busy([Feed("dealing", None)], settling=False)
     assert not tables_busy([Feed("betting", later)], settling=False)
     assert tables_busy([Feed("betting", later)], settling=True)
+
+
+def test_a_process_holds_its_collections_only_while_bets_come_in_a_close(
+        tmp_path: Path) -> None:
+    """A table only watched (the fan-out's benches, a quiet table) holds nothing: a hold
+    keeps cyclic garbage, and there is no burst of bets in flight to spare."""
+    services = Services(Settings(data_dir=tmp_path, secret=b"s" * 32,
+                                 sqlite_writer="thread"))
+    soon = now_ms() + BUSY_BEFORE_CLOSE_MS - 1_000
+    services.gateway.feeds = {"t1": Feed("betting", soon)}  # type: ignore[dict-item]
+    assert not services.closing()  # closing, but no bet answered
+    services.metrics.bet("accepted")
+    assert services.closing()
+    assert not services.closing()  # none since the last look
+    services.metrics.bet("betting_closed")
+    services.gateway.feeds = {"t1": Feed("dealing", None)}  # type: ignore[dict-item]
+    assert not services.closing()  # bets, but no table closing
