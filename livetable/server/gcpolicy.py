@@ -161,25 +161,28 @@ class Collector:
         docstring); run them once it is over, or after :attr:`hold_longest` seconds."""
         held_since: float | None = None
         last_closing = 0.0
-        while True:
-            await asyncio.sleep(self.hold_poll)
-            now = time.monotonic()
-            try:
-                if self.closing is not None and self.closing():
-                    last_closing = now
-            except Exception:  # a bug in closing() must not hold collection for ever
-                log.exception("gc: closing() failed; not holding")
-                last_closing = 0.0
-            if held_since is None:
-                if now - last_closing < self.release_after:
-                    gc.disable()
-                    held_since = now
-            elif (now - last_closing >= self.release_after
-                  or now - held_since >= self.hold_longest):
-                held_since = None
-                gc.enable()
-                self._collect(1)
-                self.released += 1
+        try:
+            while True:
+                await asyncio.sleep(self.hold_poll)
+                now = time.monotonic()
+                try:
+                    if self.closing is not None and self.closing():
+                        last_closing = now
+                except Exception:  # a bug in closing() must not hold collection for ever
+                    log.exception("gc: closing() failed; not holding")
+                    last_closing = 0.0
+                if held_since is None:
+                    if now - last_closing < self.release_after:
+                        gc.disable()
+                        held_since = now
+                elif (now - last_closing >= self.release_after
+                      or now - held_since >= self.hold_longest):
+                    held_since = None
+                    gc.enable()
+                    self._collect(1)
+                    self.released += 1
+        finally:
+            gc.enable()  # a hold never outlives its task
 
     async def wait_for_quiet(self) -> None:
         """Return when no table is busy, or after ``longest - interval`` seconds anyway."""
