@@ -561,12 +561,18 @@ def start_operator(work: Path, latency_ms: float, methods: str,
     op_port, wallet_secret = free_port(), secrets.token_urlsafe(16)
     faults = (["--fault", f"{methods}:slow=1", "--slow", str(latency_ms / 1000)]
               if latency_ms > 0 else [])
+    log = work / "operator.log"
     operator = subprocess.Popen(
         [PYTHON, "-m", "livetable.cli", "operator-demo", "--port", str(op_port),
          "--secret", wallet_secret, "--initial-balance", str(10**9), *faults],
-        cwd=ROOT, stdout=open(work / "operator.log", "ab"),  # noqa: SIM115
+        cwd=ROOT, stdout=open(log, "ab"),  # noqa: SIM115
         stderr=subprocess.STDOUT, env=_env_without_livetable())
-    wait_port(op_port, timeout=30)
+    try:
+        wait_port(op_port, timeout=30)
+    except BaseException as exc:  # stopped, never left running; its log says why
+        stop_process(operator)
+        exc.add_note(f"the reference operator's log:\n{log.read_text()[-2000:]}")
+        raise
     env.update({"LIVETABLE_WALLET": "seamless", "LIVETABLE_WALLET_SECRET": wallet_secret,
                 "LIVETABLE_WALLET_URL": f"http://127.0.0.1:{op_port}/wallet"})
     if os.environ.get("BENCH_WALLET_CONNECTIONS"):  # else the server's default (1,024)
@@ -597,9 +603,9 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
     database = start_postgres() if store == "postgres" else None
     env = {"LIVETABLE_BETWEEN_ROUNDS": "1", **store_env(store, database)}
     operator: subprocess.Popen[bytes] | None = None
-    if wallet_latency_ms is not None:
-        operator = start_operator(work, wallet_latency_ms, "debit", env)
-    try:
+    try:  # whatever fails to start, what did start is stopped
+        if wallet_latency_ms is not None:
+            operator = start_operator(work, wallet_latency_ms, "debit", env)
         serves = start_serves(work, f"bets-{store}{'-wallet' if wallet else ''}",
                               ["--betting-seconds", str(betting_s), "--reveal-interval",
                                "0.3"], env, redis_url=redis.url if redis else "",

@@ -85,9 +85,13 @@ def wallet_close(lg: LoadGen, work: Path, players: int, latency_ms: float,
          f"(every call)")
     env: dict[str, str] = {"LIVETABLE_BETWEEN_ROUNDS": "1"}
     operator = start_operator(work, latency_ms, "*", env)
-    serve = LivetableServe(work, f"close-{latency_ms:g}",
-                           ["--betting-seconds", str(betting_s), "--reveal-interval", "0.3"],
-                           env)
+    try:
+        serve = LivetableServe(work, f"close-{latency_ms:g}",
+                               ["--betting-seconds", str(betting_s), "--reveal-interval",
+                                "0.3"], env)
+    except BaseException:  # the operator is not left running
+        stop_process(operator)
+        raise
     try:
         conn = connect(lg, "livetable", serve.port, players,
                        player_tokens(serve.secret(), players, "c"))
