@@ -80,9 +80,8 @@ def debit_tx_id() -> str:
     """A new debit's ``tx_id``: ``d-`` and 128 random bits in hex, unique for ever as a
     uuid4 is (docs/operator.md), in the same shape — without a ``getrandom`` system call
     and a UUID object a debit: one is made for every seamless bet. Random from the first
-    digit, not a fixed part and a counter: ids that shared their first 26 characters made
-    every comparison of PostgreSQL's index on ``tx_id`` walk them (its CPU tripled on the
-    seamless wallet's bench: docs/benchmarks.md)."""
+    digit, as a uuid4's, not a fixed part and a counter: ids sharing their first 26
+    characters would have every comparison of PostgreSQL's index on ``tx_id`` walk them."""
     return f"d-{_DEBIT_IDS.getrandbits(128):032x}"
 
 

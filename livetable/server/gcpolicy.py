@@ -15,20 +15,21 @@ revealing or settling (``busy``); if the tables are never quiet, it collects any
 it served anyone (modules, the app) is moved out of the collector's sight once, with
 :func:`gc.freeze`: it lives as long as the process.
 
-The young collections are held too, through the close of betting (``closing``: while
-bets are being answered in a table's last seconds of betting, and :data:`RELEASE_AFTER`
-seconds after), and run together once it is over, as one collection of the two younger
-generations. Only with bets: a hold keeps cyclic garbage, and a table only watched has no
-bets in flight to spare (held at every close, a table dealing a round every 3 s to 3,000
-viewers cost 20–30 % more CPU a frame: docs/benchmarks.md). In that
-window every late bet is an object graph in flight (its task, a dozen coroutines, its
-futures and timers; a seamless bet's waits on the operator's wallet hold them for tens of
-milliseconds), so the young collections walked thousands of bets in flight again and
-again, and the middle ones stopped the loop for 35–65 ms at a time, just as the acks were
-due: measured on the seamless wallet's bench (1,000 players × 10 bets in 2 s), the held
-collections took its ack p99 from 221–1,097 ms to 150–270 ms (docs/benchmarks.md). Only
-cyclic garbage waits for them (what reference counting frees is freed at once): a few
-thousand objects a round. A hold never lasts over :data:`HOLD_LONGEST` seconds at a time.
+The young collections are held too, through the close of betting, and run together once
+it is over, as one collection of the two younger generations. In that window every late
+bet is an object graph in flight (its task, a dozen coroutines, its futures and timers; a
+seamless bet's waits on the operator's wallet hold them for tens of milliseconds), so the
+young collections walked thousands of bets in flight again and again, and the middle ones
+stopped the loop for 35–65 ms at a time, just as the acks were due. On the seamless
+wallet's bench (1,000 players × 10 bets in 2 s), automatic collection switched off took
+its ack p99 from 221–1,097 ms to 150–270 ms (docs/benchmarks.md). Only cyclic garbage
+waits (what reference counting frees is freed at once): about 20,000 objects a bench round.
+
+A hold (``closing``) lasts while bets are being answered in a table's last seconds of
+betting, and :data:`RELEASE_AFTER` seconds after; never over :data:`HOLD_LONGEST` seconds
+at a time. Only with bets: a table only watched has no bets in flight to spare, and held
+at every close, a table dealing a round every 3 s to 3,000 viewers cost 20–30 % more CPU a
+frame (the held garbage: docs/benchmarks.md).
 
 Only ``livetable serve`` / ``gateway`` / ``engine`` install it (a process-wide setting is
 the process owner's call, not a library's): tests and embedders keep CPython's defaults.
@@ -137,8 +138,8 @@ class Collector:
         gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, NO_AUTOMATIC_FULL)
         self._task = asyncio.get_running_loop().create_task(self._run(), name="gc")
         if self.closing is not None:
-            self._holding = asyncio.get_running_loop().create_task(self._hold(),
-                                                                   name="gc-hold")
+            self._holding = asyncio.get_running_loop().create_task(
+                self._hold(self.closing), name="gc-hold")
 
     async def stop(self) -> None:
         """Stop the timer and give CPython its thresholds back."""
@@ -156,7 +157,7 @@ class Collector:
             await self.wait_for_quiet()
             self.collect()
 
-    async def _hold(self) -> None:
+    async def _hold(self, closing: Callable[[], bool]) -> None:
         """Hold the young collections while a table closes its betting (see the module's
         docstring); run them once it is over, or after :attr:`hold_longest` seconds."""
         held_since: float | None = None
@@ -166,7 +167,7 @@ class Collector:
                 await asyncio.sleep(self.hold_poll)
                 now = time.monotonic()
                 try:
-                    if self.closing is not None and self.closing():
+                    if closing():
                         last_closing = now
                 except Exception:  # a bug in closing() must not hold collection for ever
                     log.exception("gc: closing() failed; not holding")
