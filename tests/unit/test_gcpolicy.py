@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,50 +29,12 @@ from livetable.services import Services
 pytestmark = pytest.mark.sleeps
 
 
-async def test_it_waits_for_a_quiet_moment_then_collects() -> None:
-    busy = [True]
-    pauses: list[float] = []
-    collector = Collector(lambda: busy[0], interval=0.01, longest=60, poll=0.01,
-                          on_collect=pauses.append)
-    saved = gc.get_threshold()
+@contextlib.asynccontextmanager
+async def running(collector: Collector) -> AsyncIterator[Collector]:
+    """The collector started, and stopped (what it froze let go) however the test ends."""
     collector.start()
     try:
-        assert gc.get_threshold() == (YOUNG_THRESHOLD, 10, NO_AUTOMATIC_FULL)
-        await asyncio.sleep(0.2)
-        assert collector.collections == 0  # the tables were busy all along
-        busy[0] = False
-        async with asyncio.timeout(5):
-            while collector.collections == 0:
-                await asyncio.sleep(0.01)
-        assert len(pauses) == collector.collections and pauses[0] >= 0
-    finally:
-        await collector.stop()
-        gc.unfreeze()
-    assert gc.get_threshold() == saved
-
-
-async def test_tables_that_are_never_quiet_still_get_collected() -> None:
-    collector = Collector(lambda: True, interval=0.01, longest=0.1, poll=0.01)
-    collector.start()
-    try:
-        async with asyncio.timeout(5):
-            while collector.collections < 2:
-                await asyncio.sleep(0.01)
-    finally:
-        await collector.stop()
-        gc.unfreeze()
-
-
-async def test_a_failing_busy_check_does_not_stop_collection() -> None:
-    def broken() -> bool:
-        raise RuntimeError("bug")
-
-    collector = Collector(broken, interval=0.01, longest=60, poll=0.01)
-    collector.start()
-    try:
-        async with asyncio.timeout(5):
-            while collector.collections == 0:
-                await asyncio.sleep(0.01)
+        yield collector
     finally:
         await collector.stop()
         gc.unfreeze()
@@ -83,6 +46,37 @@ async def wait_until(predicate: Callable[[], bool]) -> None:
             await asyncio.sleep(0.01)
 
 
+async def test_it_waits_for_a_quiet_moment_then_collects() -> None:
+    busy = [True]
+    pauses: list[float] = []
+    collector = Collector(lambda: busy[0], interval=0.01, longest=60, poll=0.01,
+                          on_collect=pauses.append)
+    saved = gc.get_threshold()
+    async with running(collector):
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, 10, NO_AUTOMATIC_FULL)
+        await asyncio.sleep(0.2)
+        assert collector.collections == 0  # the tables were busy all along
+        busy[0] = False
+        await wait_until(lambda: collector.collections > 0)
+        assert len(pauses) == collector.collections and pauses[0] >= 0
+    assert gc.get_threshold() == saved
+
+
+async def test_tables_that_are_never_quiet_still_get_collected() -> None:
+    collector = Collector(lambda: True, interval=0.01, longest=0.1, poll=0.01)
+    async with running(collector):
+        await wait_until(lambda: collector.collections >= 2)
+
+
+async def test_a_failing_busy_check_does_not_stop_collection() -> None:
+    def broken() -> bool:
+        raise RuntimeError("bug")
+
+    collector = Collector(broken, interval=0.01, longest=60, poll=0.01)
+    async with running(collector):
+        await wait_until(lambda: collector.collections > 0)
+
+
 async def test_the_young_collections_wait_through_the_close_of_betting() -> None:
     """While a table closes its betting no collection runs (the late bets in flight are
     not walked again and again, nor the loop stopped as their acks are due); once the
@@ -91,8 +85,7 @@ async def test_the_young_collections_wait_through_the_close_of_betting() -> None
     pauses: list[float] = []
     collector = Collector(lambda: True, interval=60, closing=lambda: closing[0],
                           hold_poll=0.01, release_after=0.1, on_collect=pauses.append)
-    collector.start()
-    try:
+    async with running(collector):
         await asyncio.sleep(0.05)
         assert gc.isenabled()
         closing[0] = True
@@ -104,22 +97,15 @@ async def test_the_young_collections_wait_through_the_close_of_betting() -> None
         assert not gc.isenabled()  # the last slips are still being answered
         await wait_until(gc.isenabled)
         assert collector.released == 1 and len(pauses) == 1
-    finally:
-        await collector.stop()
-        gc.unfreeze()
     assert gc.isenabled()
 
 
 async def test_a_close_that_never_ends_is_still_collected_and_a_stop_ends_the_hold() -> None:
     collector = Collector(lambda: True, interval=60, closing=lambda: True, hold_poll=0.01,
                           hold_longest=0.05)
-    collector.start()
-    try:
+    async with running(collector):
         await wait_until(lambda: collector.released >= 2)
         await wait_until(lambda: not gc.isenabled())  # held again after each
-    finally:
-        await collector.stop()
-        gc.unfreeze()
     assert gc.isenabled()
 
 
@@ -128,13 +114,9 @@ async def test_a_failing_closing_check_holds_nothing() -> None:
         raise RuntimeError("bug")
 
     collector = Collector(lambda: True, interval=60, closing=broken, hold_poll=0.01)
-    collector.start()
-    try:
+    async with running(collector):
         await asyncio.sleep(0.1)
         assert gc.isenabled()
-    finally:
-        await collector.stop()
-        gc.unfreeze()
 
 
 @dataclass
