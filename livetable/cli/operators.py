@@ -17,6 +17,11 @@ from pathlib import Path
 
 from livetable.cli.arguments import Commands, UsageError, add_table_flags, settings_of
 
+#: The reference operator's listen backlog: uvicorn's default (aiohttp's is 128). Past it
+#: the kernel drops new connections, each back only when TCP retries a second later, and
+#: livetable opens up to 64 at once (operator/client.py) — beside whatever else calls.
+LISTEN_BACKLOG = 2048
+
 
 def cmd_operator_demo(args: argparse.Namespace) -> int:
     import logging
@@ -63,7 +68,7 @@ def cmd_operator_demo(args: argparse.Namespace) -> int:
         # what bin/setup installs) does not carry it, and the quick start must run on that
         logging.basicConfig(level=args.log_level.upper())
         web.run_app(server, host=args.host, port=args.port, print=None, access_log=None,
-                    loop=_fastest_loop())
+                    loop=_fastest_loop(), backlog=LISTEN_BACKLOG)
         return 0
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

@@ -35,6 +35,14 @@ Limits that hold whatever the operator's server does:
 * **no redirect is followed**: a ``3xx`` is an answer like any other non-200, an unknown
   outcome (rolled back). Followed, a wallet's ``302 Location: http://127.0.0.1:…/metrics``
   made livetable fetch any URL it could reach (SSRF; a ``307`` re-sent the signed body);
+* **at most** :data:`OPENING_AT_ONCE` **new connections unanswered at once**: a burst of
+  calls that finds no idle connection opens that many, and the calls beyond wait for
+  whichever comes first, a connection another call is done with or a place to open one.
+  A server queues the connections it has not accepted yet in its listen backlog (128 for
+  aiohttp's, 100 for asyncio's ``start_server``), and past it the kernel drops them: each
+  dropped one came back only when TCP retried, a second later — the first close of betting
+  against such a wallet had a fortieth of its bets wait over a second (docs/benchmarks.md).
+  A connection is no longer new once its first answer came: the server had accepted it;
 * **at most** ``connections`` **open at once**; an idle one is kept for the next call for
   :data:`KEEPALIVE_SECONDS`, and one the server closed while it sat idle is never used:
   a call that finds it closed under it before any answer is sent again once, on a fresh
@@ -56,7 +64,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -77,6 +85,9 @@ MAX_ANSWER = 64 * 1024
 #: closed as a call is sent is sent again once), so the bound is for what does not say:
 #: kept under the 60 s idle timeout of common load balancers and proxies.
 KEEPALIVE_SECONDS = 50.0
+#: New connections whose first answer has not come yet, at most (see the module's
+#: docstring): under the listen backlogs of common servers (aiohttp's 128, asyncio's 100).
+OPENING_AT_ONCE = 64
 
 
 @dataclass(frozen=True)
@@ -236,8 +247,8 @@ class _Connection(asyncio.Protocol):
         self.drop()
 
 
-def _expire(answer: asyncio.Future[tuple[int, bytes]]) -> None:
-    """The call's deadline came before its answer."""
+def _expire(answer: asyncio.Future[Any]) -> None:
+    """The call's deadline came before its answer (or its turn)."""
     if not answer.done():
         answer.set_exception(TimeoutError())
 
@@ -248,13 +259,18 @@ class WalletClient:
     with ``status`` None."""
 
     def __init__(self, url: str, secret: bytes, *, timeout: float, connections: int,
-                 max_answer: int = MAX_ANSWER) -> None:
+                 max_answer: int = MAX_ANSWER, opening: int = OPENING_AT_ONCE) -> None:
         self.target = Target.of(url)
         self.secret = secret
         self.timeout = timeout
         self.connections = connections
         self.max_answer = max_answer
+        self.opening = opening
         self._idle: deque[_Connection] = deque()
+        #: New connections not answered yet (each a place among :attr:`opening`), and the
+        #: calls waiting for a place or for a connection another call is done with.
+        self._opened = 0
+        self._waiting: deque[asyncio.Future[_Connection | None]] = deque()
         #: The clock of the connections' idle time (a test's own).
         self.clock: Callable[[], float] = time.monotonic
         # made on the first call: a semaphore belongs to the running event loop
@@ -322,11 +338,68 @@ class WalletClient:
                     if exc.answered:
                         raise
                     # closed by the server while it sat idle: once more, on a fresh one
-            async with asyncio.timeout_at(deadline):
-                conn = await self._connect(target)
-            return await self._exchange(target, conn, request, deadline)
+            conn = await self._turn(deadline)
+            if target is not self.target:  # pointed elsewhere while it waited
+                target = self.target
+                request = self._request(target, method, body)
+            if conn is not None:  # one another call was done with
+                return await self._exchange(target, conn, request, deadline)
+            try:  # a place among the new connections is this call's
+                async with asyncio.timeout_at(deadline):
+                    conn = await self._connect(target)
+                return await self._exchange(target, conn, request, deadline)
+            finally:
+                self._opened -= 1
+                self._pass_turns()
         finally:
             slots.release()
+
+    async def _turn(self, deadline: float) -> _Connection | None:
+        """A connection another call is done with, or None: a place among the new
+        connections taken (the caller opens one and gives the place back)."""
+        while self._opened >= self.opening:
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[_Connection | None] = loop.create_future()
+            self._waiting.append(waiter)
+            timer = loop.call_at(deadline, _expire, waiter)  # one timer, as for the answer
+            try:
+                conn = await waiter
+            except BaseException:
+                # a cancel, perhaps just as a turn was given (which is passed on)
+                if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                    given = waiter.result()
+                    if given is None:
+                        self._opened -= 1
+                        self._pass_turns()
+                    else:
+                        self._give_back(given)
+                raise
+            finally:
+                timer.cancel()
+            if conn is None:
+                return None  # the place was taken for this call (_pass_turns)
+            if not conn.closed:
+                return conn
+        self._opened += 1
+        return None
+
+    def _pass_turns(self) -> None:
+        """Places among the new connections that came free, to the calls waiting."""
+        while self._waiting and self._opened < self.opening:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                self._opened += 1
+                waiter.set_result(None)
+
+    def _give_back(self, conn: _Connection) -> None:
+        """A connection done with a call: to the first call waiting, else kept idle."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(conn)
+                return
+        conn.idle_since = self.clock()
+        self._idle.append(conn)
 
     async def _exchange(self, target: Target, conn: _Connection, request: bytes,
                         deadline: float) -> tuple[int, bytes]:
@@ -340,8 +413,7 @@ class WalletClient:
         finally:
             timer.cancel()
         if conn.reusable() and target is self.target:
-            conn.idle_since = self.clock()
-            self._idle.append(conn)
+            self._give_back(conn)
         else:
             conn.drop()
         return result
