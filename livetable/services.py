@@ -269,7 +269,8 @@ class Services:
                           self.wallet, announce=self.bus.end_session,
                           chat_room=chat_room, census=self.bus.watchers_elsewhere,
                           terms_of=self.terms_of, standing=self.standing,
-                          tips_of=self.tips_of)
+                          tips_of=self.tips_of,
+                          balances=self.bus.balances_moved if self.redis is not None else None)
         # chat lines go by the bus, to every gateway; an operator's players are held to
         # its blocked words (the registry in force, reloaded on SIGHUP)
         gateway.chat.publish = self.bus.publish_note
@@ -433,6 +434,7 @@ class Services:
         if "gateway" in self.roles:
             self.bus.subscribe(self.gateway.deliver)
             self.bus.on_session_end(self.gateway.end_session)
+            self.bus.on_balances_elsewhere(self.gateway.others.moved_elsewhere)
             self.bus.subscribe_notes(self.gateway.chat.deliver)
             self.gateway.start()
         if self.collector is not None:

@@ -13,6 +13,12 @@ chat message, a deletion, a change of dealer (livetable/server/gateway/chat.py).
 same way to every gateway, on the same channel, and no gap repair applies to it: a note lost
 on the way is a chat line missed, never money.
 
+A :class:`BalancesMoved` names the players whose balance a bet or a tip taken on one
+gateway moved, so that the player's connections on the others (another phone, on another
+gateway) hear their balance then, not only at the round's results; the gateway that took
+it tells its own (livetable/server/gateway/players.py). It too is a hint: one lost on the
+way is a balance shown late, never money.
+
 It also sums the players online: each gateway counts the connections watching a table; the
 bus gives it every other gateway's count (:meth:`Bus.watchers_elsewhere`), so that a
 table's ``presence`` frame says the same number on every gateway.
@@ -56,10 +62,18 @@ class TableNote(msgspec.Struct, kw_only=True, array_like=True, tag="note"):
     staff: bytes | None = None
 
 
+class BalancesMoved(msgspec.Struct, kw_only=True, array_like=True):
+    """Players whose balance moved at gateway ``gateway`` (the bus's name for it)."""
+
+    gateway: str
+    players: list[str]
+
+
 BATCH_ENCODER = msgspec.msgpack.Encoder()
 BATCH_DECODER = msgspec.msgpack.Decoder(TableBatch)
 SESSION_END_DECODER = msgspec.msgpack.Decoder(SessionEnd)
 NOTE_DECODER = msgspec.msgpack.Decoder(TableNote)
+BALANCES_DECODER = msgspec.msgpack.Decoder(BalancesMoved)
 #: How an encoded note starts: an array whose first item is its tag (a batch's is its table).
 NOTE_HEAD = b"\xa4note"
 
@@ -91,6 +105,14 @@ class Bus(Protocol):
     async def watchers_elsewhere(self, table: str, here: int) -> int | None:
         """Tell the other gateways that ``here`` connections watch ``table`` on this one,
         and return how many watch it on all the others (None: not known now)."""
+        ...
+
+    async def balances_moved(self, players: list[str]) -> None:
+        """Tell the other gateways that these players' balances moved here."""
+        ...
+
+    def on_balances_elsewhere(self, tell: Callable[[list[str]], None]) -> None:
+        """``tell`` hears the players whose balances moved on another gateway."""
         ...
 
     async def start(self) -> None: ...
@@ -129,6 +151,12 @@ class MemoryBus:
 
     async def watchers_elsewhere(self, table: str, here: int) -> int | None:
         return 0  # one process: there is no other gateway
+
+    async def balances_moved(self, players: list[str]) -> None:
+        return None  # one process: no other gateway to tell
+
+    def on_balances_elsewhere(self, tell: Callable[[list[str]], None]) -> None:
+        return None  # nothing moves elsewhere
 
     async def start(self) -> None:
         return None

@@ -27,6 +27,11 @@ Key layout (``lt`` is the default prefix; ``<t>`` a table id, ``<p>`` a player i
                                          lease compares it; the fencing token the store
                                          checks is PostgreSQL's own)
     lt:sessions:ended             channel a session ended: every gateway closes its sockets
+    lt:sessions:balances          channel players whose balance a bet or a tip moved, by
+                                         the gateway that took it: the player's
+                                         connections on the others hear the balance
+                                         (under lt:sessions:, which the ACL of
+                                         deploy/ lets livetable use already)
 
 Every key name ends in a fixed suffix, so ids containing ``:`` cannot collide. Table ids
 may not contain ``{`` or ``}`` (they are the hash tag: everything of one table, its lease
@@ -113,3 +118,8 @@ class RedisKeys:
     def sessions_ended(self) -> str:
         """The channel every gateway hears ended sessions on (the bus)."""
         return f"{self.prefix}:sessions:ended"
+
+    @property
+    def balances(self) -> str:
+        """The channel every gateway hears of balances moved on another (the bus)."""
+        return f"{self.prefix}:sessions:balances"

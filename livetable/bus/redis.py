@@ -34,8 +34,10 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
 from livetable.bus import (
+    BALANCES_DECODER,
     BATCH_ENCODER,
     SESSION_END_DECODER,
+    BalancesMoved,
     SessionEnd,
     TableBatch,
     TableNote,
@@ -99,6 +101,7 @@ class RedisBus:
         self._subscribers: list[Callable[[TableBatch], None]] = []
         self._session_ends: list[Callable[[SessionEnd], None]] = []
         self._note_subscribers: list[Callable[[TableNote], None]] = []
+        self._balances: list[Callable[[list[str]], None]] = []
         self._heads: dict[str, tuple[int, int]] = {}  # table -> (epoch, seq) delivered
         #: table -> the last events delivered: a step that comes again is told from other
         #: events under the same numbers by them
@@ -112,6 +115,7 @@ class RedisBus:
         #: The ended-sessions channel's name as a message may carry it (bytes or text).
         self._session_channel = (self.keys.sessions_ended,
                                  self.keys.sessions_ended.encode())
+        self._balances_channel = (self.keys.balances, self.keys.balances.encode())
 
     def subscribe(self, deliver: Callable[[TableBatch], None]) -> None:
         self._subscribers.append(deliver)
@@ -121,6 +125,9 @@ class RedisBus:
 
     def subscribe_notes(self, deliver: Callable[[TableNote], None]) -> None:
         self._note_subscribers.append(deliver)
+
+    def on_balances_elsewhere(self, tell: Callable[[list[str]], None]) -> None:
+        self._balances.append(tell)
 
     async def publish(self, batch: TableBatch) -> None:
         """Publish a stored step; an unreachable Redis raises
@@ -135,6 +142,13 @@ class RedisBus:
         """Tell every gateway that a session ended (it was stored first: a gateway that
         misses this still refuses the token at its next hello)."""
         await self._publish(self.keys.sessions_ended, BATCH_ENCODER.encode(end))
+
+    async def balances_moved(self, players: list[str]) -> None:
+        """Tell the other gateways that these players' balances moved on this one (a
+        hint: an unreachable Redis raises :class:`~livetable.store.base.StoreUnavailable`,
+        and the players' connections there hear their balance at the results)."""
+        await self._publish(self.keys.balances, BATCH_ENCODER.encode(
+            BalancesMoved(gateway=self.gateway_id, players=players)))
 
     async def _publish(self, channel: str, data: bytes) -> None:
         try:
@@ -209,6 +223,8 @@ class RedisBus:
                 channels = [self.keys.steps(t) for t in self.tables]
                 if self._session_ends:
                     channels.append(self.keys.sessions_ended)
+                if self._balances:
+                    channels.append(self.keys.balances)
                 if self.sharded:
                     await pubsub.ssubscribe(*channels)
                 else:
@@ -265,6 +281,12 @@ class RedisBus:
                     end = SESSION_END_DECODER.decode(message["data"])
                     for close in self._session_ends:
                         close(end)
+                    continue
+                if message.get("channel") in self._balances_channel:
+                    moved = BALANCES_DECODER.decode(message["data"])
+                    if moved.gateway != self.gateway_id:  # this one told its own
+                        for tell in self._balances:
+                            tell(moved.players)
                     continue
                 decoded = decode_message(message["data"])
                 if isinstance(decoded, TableNote):

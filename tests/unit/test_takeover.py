@@ -83,6 +83,12 @@ class Wire:
     async def watchers_elsewhere(self, table: str, here: int) -> int | None:
         raise AssertionError("engines count no watchers")
 
+    async def balances_moved(self, players: list[str]) -> None:
+        raise AssertionError("engines take no bets")
+
+    def on_balances_elsewhere(self, tell: Any) -> None:
+        raise AssertionError("engines do not subscribe")
+
     async def start(self) -> None:
         return None
 

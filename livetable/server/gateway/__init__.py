@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -111,13 +112,16 @@ class Gateway:
                  announce: Announce | None = None, *,
                  chat_room: ChatRoom | None = None, census: Census | None = None,
                  terms_of: TermsOf = no_terms, standing: Standing = every_table,
-                 tips_of: TipsOf = tips_on) -> None:
+                 tips_of: TipsOf = tips_on,
+                 balances: Callable[[list[str]], Awaitable[None]] | None = None) -> None:
         """``announce`` tells every gateway that a session ended (the bus's
         ``end_session``); without it, only this one hears. ``census`` counts the
         players online on the other gateways (the bus's ``watchers_elsewhere``); without
         it, this gateway's connections are all there are. ``terms_of``: a launched
         player's chips and limits (their operator's, for the session's currency);
-        ``tips_of``: their operator's word on tips to the dealer."""
+        ``tips_of``: their operator's word on tips to the dealer. ``balances`` tells the
+        other gateways whose balances moved here (the bus's ``balances_moved``; the bus
+        calls :attr:`others`' ``moved_elsewhere`` with theirs)."""
         self.settings = settings
         self.store = store
         self.metrics = metrics
@@ -141,7 +145,8 @@ class Gateway:
         self.chat = Chat(settings, chat_room or MemoryChatRoom(), self.tables, metrics)
         self.admission = Admission(settings, secret, store, metrics, self.tables, players,
                                    self.sessions, self.chat)
-        others = OtherConnections(players, self.tables.players, self.keep)
+        self.others = others = OtherConnections(players, self.tables.players, self.keep,
+                                                balances)
         intake = Intake(settings, store, metrics, self.limits, wallet, self.tables.feeds,
                         self.sessions, terms_of, others)
         tip_wallet = None

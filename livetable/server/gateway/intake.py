@@ -119,11 +119,13 @@ class Intake:
             self._taken(client)
 
     def _taken(self, client: Client) -> None:
-        """A bet of ``client``'s player was taken: their other connections here hear the
-        balance. A player with one connection (nearly all) costs a look-up, no call."""
+        """A bet of ``client``'s player was taken: their other connections hear the
+        balance. A player with one connection on one gateway (nearly all) costs a look-up,
+        no call."""
         assert client.identity is not None
         others = self.others
-        if others is not None and len(others.connections.get(client.identity.id, ())) > 1:
+        if others is not None and (others.elsewhere is not None or len(
+                others.connections.get(client.identity.id, ())) > 1):
             others.balance_moved(client)
 
     async def _take(self, client: Client, slip: SlipRequest,

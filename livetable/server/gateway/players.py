@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from livetable import protocol as p
@@ -105,19 +105,29 @@ class Players:
 
 
 class OtherConnections:
-    """A player's other connections here hear their balance as soon as a bet or a tip of
-    theirs is taken on one (another phone, another browser: a page's own tabs share it in
-    the browser), not only at the round's results.
+    """A player's other connections hear their balance as soon as a bet or a tip of theirs
+    is taken on one (another phone, another browser: a page's own tabs share it in the
+    browser), not only at the round's results — here, and on the other gateways.
 
     The balance is read again (:meth:`Players.balance`), not copied from the answer: a
     repeated slip's answer repeats the balance of its first acceptance. Nothing is read for a
-    player with one connection here, the usual case: a dictionary look-up a bet."""
+    player with one connection here, the usual case: a dictionary look-up a bet.
+
+    With other gateways (``elsewhere``: the bus's ``balances_moved``), the players whose
+    balance moved in one turn of the loop go to them in one message, whatever their number
+    (a close of betting takes thousands of bets a second: one message a turn, not one a
+    bet), and each gateway tells its own connections of those players
+    (:meth:`moved_elsewhere`)."""
 
     def __init__(self, players: Players, connections: dict[str, set[Client]],
-                 keep: Callable[[asyncio.Task[None]], None]) -> None:
+                 keep: Callable[[asyncio.Task[None]], None],
+                 elsewhere: Callable[[list[str]], Awaitable[None]] | None = None) -> None:
         self.players = players
         self.connections = connections  # each player's connections here (feed.Tables')
         self.keep = keep
+        self.elsewhere = elsewhere
+        #: Players whose balance moved in this turn of the loop, for the other gateways.
+        self._moved: set[str] = set()
 
     def balance_moved(self, client: Client) -> None:
         identity = client.identity
@@ -126,6 +136,31 @@ class OtherConnections:
         others = [c for c in self.connections.get(identity.id, ()) if c is not client]
         if others:
             self.keep(asyncio.get_running_loop().create_task(self._tell(identity, others)))
+        if self.elsewhere is not None:
+            if not self._moved:
+                asyncio.get_running_loop().call_soon(self._tell_elsewhere)
+            self._moved.add(identity.id)
+
+    def moved_elsewhere(self, players: list[str]) -> None:
+        """The bus's word that these players' balances moved on another gateway: their
+        connections here hear it."""
+        for player_id in players:
+            here = list(self.connections.get(player_id, ()))
+            identity = here[0].identity if here else None
+            if identity is not None:
+                self.keep(asyncio.get_running_loop().create_task(self._tell(identity, here)))
+
+    def _tell_elsewhere(self) -> None:
+        players, self._moved = sorted(self._moved), set()
+        self.keep(asyncio.get_running_loop().create_task(self._publish(players)))
+
+    async def _publish(self, players: list[str]) -> None:
+        assert self.elsewhere is not None
+        try:
+            await self.elsewhere(players)
+        except StoreUnavailable as exc:  # they hear it at the results, or when they ask
+            log.warning("%d players' connections on other gateways not told their "
+                        "balance: %s", len(players), exc)
 
     async def _tell(self, identity: Identity, others: list[Client]) -> None:
         try:
