@@ -287,15 +287,24 @@ def test_a_broken_stream_tried_again_holds_nothing_while_it_loads(
         hung.append(route)
 
     page.route(re.compile(r".*/nothing-here/.*"), hold)
-    # the retry now (its timer would in 15 s), as the cards of a round start to come
+    # the retry now (its timer would in 15 s), as a round's cards come: just after a hand
+    # that is not the round's last, so that the next comes a reveal interval later (1 s)
+    # — after the Banker's, the next round's first hand is 15 s of betting away, past the
+    # 12 s the retry waits (the test failed so on a loaded run)
     count = len(page.evaluate("window.__shown"))
-    wait_until(lambda: len(page.evaluate("window.__shown")) > count, timeout=60)
+
+    def a_hand_with_more_to_come() -> bool:
+        shown = page.evaluate("window.__shown")
+        return len(shown) > count and shown[-1]["hand"] != "BANKER"
+
+    wait_until(a_hand_with_more_to_come, timeout=60)
     page.evaluate("() => { const v = window.livetableVideo; v._load(v.url); }")
     expect(figure).to_have_attribute("data-state", "loading")
-    # the next hand comes face up while the retry still loads (the round's last hand has
-    # been drawn face up before the retry at worst: then the next round's first)
-    wait_until(lambda: any(s["state"] == "loading" for s in page.evaluate("window.__shown")),
-               timeout=30)
+    # the next hand comes face up while the retry still loads (only the hands shown since:
+    # the page's own retries hang too, and a hand shown during one of them says nothing)
+    retried = len(page.evaluate("window.__shown"))
+    wait_until(lambda: any(s["state"] == "loading"
+                           for s in page.evaluate("window.__shown")[retried:]), timeout=30)
     assert hung, "the retry asked for no playlist"
 
 
