@@ -171,14 +171,23 @@ def test_while_you_were_away_never_shows_an_old_balance(server: Server, browser:
             wait_until(lambda: server.api(f"/api/tables/{table}")["round_id"] != round_id
                        or server.api(f"/api/tables/{table}")["phase"] == "settled", timeout=40)
             tp.open(table)
-            # the round on the felt when the summary appears (checked on every frame)
-            shown_in = page.wait_for_function(
-                """() => !document.querySelector('[data-testid=resume-summary]').hidden
-                   && Number(document.querySelector('[data-testid=round-no]')
-                             .textContent.replace(/\\D/g, ''))""", timeout=15_000).json_value()
-            while True:  # the first round that opens after the summary appeared
+            # the round on the felt when the summary is first seen up (checked on every
+            # frame), and how many rounds the page has opened since it appeared: on a loaded
+            # machine the next round may have opened before that frame — then the round on
+            # the felt is the one the summary stays through, and waiting for another was
+            # waiting for the one that closes it
+            shown_in, opened = page.wait_for_function(
+                """() => {
+                  const box = document.querySelector('[data-testid=resume-summary]');
+                  return !box.hidden && [Number(document.querySelector('[data-testid=round-no]')
+                                                .textContent.replace(/\\D/g, '')),
+                                         Number(box.dataset.roundsOpened || 0)];
+                }""", timeout=15_000).json_value()
+            # the round it stays through; after a shoe's last round the next is round 1
+            through = {shown_in} if opened else {shown_in + 1, 1}
+            while True:  # that round's opening (the socket has every frame since its hello)
                 frame = json.loads(other.recv(timeout=60))
-                if frame["type"] == "round_opened" and frame["round_no"] != shown_in:
+                if frame["type"] == "round_opened" and frame["round_no"] in through:
                     break
             other.send(json.dumps({"type": "place_bet", "bet_id": "other-tab",
                                    "round_id": frame["round_id"], "spot": "P3",
