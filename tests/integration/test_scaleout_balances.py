@@ -23,7 +23,9 @@ pytestmark = [
 
 async def test_a_bet_on_one_gateway_shows_its_balance_on_the_players_other_gateway(
         tmp_path: Path) -> None:
-    async with running(tmp_path, engines=1, gateways=2,
+    # six seconds of betting: both bets go in one round, with the balance's trip between
+    # them, on a loaded run too
+    async with running(tmp_path, engines=1, gateways=2, betting_seconds=6,
                        env={"LIVETABLE_OPERATOR_SECRET": OPERATOR_SECRET}) as deployment:
         gw1, gw2 = deployment.gateways
         await asyncio.to_thread(
