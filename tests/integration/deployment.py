@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import subprocess
 import time
@@ -46,6 +47,7 @@ from liveserver import (  # type: ignore[attr-defined]  # free_port: procutil
     deducted,
     expected_settlement,
     free_port,
+    livetable_command,
 )
 from pg_util import fresh_database
 from redis.asyncio import Redis
@@ -202,6 +204,15 @@ class Deployment:
         finally:
             await client.close()
         return int(welcome["player"]["balance"])
+
+    async def deposit(self, player: str, amount: int) -> None:
+        """Money into ``player``'s account, as an operator's ops would put it there
+        (``livetable deposit --postgres``, with a gateway's environment)."""
+        await asyncio.to_thread(
+            subprocess.run, [*livetable_command(), "deposit", "--postgres", self.postgres_url,
+                             "--player", player, "--amount", str(amount),
+                             "--id", f"dep-{player}"],
+            check=True, capture_output=True, env={**os.environ, **self.gateways[0].env})
 
     async def audit(self) -> AuditReport:
         """The ledger's audit, run from the test process against the same database."""

@@ -7,13 +7,11 @@ loop); the other reads the balance and tells its connections of that player."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 from deployment import running
-from liveserver import all_joined, close_all, livetable_command
+from liveserver import all_joined, close_all
 from walletserver import OPERATOR_SECRET, launch
 
 pytestmark = [
@@ -28,11 +26,7 @@ async def test_a_bet_on_one_gateway_shows_its_balance_on_the_players_other_gatew
     async with running(tmp_path, engines=1, gateways=2, betting_seconds=6,
                        env={"LIVETABLE_OPERATOR_SECRET": OPERATOR_SECRET}) as deployment:
         gw1, gw2 = deployment.gateways
-        await asyncio.to_thread(
-            subprocess.run, [*livetable_command(), "deposit", "--postgres",
-                             deployment.postgres_url, "--player", "p-two", "--amount",
-                             "50000", "--id", "dep-p-two"],
-            check=True, capture_output=True, env={**os.environ, **gw1.env})
+        await deployment.deposit("p-two", 50000)
         phone_session = await asyncio.to_thread(launch, gw1, "p-two")
         laptop_session = await asyncio.to_thread(launch, gw2, "p-two")
         someone_session = await asyncio.to_thread(launch, gw2, "p-else")

@@ -5,13 +5,11 @@ figures are the same on every gateway."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 from deployment import running
-from liveserver import WireClient, all_joined, close_all, livetable_command
+from liveserver import WireClient, all_joined, close_all
 from walletserver import OPERATOR_SECRET, launch, signed_post
 
 pytestmark = [
@@ -63,11 +61,7 @@ async def test_a_sessions_stakes_count_on_every_gateway(tmp_path: Path) -> None:
     async with running(tmp_path, engines=1, gateways=2,
                        env={"LIVETABLE_OPERATOR_SECRET": OPERATOR_SECRET}) as deployment:
         gw1, gw2 = deployment.gateways
-        await asyncio.to_thread(
-            subprocess.run, [*livetable_command(), "deposit", "--postgres",
-                             deployment.postgres_url, "--player", "p-two", "--amount",
-                             "50000", "--id", "dep-p-two"],
-            check=True, capture_output=True, env={**os.environ, **gw1.env})
+        await deployment.deposit("p-two", 50000)
         session = await asyncio.to_thread(launch, gw1, "p-two",
                                           limits={"max_stake_per_round": 3000})
         (on1, _), (on2, _) = await all_joined((gw1.ws, "on gw1", session["token"]),

@@ -4,7 +4,9 @@ one, and the other shows the new balance at once — not at the round's results,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,6 +23,7 @@ from livetable.metrics import Metrics
 from livetable.server.gateway import Gateway
 from livetable.server.gateway.client import Client
 from livetable.server.gateway.players import OtherConnections, Players
+from livetable.store.sqlite import SQLiteStore
 
 #: Waits on the wall clock (asyncio.sleep above zero): not in bin/test --fast (tests/tiers.py).
 pytestmark = pytest.mark.sleeps
@@ -42,23 +45,43 @@ def _balances(ws: _Socket) -> list[int]:
     return [m["balance"] for m in ws.sent if m["type"] == "balance"]
 
 
-async def test_a_bet_on_one_connection_shows_its_balance_on_the_players_others(
-        tmp_path: Path) -> None:
+async def _round_in_betting(tmp_path: Path) -> tuple[SQLiteStore, Gateway, p.TableSnapshot]:
+    """A store with round :data:`ROUND` open for bets, a gateway over it, and the table as
+    it shows it."""
     closes_at = now_ms() + 600_000
-    store, gateway = gateway_over(tmp_path, p.TableSnapshot(
-        id="t1", name="T1", phase="betting", mode="auto", round_id=ROUND, closes_at=closes_at,
-        limits=LIMITS))
+    snapshot = p.TableSnapshot(id="t1", name="T1", phase="betting", mode="auto",
+                               round_id=ROUND, closes_at=closes_at, limits=LIMITS)
+    store, gateway = gateway_over(tmp_path, snapshot)
     await store.commit_step("t1", b"{}", [], [OpenRound(
         table="t1", round_id=ROUND, shoe_id="t1.1", round_no=1, closes_at=closes_at,
         limits=LIMITS)], now_ms())
+    return store, gateway, snapshot
+
+
+@contextlib.asynccontextmanager
+async def _served(store: SQLiteStore, seats: list[tuple[Gateway, _Socket]]
+                  ) -> AsyncIterator[None]:
+    """Each socket served by its gateway, welcomed; then closed, and the store with them."""
+    tasks = [asyncio.create_task(gateway.serve(ws, "player"))  # type: ignore[arg-type]
+             for gateway, ws in seats]
+    try:
+        await _until(lambda: all("welcome" in ws.types() for _, ws in seats))
+        yield
+    finally:
+        for _, ws in seats:
+            await ws.close()
+        async with asyncio.timeout(5):
+            await asyncio.gather(*tasks)
+        await store.close()
+
+
+async def test_a_bet_on_one_connection_shows_its_balance_on_the_players_others(
+        tmp_path: Path) -> None:
+    store, gateway, _ = await _round_in_betting(tmp_path)
     token = mint(SECRET, "guest", "g1", "G1", 3600)
     phone, laptop = _Socket(token), _Socket(token)
     someone = _Socket(mint(SECRET, "guest", "g2", "G2", 3600))
-    sockets = (phone, laptop, someone)
-    tasks = [asyncio.create_task(gateway.serve(ws, "player"))  # type: ignore[arg-type]
-             for ws in sockets]
-    try:
-        await _until(lambda: all("welcome" in ws.types() for ws in sockets))
+    async with _served(store, [(gateway, phone), (gateway, laptop), (gateway, someone)]):
         start = phone.sent[0]["player"]["balance"]
         _bet(phone, "b1", 100)  # P1 deducts twice the stake
         await _until(lambda: _balances(laptop) == [start - 200])
@@ -84,12 +107,6 @@ async def test_a_bet_on_one_connection_shows_its_balance_on_the_players_others(
         await _until(lambda: len(_balances(laptop)) == 3)
         assert "tip_accepted" in phone.types()
         assert _balances(laptop)[-1] == start - 410 and _balances(someone) == []
-    finally:
-        for ws in sockets:
-            await ws.close()
-        async with asyncio.timeout(5):
-            await asyncio.gather(*tasks)
-        await store.close()
 
 
 async def test_a_bet_on_one_gateway_shows_its_balance_on_the_players_connections_on_another(
@@ -98,13 +115,7 @@ async def test_a_bet_on_one_gateway_shows_its_balance_on_the_players_connections
     choice). The laptop heard its balance only at the round's results: now the gateway that
     took the bet names the player to the others (the bus: here, straight to the other
     gateway), and each tells its own connections of that player."""
-    closes_at = now_ms() + 600_000
-    snapshot = p.TableSnapshot(id="t1", name="T1", phase="betting", mode="auto",
-                               round_id=ROUND, closes_at=closes_at, limits=LIMITS)
-    store, _ = gateway_over(tmp_path, snapshot)
-    await store.commit_step("t1", b"{}", [], [OpenRound(
-        table="t1", round_id=ROUND, shoe_id="t1.1", round_no=1, closes_at=closes_at,
-        limits=LIMITS)], now_ms())
+    store, _, snapshot = await _round_in_betting(tmp_path)
     told: list[list[str]] = []
 
     async def execute(table: str, command: object) -> p.Ack | p.Error:
@@ -128,11 +139,7 @@ async def test_a_bet_on_one_gateway_shows_its_balance_on_the_players_connections
     token = mint(SECRET, "guest", "g1", "G1", 3600)
     phone, laptop = _Socket(token), _Socket(token)
     someone = _Socket(mint(SECRET, "guest", "g2", "G2", 3600))
-    tasks = [asyncio.create_task(gw.serve(ws, "player"))  # type: ignore[arg-type]
-             for gw, ws in ((one, phone), (two, laptop), (two, someone))]
-    sockets = (phone, laptop, someone)
-    try:
-        await _until(lambda: all("welcome" in ws.types() for ws in sockets))
+    async with _served(store, [(one, phone), (two, laptop), (two, someone)]):
         start = phone.sent[0]["player"]["balance"]
         _bet(phone, "b1", 100)  # P1 deducts twice the stake
         await _until(lambda: _balances(laptop) == [start - 200])
@@ -143,12 +150,6 @@ async def test_a_bet_on_one_gateway_shows_its_balance_on_the_players_connections
         _send(someone, {"type": "ping", "t": 1})
         await _until(lambda: "pong" in someone.types())
         assert _balances(someone) == [] and _balances(phone) == [start - 400]
-    finally:
-        for ws in sockets:
-            await ws.close()
-        async with asyncio.timeout(5):
-            await asyncio.gather(*tasks)
-        await store.close()
 
 
 class _Seated:
