@@ -248,7 +248,7 @@ class _Connection(asyncio.Protocol):
 
 
 def _expire(answer: asyncio.Future[Any]) -> None:
-    """The call's deadline came before its answer (or its turn)."""
+    """The call's deadline came before its answer (or a connection to make it on)."""
     if not answer.done():
         answer.set_exception(TimeoutError())
 
@@ -338,7 +338,7 @@ class WalletClient:
                     if exc.answered:
                         raise
                     # closed by the server while it sat idle: once more, on a fresh one
-            conn = await self._turn(deadline)
+            conn = await self._connection_or_place(deadline)
             if target is not self.target:  # pointed elsewhere while it waited
                 target = self.target
                 request = self._request(target, method, body)
@@ -350,11 +350,11 @@ class WalletClient:
                 return await self._exchange(target, conn, request, deadline)
             finally:
                 self._opened -= 1
-                self._pass_turns()
+                self._pass_places()
         finally:
             slots.release()
 
-    async def _turn(self, deadline: float) -> _Connection | None:
+    async def _connection_or_place(self, deadline: float) -> _Connection | None:
         """A connection another call is done with, or None: a place among the new
         connections taken (the caller opens one and gives the place back)."""
         while self._opened >= self.opening:
@@ -365,25 +365,25 @@ class WalletClient:
             try:
                 conn = await waiter
             except BaseException:
-                # a cancel, perhaps just as a turn was given (which is passed on)
+                # a cancel, perhaps just as a connection or a place was given: passed on
                 if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
                     given = waiter.result()
                     if given is None:
                         self._opened -= 1
-                        self._pass_turns()
+                        self._pass_places()
                     else:
                         self._give_back(given)
                 raise
             finally:
                 timer.cancel()
             if conn is None:
-                return None  # the place was taken for this call (_pass_turns)
+                return None  # the place was taken for this call (_pass_places)
             if not conn.closed:
                 return conn
         self._opened += 1
         return None
 
-    def _pass_turns(self) -> None:
+    def _pass_places(self) -> None:
         """Places among the new connections that came free, to the calls waiting."""
         while self._waiting and self._opened < self.opening:
             waiter = self._waiting.popleft()

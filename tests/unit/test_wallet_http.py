@@ -318,7 +318,7 @@ async def test_a_call_that_waits_past_its_deadline_for_a_new_connection_takes_no
         assert len(server.requests) == 6  # the one that gave up was never sent
 
 
-async def test_a_turn_given_as_its_call_gives_up_is_passed_on() -> None:
+async def test_a_connection_or_place_given_as_its_call_gives_up_is_passed_on() -> None:
     """A connection or a place handed to a waiting call in the same turn of the loop as
     that call's cancel (its deadline, its player gone) is passed on, never lost: the
     connection kept for the next call, the place free for the next to open one."""
@@ -327,7 +327,7 @@ async def test_a_turn_given_as_its_call_gives_up_is_passed_on() -> None:
     loop = asyncio.get_running_loop()
     client._opened = 1  # one new connection on the wire, not answered yet
     handed = _Connection(MAX_ANSWER)
-    waiting = asyncio.create_task(client._turn(loop.time() + 5))
+    waiting = asyncio.create_task(client._connection_or_place(loop.time() + 5))
     await asyncio.sleep(0)  # it waits
     client._give_back(handed)  # a call is done with a connection: to the waiting call
     waiting.cancel()  # which gives up before it runs
@@ -335,10 +335,10 @@ async def test_a_turn_given_as_its_call_gives_up_is_passed_on() -> None:
         await waiting
     assert list(client._idle) == [handed] and client._opened == 1
 
-    waiting = asyncio.create_task(client._turn(loop.time() + 5))
+    waiting = asyncio.create_task(client._connection_or_place(loop.time() + 5))
     await asyncio.sleep(0)
     client._opened -= 1  # the new connection answered: its place comes free
-    client._pass_turns()  # and is taken for the waiting call
+    client._pass_places()  # and is taken for the waiting call
     assert client._opened == 1
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):

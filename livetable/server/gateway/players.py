@@ -145,10 +145,14 @@ class OtherConnections:
         """The bus's word that these players' balances moved on another gateway: their
         connections here hear it."""
         for player_id in players:
-            here = list(self.connections.get(player_id, ()))
-            identity = here[0].identity if here else None
+            here = self.connections.get(player_id)  # none for nearly every player named
+            if not here:
+                continue
+            clients = list(here)
+            identity = clients[0].identity
             if identity is not None:
-                self.keep(asyncio.get_running_loop().create_task(self._tell(identity, here)))
+                self.keep(asyncio.get_running_loop().create_task(
+                    self._tell(identity, clients)))
 
     def _tell_elsewhere(self) -> None:
         players, self._moved = sorted(self._moved), set()
