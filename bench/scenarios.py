@@ -594,7 +594,8 @@ def bet_intake(lg: LoadGen, work: Path, players: int, per_player: int, betting_s
     ``pinned``: the servers (with SQLite's writer) on :data:`SERVER_CORE`, the reference
     operator on :data:`LOADGEN_CORE` (where the caller put the load generator): the
     server's CPU is then its own. PostgreSQL is left to the kernel: with it on the server's
-    core that core was saturated (half the seamless bets refused, not sent in time)."""
+    core that core was saturated (half the seamless bets refused, not sent in time), and on
+    the load generator's it was worse (docs/benchmarks.md, "The first bets of a cold pool")."""
     wallet = "" if wallet_latency_ms is None else f", seamless wallet {wallet_latency_ms:g} ms"
     across = f" across {gateways} gateways" if gateways > 1 else ""
     _log(f"bet intake ({store}{wallet}): {players} players × {per_player} bets in the last "
